@@ -1,0 +1,71 @@
+/*
+ * config.h: every tunable of harvestd in one immutable struct, and the directive table that
+ * fills it from the command line (and, later, from a config file).
+ *
+ * Each directive has one canonical name (`max_bytes`); on the command line it is spelled
+ * `--max-bytes VALUE` or `--max-bytes=VALUE`. Sizes take k/m/g suffixes (powers of 1024),
+ * durations take ms/s/m/h suffixes; a bare number is in the unit the directive names.
+ */
+#ifndef HARVESTD_CONFIG_H
+#define HARVESTD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "harvestd/log.h"
+
+typedef struct {
+    /* run mode */
+    const char *input_path;   /* --once FILE */
+    const char *output_path;  /* -o FILE, "-" for stdout */
+
+    /* concurrency and queues */
+    unsigned concurrency;       /* requests in flight, all hosts */
+    unsigned per_host;          /* requests in flight per scheme+host+port */
+    unsigned queue_size;        /* jobs waiting for a slot before the reader pauses */
+    unsigned page_queue;        /* downloaded pages waiting for a parser */
+    uint64_t page_queue_bytes;  /* ... and their bytes */
+    unsigned result_queue;      /* finished records waiting for the writer */
+    unsigned parse_jobs;        /* parses in flight on the threadpool; 0 = number of CPUs */
+
+    /* HTTP */
+    uint64_t max_bytes;         /* decoded body limit */
+    uint64_t max_header_bytes;  /* status line + headers */
+    unsigned max_redirects;
+    char user_agent[256];
+    uint64_t connect_timeout_ms; /* DNS + TCP connect */
+    uint64_t read_timeout_ms;    /* longest silence while waiting for response bytes */
+    uint64_t total_timeout_ms;   /* whole request, redirects included */
+    uint64_t keepalive_timeout_ms; /* idle pooled connections are closed after this */
+    uint64_t dns_ttl_ms;
+
+    /* output and shutdown */
+    uint64_t flush_ms;          /* a completed record reaches the kernel within this */
+    uint64_t drain_timeout_ms;  /* in-flight requests get this long after SIGINT/SIGTERM */
+
+    hv_log_level_t log_level;
+} hv_config_t;
+
+/** Fill `cfg` with the documented defaults. */
+void hv_config_defaults(hv_config_t *cfg);
+
+/**
+ * Set directive `name` (canonical, '_' or '-' separated) from text `value`. On error returns
+ * UV_EINVAL / UV_ENOENT (unknown directive) / UV_ERANGE and writes a message without the
+ * source location into `err` (e.g. "max_bytes: '12q' is not a size (use k, m or g)").
+ */
+int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *err, size_t errcap);
+
+/** Resolve derived defaults (parse_jobs = CPUs) and cross-checks; 0 or UV_EINVAL + `err`. */
+int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap);
+
+/** Print every directive with its default and meaning (for --help). */
+void hv_config_print_help(FILE *out);
+
+/* Parsers shared with other modules and tests. */
+int hv_parse_size(const char *s, uint64_t *out);
+int hv_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t *out);
+int hv_parse_uint(const char *s, uint64_t *out);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * conn.h: one client connection: name lookup (through the dns cache), TCP connect with
+ * fallback to the host's next address, bounded reads, owned writes and one timer.
+ *
+ * The connection is a plaintext byte stream to whoever owns it (fetch): it hands up what it
+ * reads and sends what it is given. A TLS layer slots in below this interface without the
+ * owner noticing.
+ *
+ * Ownership: the owner creates the connection, swaps callbacks as it moves between a request
+ * and the idle pool, and ends it with hv_conn_close(). After that call the owner must forget
+ * the pointer: the memory is freed in the last handle's close callback, and no callback of
+ * the owner runs any more.
+ *
+ * States: RESOLVING -> CONNECTING -> OPEN -> CLOSING.
+ */
+#ifndef HARVESTD_CONN_H
+#define HARVESTD_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "harvestd/dns.h"
+
+/** Size of the per-connection read buffer (reads are consumed synchronously). */
+#define HV_CONN_READ_BUF (64 * 1024)
+
+typedef struct hv_conn_s hv_conn_t;
+
+typedef struct {
+    /** The connection is open (0), or failed: the error is a UV_EAI_* code from the lookup or
+     * the last address's connect error, and the connection is already closing. */
+    void (*on_connect)(hv_conn_t *c, int status);
+    /** Bytes arrived. The callee may pause reads, write, or close the connection. */
+    void (*on_read)(hv_conn_t *c, const char *data, size_t len);
+    /** The peer closed (UV_EOF) or a read/write failed. The connection stays open until the
+     * owner closes it. */
+    void (*on_error)(hv_conn_t *c, int err);
+    /** The timer armed with hv_conn_set_timer() fired. */
+    void (*on_timeout)(hv_conn_t *c);
+} hv_conn_cbs_t;
+
+typedef enum {
+    HV_CONN_RESOLVING,
+    HV_CONN_CONNECTING,
+    HV_CONN_OPEN,
+    HV_CONN_CLOSING,
+} hv_conn_state_t;
+
+struct hv_conn_s {
+    uint64_t id;
+    hv_conn_state_t state;
+    const hv_conn_cbs_t *cbs;   /* current owner's callbacks */
+    void *data;                 /* current owner */
+    unsigned requests;          /* responses completed on this connection */
+    /* Pool bookkeeping, managed by fetch. */
+    void *pool_host;
+    TAILQ_ENTRY(hv_conn_s) pool_link;
+    TAILQ_ENTRY(hv_conn_s) lru_link;
+    TAILQ_ENTRY(hv_conn_s) active_link;
+
+    /* private */
+    uv_loop_t *_loop;
+    hv_dns_t *_dns;
+    uv_tcp_t _tcp;
+    uv_timer_t _timer;
+    uv_connect_t _connect_req;
+    hv_dns_waiter_t _dns_waiter;
+    hv_dns_entry_t *_dns_entry;
+    char *_host;
+    struct sockaddr_storage _literal; /* the address when the host is an IP literal */
+    int _is_literal;
+    unsigned _addr_idx;
+    uint16_t _port;
+    int _reading;
+    int _tcp_retrying;          /* _tcp is closing so that the next address can be tried */
+    int _nhandles;              /* handles still to close before the memory can go */
+    char *_rbuf;
+};
+
+/**
+ * Start a connection to host:port: look the name up (skipped when `host_is_ip`), then connect
+ * to each address in turn until one accepts. Returns 0 with *out set, after which
+ * `cbs->on_connect` reports the outcome (never from inside this call); or a negative error
+ * known at once (a remembered lookup failure, EMFILE...) with *out NULL and nothing to free.
+ */
+int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, const char *host, int host_is_ip,
+                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out);
+
+/** Queue `len` bytes for sending (copied). 0, or a UV_E* error (connection not open). */
+int hv_conn_write(hv_conn_t *c, const char *data, size_t len);
+
+void hv_conn_read_start(hv_conn_t *c);
+void hv_conn_read_stop(hv_conn_t *c);
+
+/** (Re)arm the connection's single timer; 0 stops it. */
+void hv_conn_set_timer(hv_conn_t *c, uint64_t ms);
+
+/** Begin closing; idempotent. The pointer must not be used afterwards. */
+void hv_conn_close(hv_conn_t *c);
+
+#endif

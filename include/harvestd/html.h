@@ -1,0 +1,42 @@
+/*
+ * html.h: what harvestd reads out of an HTML document. Pure functions that run on libuv
+ * threadpool workers (see parse.h): they touch only their arguments.
+ *
+ * gumbo 0.10 costs time quadratic in nesting depth and its destructor recurses, so every
+ * document is pre-scanned and refused above HV_HTML_MAX_DEPTH levels before gumbo sees it.
+ */
+#ifndef HARVESTD_HTML_H
+#define HARVESTD_HTML_H
+
+#include <stddef.h>
+
+/** Deepest element nesting we hand to gumbo (about 30 ms of parse time at this depth). */
+#define HV_HTML_MAX_DEPTH 4096
+
+typedef struct {
+    char *title;         /* malloc'd text of the first HTML <title>, whitespace collapsed and
+                            trimmed; NULL if there is none or it is empty */
+    size_t depth;        /* pre-scan estimate of the deepest nesting */
+} hv_html_result_t;
+
+/**
+ * Estimate the element nesting depth of [s, s+len) without building a tree: count start tags
+ * of elements that can contain others, minus end tags; skip comments, doctype, raw-text and
+ * RCDATA elements (script, style, textarea, title, ...), void elements, self-closed foreign
+ * tags and elements whose end tag is optional and implied by a sibling (p, li, td, option,
+ * ...). Stops as soon as the depth exceeds `limit` and returns limit + 1. O(len), no
+ * allocation.
+ */
+size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit);
+
+/**
+ * Analyse one document. [body, body+len) need not be valid UTF-8: invalid sequences are
+ * replaced by U+FFFD before parsing. Returns 0 and fills `out` (title may be NULL), or
+ * HV_ENESTING (out->depth set) if the pre-scan exceeds HV_HTML_MAX_DEPTH. The caller frees
+ * the result with hv_html_result_free().
+ */
+int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out);
+
+void hv_html_result_free(hv_html_result_t *r);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+ * http.h: one HTTP/1.1 exchange over a byte stream: request text, response parsing with
+ * llhttp, header and body limits, content decoding (gzip/deflate with zlib) and the
+ * keep-alive decision. Pure: no I/O and no loop; the owner feeds it bytes and reads results.
+ *
+ * A response moves through: head -> (owner decides what to do with the body) -> body ->
+ * complete. Interim 1xx responses are skipped. After completion the owner may reuse the
+ * connection only if `keep_alive` is set (llhttp said so and no stray bytes followed).
+ */
+#ifndef HARVESTD_HTTP_H
+#define HARVESTD_HTTP_H
+
+#include <llhttp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zlib.h>
+
+#include "harvestd/buf.h"
+#include "harvestd/url.h"
+
+typedef struct {
+    uint64_t max_body;         /* decoded body bytes kept; more is HV_ETOOBIG */
+    uint64_t max_header_bytes; /* status line + header lines; more is HV_EPROTO */
+    uint64_t max_drain;        /* body bytes read and dropped to keep a connection reusable */
+} hv_http_limits_t;
+
+/** What the owner wants done with a body, decided once the head is complete. */
+typedef enum {
+    HV_HTTP_BODY_KEEP,    /* decode and keep it (within max_body) */
+    HV_HTTP_BODY_DISCARD, /* read and drop it (within max_drain), then complete */
+    HV_HTTP_BODY_ABORT,   /* stop now: hv_http_feed returns HV_ECANCELLED */
+} hv_http_body_t;
+
+typedef struct hv_http_s hv_http_t;
+typedef hv_http_body_t (*hv_http_head_cb)(hv_http_t *h);
+
+typedef enum { HV_ENC_IDENTITY, HV_ENC_GZIP, HV_ENC_DEFLATE, HV_ENC_UNSUPPORTED } hv_http_enc_t;
+
+struct hv_http_s {
+    /* results: valid from the head callback on */
+    int status;
+    int64_t content_length;    /* -1 when absent */
+    hv_buf_t content_type;     /* raw header value (NUL-terminated when non-empty) */
+    hv_buf_t location;
+    hv_http_enc_t encoding;
+    hv_buf_t body;             /* decoded body (HV_HTTP_BODY_KEEP) */
+    int complete;
+    int keep_alive;
+    uint64_t bytes_in;         /* every byte fed, head included: 0 means "nothing came" */
+    char error[64];            /* machine-readable detail of the last error */
+    void *data;                /* owner */
+
+    /* private */
+    llhttp_t _parser;
+    const hv_http_limits_t *_limits;
+    hv_http_head_cb _on_head;
+    hv_http_body_t _body_mode;
+    uint64_t _head_bytes;
+    uint64_t _drained;
+    int _err;                  /* error raised inside a callback */
+    int _header;               /* which header's value is being collected */
+    hv_buf_t _field;
+    z_stream _z;
+    int _z_init;
+    int _z_end;                /* the compressed stream reached its end */
+    unsigned char _z_hdr[2];   /* first bytes of a "deflate" body, to tell zlib from raw */
+    unsigned _z_hdr_len;
+    int _z_members;            /* complete gzip members so far */
+    int _z_ignore;             /* junk after the last member: drop the rest */
+};
+
+/** Build a GET request for `u` into `out`. 0 or HV_ETOOBIG. */
+int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent);
+
+/** Prepare for one response. `limits` must outlive the exchange. */
+void hv_http_init(hv_http_t *h, const hv_http_limits_t *limits, hv_http_head_cb on_head,
+                  void *data);
+
+/** Release buffers and the decoder (the body too, unless stolen with hv_buf_steal). */
+void hv_http_free(hv_http_t *h);
+
+/**
+ * Parse `len` more bytes. Returns 0 (need more), 1 (response complete: stop feeding), or an
+ * error with h->error set: HV_EPROTO (malformed, head too large, unsupported encoding),
+ * HV_ETOOBIG (body over max_body), HV_EDECODE (corrupt compressed body), HV_ECANCELLED (the
+ * head callback said ABORT).
+ */
+int hv_http_feed(hv_http_t *h, const char *data, size_t len);
+
+/** The peer closed the stream. Returns 1 if that completed the response (close-delimited),
+ * else an error: HV_ECLOSED (h->error says where it stopped), HV_EDECODE, HV_EPROTO. */
+int hv_http_eof(hv_http_t *h);
+
+/** Lower-cased media type of the response without parameters ("text/html"), into `out`. */
+void hv_http_media_type(const hv_http_t *h, char *out, size_t cap);
+
+#endif

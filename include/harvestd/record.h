@@ -1,0 +1,88 @@
+/*
+ * record.h: one output record per input line, and its JSON form.
+ *
+ * A record is plain data owned by whoever holds it: the fetch stage builds it, the parse
+ * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
+ * and absent fields are omitted:
+ *   requested_url, url, status, http_status, title, content_type, bytes, redirects,
+ *   elapsed_ms, fetched_at, stage, error_type, error
+ */
+#ifndef HARVESTD_RECORD_H
+#define HARVESTD_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "harvestd/buf.h"
+
+typedef enum {
+    HV_STAGE_NONE = 0,
+    HV_STAGE_INPUT,
+    HV_STAGE_DOWNLOAD,
+    HV_STAGE_PARSE,
+} hv_stage_t;
+
+/* The stable error_type vocabulary of records. Keep hv_error_type_name() in step. */
+typedef enum {
+    HV_ET_NONE = 0,
+    HV_ET_INVALID_URL,
+    HV_ET_UNSUPPORTED_SCHEME,
+    HV_ET_DNS,
+    HV_ET_CONNECT,
+    HV_ET_CONNECT_TIMEOUT,
+    HV_ET_READ_TIMEOUT,
+    HV_ET_TOTAL_TIMEOUT,
+    HV_ET_CONNECTION_RESET,
+    HV_ET_PROTOCOL,
+    HV_ET_TOO_MANY_REDIRECTS,
+    HV_ET_PAGE_TOO_LARGE,
+    HV_ET_UNEXPECTED_CONTENT_TYPE,
+    HV_ET_HTTP_STATUS,
+    HV_ET_MISSING_TITLE,
+    HV_ET_TOO_DEEPLY_NESTED,
+    HV_ET__COUNT
+} hv_error_type_t;
+
+typedef struct hv_record_s {
+    char *requested_url;    /* the input line as given (trimmed); required */
+    char *url;              /* final URL after redirects, or NULL */
+    int ok;                 /* status "ok" vs "failed" */
+    int http_status;        /* 0: absent */
+    char *title;            /* NULL: absent */
+    char *content_type;     /* NULL: absent */
+    int64_t bytes;          /* decoded body bytes; -1: absent */
+    int redirects;          /* -1: absent */
+    int64_t elapsed_ms;     /* -1: absent */
+    int64_t fetched_at_ms;  /* Unix ms; -1: absent */
+    hv_stage_t stage;       /* HV_STAGE_NONE when ok */
+    hv_error_type_t error_type;
+    char *error;            /* short machine-readable text; NULL when ok */
+    TAILQ_ENTRY(hv_record_s) link; /* result-queue linkage, owned by the queue holder */
+} hv_record_t;
+
+/** A new record with every optional field absent; requested_url is copied. */
+hv_record_t *hv_record_new(const char *requested_url, size_t len);
+
+/** Mark `r` failed: copies `error` (a short machine-readable text). */
+void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, const char *error);
+
+/** Free the record and its strings (NULL is fine). */
+void hv_record_free(hv_record_t *r);
+
+/** "InvalidUrl", "DnsError", ...; "" for HV_ET_NONE. */
+const char *hv_error_type_name(hv_error_type_t t);
+
+/** "input", "download", "parse"; NULL for HV_STAGE_NONE. */
+const char *hv_stage_name(hv_stage_t s);
+
+/**
+ * Serialise `r` as one line of JSON followed by '\n', appended to `out`. Every string is made
+ * valid UTF-8 first. Returns 0, or HV_ETOOBIG if `out` has no room (nothing is appended then).
+ */
+int hv_record_append_json(const hv_record_t *r, hv_buf_t *out);
+
+/** RFC 3339 UTC with milliseconds, "2026-11-29T12:00:00.123Z"; `out` needs 25 bytes. */
+void hv_format_rfc3339_ms(char out[32], int64_t unix_ms);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * source.h: where URLs come from. The pipeline consumes lines from any source through this
+ * small interface (a URL file today; a spool directory or a Redis stream can follow) and
+ * pushes back by returning "pause" from on_line.
+ */
+#ifndef HARVESTD_SOURCE_H
+#define HARVESTD_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hv_source_s hv_source_t;
+
+/** What a source delivers to (implemented by the pipeline). */
+typedef struct {
+    /** One input line, already trimmed, never blank or a comment; `lineno` is 1-based.
+     * `overlong` says the line was longer than the source keeps (the text is a prefix).
+     * Returns 0 to continue, 1 to pause until hv_source_resume(). */
+    int (*on_line)(void *ud, const char *line, size_t len, uint64_t lineno, int overlong);
+    /** No more lines: status 0 at the end of input, or a UV_E* read error. */
+    void (*on_end)(void *ud, int status);
+} hv_sink_t;
+
+typedef struct {
+    /** Begin delivering to `sink` (from the next loop iteration, never inside this call). */
+    void (*start)(hv_source_t *s, const hv_sink_t *sink, void *ud);
+    void (*resume)(hv_source_t *s);
+    /** Stop delivering; the source frees itself (possibly later, after pending I/O). */
+    void (*close)(hv_source_t *s);
+    const char *(*name)(const hv_source_t *s);
+} hv_source_ops_t;
+
+struct hv_source_s {
+    const hv_source_ops_t *ops;
+};
+
+static inline void hv_source_start(hv_source_t *s, const hv_sink_t *sink, void *ud)
+{
+    s->ops->start(s, sink, ud);
+}
+
+static inline void hv_source_resume(hv_source_t *s)
+{
+    s->ops->resume(s);
+}
+
+static inline void hv_source_close(hv_source_t *s)
+{
+    s->ops->close(s);
+}
+
+#endif

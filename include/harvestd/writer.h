@@ -1,0 +1,47 @@
+/*
+ * writer.h: the JSONL output of one batch.
+ *
+ * Records are serialised as they arrive into a pending buffer; one uv_fs_write at a time
+ * (concurrent writes to one file complete out of order) carries the pending bytes to the
+ * file, so records that complete together are written together. A record reaches the kernel
+ * at most `flush_ms` after it was pushed. Short writes are continued; a write error (ENOSPC,
+ * EIO) is reported once through `on_error` and the writer accepts nothing more: the caller
+ * must stop the batch and never claim completion.
+ *
+ * Backpressure: hv_writer_full() is true while the pending buffer is over its high-water mark;
+ * `on_drain` runs after each completed write so the caller can push again.
+ */
+#ifndef HARVESTD_WRITER_H
+#define HARVESTD_WRITER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "harvestd/record.h"
+
+typedef struct hv_writer_s hv_writer_t;
+
+typedef struct {
+    void (*on_drain)(void *ud);
+    void (*on_error)(void *ud, int err);
+} hv_writer_cbs_t;
+
+/**
+ * Open `path` for appending, created exclusively (an existing file is never reused:
+ * UV_EEXIST), or standard output for "-". Returns 0 and *out, or a UV_E* error.
+ */
+int hv_writer_open(uv_loop_t *loop, const char *path, uint64_t flush_ms,
+                   const hv_writer_cbs_t *cbs, void *ud, hv_writer_t **out);
+
+/** Serialise and take over `rec` (freed here). 0, or the writer's sticky error. */
+int hv_writer_push(hv_writer_t *w, hv_record_t *rec);
+
+int hv_writer_full(const hv_writer_t *w);
+
+/** Write everything pending, fsync (files only) and close; `done` runs with 0 or the error.
+ * The writer frees itself after `done` returns. */
+void hv_writer_finish(hv_writer_t *w, void (*done)(void *ud, int status));
+
+uint64_t hv_writer_bytes(const hv_writer_t *w);
+
+#endif

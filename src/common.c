@@ -1,0 +1,107 @@
+/* common.c: errors, allocation wrappers, clocks. */
+#include "harvestd/common.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+static const struct {
+    int code;
+    const char *name;
+    const char *text;
+} hv_errors[] = {
+    {HV_ETOOBIG, "HV_ETOOBIG", "limit exceeded"},
+    {HV_EPROTO, "HV_EPROTO", "protocol error"},
+    {HV_EDECODE, "HV_EDECODE", "content decoding failed"},
+    {HV_EURL, "HV_EURL", "malformed URL"},
+    {HV_ESCHEME, "HV_ESCHEME", "unsupported URL scheme"},
+    {HV_EREDIRECTS, "HV_EREDIRECTS", "too many redirects"},
+    {HV_ECLOSED, "HV_ECLOSED", "connection closed before the response completed"},
+    {HV_ECANCELLED, "HV_ECANCELLED", "cancelled"},
+    {HV_ENESTING, "HV_ENESTING", "document nested too deeply"},
+    {HV_EINTERNAL, "HV_EINTERNAL", "internal error"},
+};
+
+const char *hv_strerror(int err)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(hv_errors); i++)
+        if (hv_errors[i].code == err)
+            return hv_errors[i].text;
+    return uv_strerror(err);
+}
+
+const char *hv_err_name(int err)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(hv_errors); i++)
+        if (hv_errors[i].code == err)
+            return hv_errors[i].name;
+    return uv_err_name(err);
+}
+
+static void oom(size_t size)
+{
+    fprintf(stderr, "harvestd: out of memory allocating %zu bytes\n", size);
+    abort();
+}
+
+void *hv_xmalloc(size_t size)
+{
+    void *p = malloc(size ? size : 1);
+    if (p == NULL)
+        oom(size);
+    return p;
+}
+
+void *hv_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (p == NULL)
+        oom(n * size);
+    return p;
+}
+
+void *hv_xrealloc(void *p, size_t size)
+{
+    void *q = realloc(p, size ? size : 1);
+    if (q == NULL)
+        oom(size);
+    return q;
+}
+
+char *hv_xstrndup(const char *s, size_t n)
+{
+    char *p = hv_xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+char *hv_xstrdup(const char *s)
+{
+    return hv_xstrndup(s, strlen(s));
+}
+
+int64_t hv_now_unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+uint64_t hv_mono_ms(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+void hv_format_size(char *out, size_t cap, uint64_t bytes)
+{
+    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+        snprintf(out, cap, "%" PRIu64 "_mib", bytes >> 20);
+    else if (bytes >= 1024 && bytes % 1024 == 0)
+        snprintf(out, cap, "%" PRIu64 "_kib", bytes >> 10);
+    else
+        snprintf(out, cap, "%" PRIu64 "_bytes", bytes);
+}

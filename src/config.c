@@ -1,0 +1,266 @@
+/*
+ * config.c: the directive table. One row per tunable drives parsing, range checks and the
+ * help text, so a new option is one line here plus a field in hv_config_t.
+ */
+#include "harvestd/config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "harvestd/common.h"
+
+typedef enum { T_UINT, T_SIZE, T_DURATION, T_STRING, T_LEVEL } dtype_t;
+
+typedef struct {
+    const char *name;
+    dtype_t type;
+    size_t offset;
+    size_t width;     /* sizeof the field (unsigned or uint64_t; string capacity) */
+    uint64_t min, max;
+    uint64_t unit_ms; /* T_DURATION: unit of a bare number */
+    const char *def;  /* default, as text */
+    const char *help;
+} directive_t;
+
+#define F(field) offsetof(hv_config_t, field), sizeof(((hv_config_t *)0)->field)
+#define MIB (UINT64_C(1) << 20)
+#define HOUR_MS UINT64_C(3600000)
+
+static const directive_t directives[] = {
+    {"concurrency", T_UINT, F(concurrency), 1, 10000, 0, "32",
+     "requests in flight across all hosts"},
+    {"per_host", T_UINT, F(per_host), 1, 1000, 0, "4",
+     "requests in flight to one scheme+host+port"},
+    {"queue_size", T_UINT, F(queue_size), 1, 1000000, 0, "1024",
+     "URLs waiting for a request slot; the input is read no further while it is full"},
+    {"page_queue", T_UINT, F(page_queue), 1, 100000, 0, "64",
+     "downloaded pages waiting for a parser; connections stop reading while it is full"},
+    {"page_queue_bytes", T_SIZE, F(page_queue_bytes), 1, 64 * 1024 * MIB, 0, "16m",
+     "bytes of downloaded pages waiting for a parser (full at or above this)"},
+    {"result_queue", T_UINT, F(result_queue), 1, 1000000, 0, "256",
+     "finished records waiting for the writer; parsing and downloads pause while it is full"},
+    {"parse_jobs", T_UINT, F(parse_jobs), 0, 256, 0, "0",
+     "parses in flight on the threadpool (0: one per CPU)"},
+    {"max_bytes", T_SIZE, F(max_bytes), 1024, 1024 * MIB, 0, "2m",
+     "largest decoded response body; larger pages fail with PageTooLarge"},
+    {"max_header_bytes", T_SIZE, F(max_header_bytes), 1024, 16 * MIB, 0, "64k",
+     "largest response head (status line and headers)"},
+    {"max_redirects", T_UINT, F(max_redirects), 0, 100, 0, "10", "redirects followed per URL"},
+    {"user_agent", T_STRING, F(user_agent), 0, 0, 0, "harvestd/" HV_VERSION,
+     "User-Agent request header"},
+    {"connect_timeout", T_DURATION, F(connect_timeout_ms), 1, HOUR_MS, 1000, "5s",
+     "DNS lookup plus TCP connect"},
+    {"read_timeout", T_DURATION, F(read_timeout_ms), 1, HOUR_MS, 1000, "15s",
+     "longest silence while a response is expected"},
+    {"total_timeout", T_DURATION, F(total_timeout_ms), 1, 24 * HOUR_MS, 1000, "30s",
+     "whole request, redirects included"},
+    {"keepalive_timeout", T_DURATION, F(keepalive_timeout_ms), 1, HOUR_MS, 1000, "10s",
+     "idle pooled connections are closed after this"},
+    {"dns_ttl", T_DURATION, F(dns_ttl_ms), 0, 24 * HOUR_MS, 1000, "60s",
+     "how long a resolved host name is reused"},
+    {"flush_ms", T_DURATION, F(flush_ms), 0, HOUR_MS, 1, "200ms",
+     "a completed record is written within this delay"},
+    {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "5s",
+     "after SIGINT/SIGTERM, in-flight requests get this long to finish"},
+    {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
+     "debug, info, notice, warning or error"},
+};
+
+__attribute__((format(printf, 4, 5))) static int set_error(char *err, size_t cap, int code,
+                                                           const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int hv_parse_uint(const char *s, uint64_t *out)
+{
+    if (*s < '0' || *s > '9')
+        return UV_EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return UV_ERANGE;
+    if (*end != '\0')
+        return UV_EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* A number followed by an optional unit; multiplies with overflow checks. */
+static int parse_scaled(const char *s, const char *const *units, const uint64_t *scale,
+                        size_t nunits, uint64_t bare, uint64_t *out)
+{
+    if (*s < '0' || *s > '9')
+        return UV_EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE)
+        return UV_ERANGE;
+    uint64_t mult = 0;
+    if (*end == '\0') {
+        mult = bare;
+    } else {
+        for (size_t i = 0; i < nunits; i++)
+            if (strcasecmp(end, units[i]) == 0)
+                mult = scale[i];
+    }
+    if (mult == 0)
+        return UV_EINVAL;
+    if (v > UINT64_MAX / mult)
+        return UV_ERANGE;
+    *out = v * mult;
+    return 0;
+}
+
+int hv_parse_size(const char *s, uint64_t *out)
+{
+    static const char *const units[] = {"b", "k", "kb", "kib", "m", "mb", "mib", "g", "gb", "gib"};
+    static const uint64_t scale[] = {1, 1 << 10, 1 << 10, 1 << 10, 1 << 20, 1 << 20, 1 << 20,
+                                     1 << 30, 1 << 30, 1 << 30};
+    return parse_scaled(s, units, scale, HV_ARRAY_SIZE(units), 1, out);
+}
+
+int hv_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t *out)
+{
+    static const char *const units[] = {"ms", "s", "m", "h"};
+    static const uint64_t scale[] = {1, 1000, 60000, 3600000};
+    return parse_scaled(s, units, scale, HV_ARRAY_SIZE(units), bare_unit_ms, out);
+}
+
+static const directive_t *find_directive(const char *name)
+{
+    char canon[64];
+    size_t n = strlen(name);
+    if (n >= sizeof(canon))
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        canon[i] = name[i] == '-' ? '_' : name[i];
+    for (size_t i = 0; i < HV_ARRAY_SIZE(directives); i++)
+        if (strcmp(directives[i].name, canon) == 0)
+            return &directives[i];
+    return NULL;
+}
+
+static void store_uint(void *field, size_t width, uint64_t v)
+{
+    if (width == sizeof(uint64_t))
+        *(uint64_t *)field = v;
+    else
+        *(unsigned *)field = (unsigned)v;
+}
+
+int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *err, size_t errcap)
+{
+    const directive_t *d = find_directive(name);
+    if (d == NULL)
+        return set_error(err, errcap, UV_ENOENT, "unknown directive '%s'%s", name, "");
+    void *field = (char *)cfg + d->offset;
+    uint64_t v = 0;
+    int rc;
+    char range[96];
+
+    switch (d->type) {
+    case T_UINT:
+        rc = hv_parse_uint(value, &v);
+        if (rc != 0)
+            return set_error(err, errcap, rc, "%s: '%s' is not a whole number", d->name,
+                             value);
+        break;
+    case T_SIZE:
+        rc = hv_parse_size(value, &v);
+        if (rc != 0)
+            return set_error(err, errcap, rc,
+                             "%s: '%s' is not a size (a number with k, m or g)", d->name, value);
+        break;
+    case T_DURATION:
+        rc = hv_parse_duration_ms(value, d->unit_ms, &v);
+        if (rc != 0)
+            return set_error(err, errcap, rc,
+                             "%s: '%s' is not a duration (a number with ms, s, m or h)", d->name,
+                             value);
+        break;
+    case T_STRING: {
+        size_t len = strlen(value);
+        if (len == 0 || len >= d->width)
+            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is empty or too long", d->name,
+                             value);
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)value[i];
+            /* The value goes into a request header: no controls, no line breaks. */
+            if (c < 0x20 || c == 0x7f)
+                return set_error(err, errcap, UV_EINVAL, "%s: control character in '%s'",
+                                 d->name, value);
+        }
+        memcpy(field, value, len + 1);
+        return 0;
+    }
+    case T_LEVEL: {
+        hv_log_level_t lvl;
+        if (hv_log_level_parse(value, &lvl) != 0)
+            return set_error(err, errcap, UV_EINVAL,
+                             "%s: '%s' is not one of debug, info, notice, warning, error",
+                             d->name, value);
+        *(hv_log_level_t *)field = lvl;
+        return 0;
+    }
+    }
+    if (v < d->min || v > d->max) {
+        if (d->type == T_DURATION)
+            snprintf(range, sizeof(range), "%" PRIu64 "ms..%" PRIu64 "ms", d->min, d->max);
+        else
+            snprintf(range, sizeof(range), "%" PRIu64 "..%" PRIu64, d->min, d->max);
+        snprintf(err, errcap, "%s: '%s' is out of range (%s)", d->name, value, range);
+        return UV_ERANGE;
+    }
+    store_uint(field, d->width, v);
+    return 0;
+}
+
+void hv_config_defaults(hv_config_t *cfg)
+{
+    char err[256];
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t i = 0; i < HV_ARRAY_SIZE(directives); i++) {
+        int rc = hv_config_set(cfg, directives[i].name, directives[i].def, err, sizeof(err));
+        if (rc != 0) {
+            /* A default that does not parse is a bug in the table above. */
+            fprintf(stderr, "harvestd: bad built-in default: %s\n", err);
+            abort();
+        }
+    }
+}
+
+int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
+{
+    if (cfg->parse_jobs == 0) {
+        unsigned n = uv_available_parallelism();
+        cfg->parse_jobs = n > 0 ? n : 1;
+    }
+    if (cfg->per_host > cfg->concurrency)
+        cfg->per_host = cfg->concurrency;
+    (void)err;
+    (void)errcap;
+    return 0;
+}
+
+void hv_config_print_help(FILE *out)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(directives); i++) {
+        char opt[64];
+        snprintf(opt, sizeof(opt), "--%s", directives[i].name);
+        for (char *p = opt + 2; *p; p++)
+            if (*p == '_')
+                *p = '-';
+        fprintf(out, "  %-22s %s (default %s)\n", opt, directives[i].help, directives[i].def);
+    }
+}

@@ -1,0 +1,294 @@
+/*
+ * conn.c: TCP client connections.
+ *
+ * Closing: a connection owns two handles (tcp, timer). hv_conn_close() closes whichever is not
+ * already closing; the memory goes when _nhandles reaches 0. A connect attempt that fails
+ * with more addresses to try closes the tcp handle with on_tcp_retry_close, which opens a new
+ * one, unless the connection was closed meanwhile: then it counts as the final tcp close.
+ * Pending connect and write requests complete with UV_ECANCELED before the close callbacks
+ * and touch nothing but their own memory.
+ */
+#include "harvestd/conn.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/log.h"
+
+typedef struct {
+    uv_write_t req;
+    hv_conn_t *conn;
+    uv_buf_t buf;
+    char data[];
+} write_req_t;
+
+static uint64_t next_conn_id = 1;
+
+static const char *const state_names[] = {"resolving", "connecting", "open", "closing"};
+
+static void on_connected(uv_connect_t *req, int status);
+static void on_tcp_retry_close(uv_handle_t *h);
+
+static void set_state(hv_conn_t *c, hv_conn_state_t st)
+{
+    HV_LOG(HV_LOG_DEBUG, "event=conn_state conn=%" PRIu64 " from=%s to=%s", c->id,
+           state_names[c->state], state_names[st]);
+    c->state = st;
+}
+
+static void on_handle_close(uv_handle_t *h)
+{
+    hv_conn_t *c = h->data;
+    if (--c->_nhandles == 0) {
+        free(c->_rbuf);
+        free(c->_host);
+        free(c);
+    }
+}
+
+static void release_dns(hv_conn_t *c)
+{
+    hv_dns_cancel(&c->_dns_waiter);
+    if (c->_dns_entry != NULL) {
+        hv_dns_unref(c->_dns_entry);
+        c->_dns_entry = NULL;
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    hv_conn_t *c = t->data;
+    if (c->state != HV_CONN_CLOSING)
+        c->cbs->on_timeout(c);
+}
+
+static const struct sockaddr *current_addr(const hv_conn_t *c)
+{
+    if (c->_is_literal)
+        return c->_addr_idx == 0 ? (const struct sockaddr *)&c->_literal : NULL;
+    return hv_dns_entry_addr(c->_dns_entry, c->_addr_idx);
+}
+
+/* Connect to the current address, moving past addresses that fail synchronously.
+ * Returns 0 when a connect is under way, else the last error. */
+static int try_connect(hv_conn_t *c)
+{
+    int rc = UV_EADDRNOTAVAIL;
+    const struct sockaddr *sa;
+
+    while ((sa = current_addr(c)) != NULL) {
+        struct sockaddr_storage ss;
+        size_t salen = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                 : sizeof(struct sockaddr_in);
+        memset(&ss, 0, sizeof(ss));
+        memcpy(&ss, sa, salen);
+        if (ss.ss_family == AF_INET6)
+            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->_port);
+        else
+            ((struct sockaddr_in *)&ss)->sin_port = htons(c->_port);
+        c->_connect_req.data = c;
+        rc = uv_tcp_connect(&c->_connect_req, &c->_tcp, (struct sockaddr *)&ss, on_connected);
+        if (rc == 0)
+            return 0;
+        c->_addr_idx++;
+    }
+    return rc;
+}
+
+static void fail_connect(hv_conn_t *c, int status)
+{
+    release_dns(c);
+    c->cbs->on_connect(c, status);
+}
+
+static void on_connected(uv_connect_t *req, int status)
+{
+    hv_conn_t *c = req->data;
+    if (status == UV_ECANCELED || c->state == HV_CONN_CLOSING)
+        return;
+    if (status != 0) {
+        HV_LOG(HV_LOG_DEBUG, "event=connect_failed conn=%" PRIu64 " addr_idx=%u err=%s", c->id,
+               c->_addr_idx, uv_err_name(status));
+        c->_addr_idx++;
+        if (current_addr(c) != NULL) {
+            /* A handle whose connect failed cannot connect again: replace it. */
+            c->_tcp_retrying = 1;
+            uv_close((uv_handle_t *)&c->_tcp, on_tcp_retry_close);
+            return;
+        }
+        fail_connect(c, status);
+        return;
+    }
+    release_dns(c);
+    uv_tcp_nodelay(&c->_tcp, 1);
+    set_state(c, HV_CONN_OPEN);
+    c->cbs->on_connect(c, 0);
+}
+
+static void on_tcp_retry_close(uv_handle_t *h)
+{
+    hv_conn_t *c = h->data;
+    c->_tcp_retrying = 0;
+    if (c->state == HV_CONN_CLOSING) {
+        on_handle_close(h);
+        return;
+    }
+    uv_tcp_init(c->_loop, &c->_tcp);
+    c->_tcp.data = c;
+    int rc = try_connect(c);
+    if (rc != 0)
+        fail_connect(c, rc);
+}
+
+static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
+{
+    hv_conn_t *c = hv_container_of(w, hv_conn_t, _dns_waiter);
+    if (status != 0) {
+        fail_connect(c, status);
+        return;
+    }
+    c->_dns_entry = e;
+    set_state(c, HV_CONN_CONNECTING);
+    int rc = try_connect(c);
+    if (rc != 0)
+        fail_connect(c, rc);
+}
+
+int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, const char *host, int host_is_ip,
+                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out)
+{
+    hv_conn_t *c = hv_xcalloc(1, sizeof(*c));
+    int rc = 0;
+
+    *out = NULL;
+    c->id = next_conn_id++;
+    c->state = HV_CONN_RESOLVING;
+    c->cbs = cbs;
+    c->data = data;
+    c->_loop = loop;
+    c->_dns = dns;
+    c->_port = port;
+    c->_host = hv_xstrdup(host);
+    c->_dns_waiter.cb = on_dns;
+    uv_tcp_init(loop, &c->_tcp);
+    uv_timer_init(loop, &c->_timer);
+    c->_tcp.data = c;
+    c->_timer.data = c;
+    c->_nhandles = 2;
+
+    if (host_is_ip) {
+        if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->_literal) == 0 ||
+            uv_ip6_addr(host, port, (struct sockaddr_in6 *)&c->_literal) == 0)
+            c->_is_literal = 1;
+    }
+    if (!c->_is_literal) {
+        rc = hv_dns_lookup(dns, host, &c->_dns_waiter, &c->_dns_entry);
+        if (rc == 0) {
+            *out = c; /* on_dns continues */
+            return 0;
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    set_state(c, HV_CONN_CONNECTING);
+    rc = try_connect(c);
+    if (rc != 0)
+        goto fail;
+    *out = c;
+    return 0;
+
+fail:
+    release_dns(c);
+    hv_conn_close(c);
+    return rc;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    hv_conn_t *c = h->data;
+    (void)suggested;
+    if (c->_rbuf == NULL)
+        c->_rbuf = hv_xmalloc(HV_CONN_READ_BUF);
+    buf->base = c->_rbuf;
+    buf->len = HV_CONN_READ_BUF;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    hv_conn_t *c = s->data;
+    (void)buf;
+    if (nread == 0 || c->state == HV_CONN_CLOSING)
+        return; /* EAGAIN, or bytes nobody wants any more */
+    if (nread < 0) {
+        hv_conn_read_stop(c);
+        c->cbs->on_error(c, (int)nread);
+        return;
+    }
+    c->cbs->on_read(c, c->_rbuf, (size_t)nread);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    write_req_t *wr = hv_container_of(req, write_req_t, req);
+    hv_conn_t *c = wr->conn;
+    free(wr);
+    if (status == 0 || status == UV_ECANCELED || c->state == HV_CONN_CLOSING)
+        return;
+    c->cbs->on_error(c, status);
+}
+
+int hv_conn_write(hv_conn_t *c, const char *data, size_t len)
+{
+    if (c->state != HV_CONN_OPEN)
+        return UV_ENOTCONN;
+    write_req_t *wr = hv_xmalloc(sizeof(*wr) + len);
+    memcpy(wr->data, data, len);
+    wr->conn = c;
+    wr->buf = uv_buf_init(wr->data, (unsigned)len);
+    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write);
+    if (rc != 0)
+        free(wr);
+    return rc;
+}
+
+void hv_conn_read_start(hv_conn_t *c)
+{
+    if (c->state != HV_CONN_OPEN || c->_reading)
+        return;
+    if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
+        c->_reading = 1;
+}
+
+void hv_conn_read_stop(hv_conn_t *c)
+{
+    if (!c->_reading)
+        return;
+    uv_read_stop((uv_stream_t *)&c->_tcp);
+    c->_reading = 0;
+}
+
+void hv_conn_set_timer(hv_conn_t *c, uint64_t ms)
+{
+    if (c->state == HV_CONN_CLOSING)
+        return;
+    if (ms == 0)
+        uv_timer_stop(&c->_timer);
+    else
+        uv_timer_start(&c->_timer, on_timer, ms, 0);
+}
+
+void hv_conn_close(hv_conn_t *c)
+{
+    if (c->state == HV_CONN_CLOSING)
+        return;
+    set_state(c, HV_CONN_CLOSING);
+    release_dns(c);
+    hv_conn_read_stop(c);
+    uv_timer_stop(&c->_timer);
+    if (!uv_is_closing((uv_handle_t *)&c->_timer))
+        uv_close((uv_handle_t *)&c->_timer, on_handle_close);
+    if (!c->_tcp_retrying)
+        uv_close((uv_handle_t *)&c->_tcp, on_handle_close);
+}

@@ -1,0 +1,629 @@
+/*
+ * fetch.c: one request per dispatched job, over pooled connections.
+ *
+ * Request states: CONNECTING (lookup + connect, connect timeout) -> WAITING (request sent,
+ * read timeout until the first byte) -> RECEIVING (read timeout re-armed on every read) ->
+ * ended (page, failure, redirect or cancel). A request ends exactly once, in end_req(), which
+ * unlinks it from the active list and frees it; callers must not touch it afterwards.
+ *
+ * Connection ownership moves with the request: while a request runs, its connection's
+ * callbacks point at the request; when the response allows reuse the connection moves to its
+ * host's idle pool (callbacks point at the pool), otherwise it is closed at once.
+ */
+#include "harvestd/fetch.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/http.h"
+#include "harvestd/log.h"
+
+/* Largest redirect or error body we read just to keep the connection reusable. */
+#define MAX_DRAIN (64 * 1024)
+
+typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
+
+typedef struct hv_req_s {
+    hv_fetch_t *f;
+    hv_job_t *job;
+    hv_conn_t *conn;
+    int reused;
+    rq_state_t state;
+    int timer_total;           /* the armed timer is the job's total deadline */
+    int http_ready;
+    hv_http_t http;
+    int is_redirect;           /* decided at the head: follow Location once complete */
+    hv_error_type_t fail_type; /* decided at the head: fail once complete (or at abort) */
+    char fail_text[64];
+    TAILQ_ENTRY(hv_req_s) link;
+} hv_req_t;
+
+struct hv_fetch_s {
+    uv_loop_t *loop;
+    const hv_config_t *cfg;
+    hv_sched_t *sched;
+    hv_dns_t *dns;
+    const hv_fetch_cbs_t *cbs;
+    void *ud;
+    hv_http_limits_t limits;
+    TAILQ_HEAD(, hv_req_s) active;
+    unsigned nactive;
+    TAILQ_HEAD(, hv_conn_s) idle_lru;
+    unsigned nidle;
+    unsigned max_idle;
+    int paused;
+    uint64_t paused_at;
+    hv_fetch_stats_t stats;
+};
+
+static void req_on_connect(hv_conn_t *c, int status);
+static void req_on_read(hv_conn_t *c, const char *data, size_t len);
+static void req_on_error(hv_conn_t *c, int err);
+static void req_on_timeout(hv_conn_t *c);
+static void idle_on_connect(hv_conn_t *c, int status);
+static void idle_on_read(hv_conn_t *c, const char *data, size_t len);
+static void idle_on_error(hv_conn_t *c, int err);
+static void idle_on_timeout(hv_conn_t *c);
+
+static const hv_conn_cbs_t req_cbs = {req_on_connect, req_on_read, req_on_error, req_on_timeout};
+static const hv_conn_cbs_t idle_cbs = {idle_on_connect, idle_on_read, idle_on_error,
+                                       idle_on_timeout};
+
+hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_sched_t *sched,
+                         hv_dns_t *dns, const hv_fetch_cbs_t *cbs, void *ud)
+{
+    hv_fetch_t *f = hv_xcalloc(1, sizeof(*f));
+    f->loop = loop;
+    f->cfg = cfg;
+    f->sched = sched;
+    f->dns = dns;
+    f->cbs = cbs;
+    f->ud = ud;
+    f->limits.max_body = cfg->max_bytes;
+    f->limits.max_header_bytes = cfg->max_header_bytes;
+    f->limits.max_drain = MAX_DRAIN;
+    /* Enough idle connections to serve a full set of requests again without reconnecting. */
+    f->max_idle = cfg->concurrency;
+    TAILQ_INIT(&f->active);
+    TAILQ_INIT(&f->idle_lru);
+    return f;
+}
+
+static void format_duration(char *out, size_t cap, uint64_t ms)
+{
+    if (ms % 1000 == 0)
+        snprintf(out, cap, "%" PRIu64 "s", ms / 1000);
+    else
+        snprintf(out, cap, "%" PRIu64 "ms", ms);
+}
+
+/* ---- the idle pool ---- */
+
+static void pool_remove(hv_fetch_t *f, hv_conn_t *c)
+{
+    hv_host_t *h = c->pool_host;
+    TAILQ_REMOVE(&h->idle, c, pool_link);
+    h->nidle--;
+    TAILQ_REMOVE(&f->idle_lru, c, lru_link);
+    f->nidle--;
+    c->pool_host = NULL;
+}
+
+static void pool_drop(hv_fetch_t *f, hv_conn_t *c)
+{
+    hv_host_t *h = c->pool_host;
+    pool_remove(f, c);
+    hv_conn_close(c);
+    hv_sched_host_gc(f->sched, h);
+}
+
+static void pool_put(hv_fetch_t *f, hv_conn_t *c, hv_host_t *h)
+{
+    if (h->nidle >= f->cfg->per_host) {
+        hv_conn_close(c);
+        return;
+    }
+    c->cbs = &idle_cbs;
+    c->data = f;
+    c->pool_host = h;
+    TAILQ_INSERT_HEAD(&h->idle, c, pool_link);
+    h->nidle++;
+    TAILQ_INSERT_TAIL(&f->idle_lru, c, lru_link);
+    f->nidle++;
+    hv_conn_set_timer(c, f->cfg->keepalive_timeout_ms);
+    /* Keep reading while idle: that is how a close by the server is noticed. */
+    hv_conn_read_start(c);
+    if (f->nidle > f->max_idle)
+        pool_drop(f, TAILQ_FIRST(&f->idle_lru));
+}
+
+static hv_conn_t *pool_take(hv_fetch_t *f, hv_host_t *h)
+{
+    hv_conn_t *c = TAILQ_FIRST(&h->idle);
+    if (c == NULL)
+        return NULL;
+    pool_remove(f, c);
+    hv_conn_set_timer(c, 0);
+    return c;
+}
+
+static void idle_on_connect(hv_conn_t *c, int status)
+{
+    (void)c;
+    (void)status; /* pooled connections are always open */
+}
+
+static void idle_on_read(hv_conn_t *c, const char *data, size_t len)
+{
+    (void)data;
+    (void)len;
+    /* Nothing was asked: bytes now mean the stream is out of step. */
+    pool_drop(c->data, c);
+}
+
+static void idle_on_error(hv_conn_t *c, int err)
+{
+    (void)err;
+    pool_drop(c->data, c);
+}
+
+static void idle_on_timeout(hv_conn_t *c)
+{
+    pool_drop(c->data, c);
+}
+
+/* ---- request lifecycle ---- */
+
+static void arm(hv_req_t *r, uint64_t phase_ms)
+{
+    uint64_t now = uv_now(r->f->loop);
+    uint64_t left = r->job->deadline_ms > now ? r->job->deadline_ms - now : 1;
+    r->timer_total = left <= phase_ms;
+    hv_conn_set_timer(r->conn, r->timer_total ? left : phase_ms);
+}
+
+static void end_req(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    if (r->conn != NULL) {
+        hv_conn_close(r->conn);
+        r->conn = NULL;
+    }
+    if (r->http_ready)
+        hv_http_free(&r->http);
+    TAILQ_REMOVE(&f->active, r, link);
+    f->nactive--;
+    r->job->req = NULL;
+    free(r);
+}
+
+static void fill_common(hv_req_t *r)
+{
+    hv_job_t *job = r->job;
+    hv_record_t *rec = job->rec;
+    free(rec->url);
+    rec->url = hv_xstrdup(job->url.href);
+    rec->redirects = (int)job->redirects;
+    rec->elapsed_ms = (int64_t)(uv_now(r->f->loop) - job->started_ms);
+    rec->fetched_at_ms = hv_now_unix_ms();
+}
+
+static void finish_fail(hv_req_t *r, hv_error_type_t type, const char *text)
+{
+    hv_fetch_t *f = r->f;
+    hv_job_t *job = r->job;
+    char url[120];
+
+    fill_common(r);
+    hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, text);
+    HV_LOG(HV_LOG_INFO, "event=download_failed job=%" PRIu64 " url=%s error_type=%s error=%s",
+           job->id, hv_log_url(url, sizeof(url), job->url.href), hv_error_type_name(type), text);
+    end_req(r);
+    hv_sched_done(f->sched, job);
+    f->cbs->on_failed(f->ud, job);
+}
+
+static void finish_page(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    hv_job_t *job = r->job;
+    size_t len;
+    char *body = hv_buf_steal(&r->http.body, &len);
+
+    fill_common(r);
+    job->rec->bytes = (int64_t)len;
+    end_req(r);
+    hv_sched_done(f->sched, job);
+    f->cbs->on_page(f->ud, job, body, len);
+}
+
+static void lower_name(char *out, size_t cap, const char *prefix, int err, size_t skip)
+{
+    const char *name = uv_err_name(err);
+    size_t n = (size_t)snprintf(out, cap, "%s", prefix);
+    if (strlen(name) > skip)
+        name += skip;
+    for (; *name != '\0' && n + 1 < cap; name++)
+        out[n++] = (char)tolower((unsigned char)*name);
+    out[n] = '\0';
+}
+
+static void fail_connect(hv_req_t *r, int status)
+{
+    char text[64];
+    if (strncmp(uv_err_name(status), "EAI_", 4) == 0) {
+        if (status == UV_EAI_NONAME)
+            snprintf(text, sizeof(text), "name_not_resolved");
+        else if (status == UV_EAI_AGAIN)
+            snprintf(text, sizeof(text), "dns_temporary_failure");
+        else if (status == UV_EAI_NODATA)
+            snprintf(text, sizeof(text), "no_address_for_name");
+        else
+            lower_name(text, sizeof(text), "dns_", status, 4);
+        finish_fail(r, HV_ET_DNS, text);
+        return;
+    }
+    switch (status) {
+    case UV_ECONNREFUSED:
+        finish_fail(r, HV_ET_CONNECT, "connection_refused");
+        return;
+    case UV_ENETUNREACH:
+        finish_fail(r, HV_ET_CONNECT, "network_unreachable");
+        return;
+    case UV_EHOSTUNREACH:
+        finish_fail(r, HV_ET_CONNECT, "host_unreachable");
+        return;
+    case UV_ETIMEDOUT:
+        finish_fail(r, HV_ET_CONNECT_TIMEOUT, "connect_timed_out");
+        return;
+    default:
+        lower_name(text, sizeof(text), "connect_", status, 1);
+        finish_fail(r, HV_ET_CONNECT, text);
+    }
+}
+
+static hv_http_body_t on_head(hv_http_t *h);
+
+static void send_request(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    hv_buf_t req;
+    int rc;
+
+    hv_buf_init(&req, HV_URL_MAX + 2048);
+    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent);
+    if (rc == 0)
+        rc = hv_conn_write(r->conn, req.data, req.len);
+    hv_buf_free(&req);
+    if (r->http_ready)
+        hv_http_free(&r->http);
+    hv_http_init(&r->http, &f->limits, on_head, r);
+    r->http_ready = 1;
+    r->state = RQ_WAITING;
+    if (rc != 0) {
+        req_on_error(r->conn, rc);
+        return;
+    }
+    if (f->paused) {
+        hv_conn_read_stop(r->conn);
+        hv_conn_set_timer(r->conn, 0);
+    } else {
+        hv_conn_read_start(r->conn);
+        arm(r, f->cfg->read_timeout_ms);
+    }
+}
+
+static void open_conn(hv_req_t *r, int allow_pool)
+{
+    hv_fetch_t *f = r->f;
+    hv_host_t *h = r->job->host;
+    hv_conn_t *c = allow_pool ? pool_take(f, h) : NULL;
+
+    if (c != NULL) {
+        f->stats.connections_reused++;
+        c->cbs = &req_cbs;
+        c->data = r;
+        r->conn = c;
+        r->reused = 1;
+        send_request(r);
+        return;
+    }
+    int rc = hv_conn_connect(f->loop, f->dns, h->name, h->is_ip, h->port, &req_cbs, r, &c);
+    if (rc != 0) {
+        fail_connect(r, rc);
+        return;
+    }
+    f->stats.connections_opened++;
+    r->conn = c;
+    r->reused = 0;
+    r->state = RQ_CONNECTING;
+    arm(r, f->cfg->connect_timeout_ms);
+}
+
+void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
+{
+    hv_req_t *r = hv_xcalloc(1, sizeof(*r));
+    uint64_t now = uv_now(f->loop);
+
+    if (job->started_ms == 0) {
+        job->started_ms = now;
+        job->deadline_ms = now + f->cfg->total_timeout_ms;
+    }
+    r->f = f;
+    r->job = job;
+    job->req = r;
+    TAILQ_INSERT_TAIL(&f->active, r, link);
+    f->nactive++;
+    if (job->url.scheme == HV_SCHEME_HTTPS) {
+        finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, "https_not_supported");
+        return;
+    }
+    open_conn(r, 1);
+}
+
+static void req_on_connect(hv_conn_t *c, int status)
+{
+    hv_req_t *r = c->data;
+    if (status != 0) {
+        fail_connect(r, status); /* closes the connection */
+        return;
+    }
+    send_request(r);
+}
+
+static int is_redirect_status(int status)
+{
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+static hv_http_body_t on_head(hv_http_t *h)
+{
+    hv_req_t *r = h->data;
+    hv_job_t *job = r->job;
+    hv_record_t *rec = job->rec;
+    char mt[128];
+
+    rec->http_status = h->status;
+    free(rec->content_type);
+    rec->content_type = h->content_type.len > 0
+                            ? hv_xstrndup(h->content_type.data, h->content_type.len)
+                            : NULL;
+    if (is_redirect_status(h->status) && h->location.len > 0) {
+        if (job->redirects >= r->f->cfg->max_redirects) {
+            r->fail_type = HV_ET_TOO_MANY_REDIRECTS;
+            snprintf(r->fail_text, sizeof(r->fail_text), "more_than_%u_redirects",
+                     r->f->cfg->max_redirects);
+        } else {
+            r->is_redirect = 1;
+        }
+        return HV_HTTP_BODY_DISCARD;
+    }
+    if (h->status < 200 || h->status > 299) {
+        r->fail_type = HV_ET_HTTP_STATUS;
+        snprintf(r->fail_text, sizeof(r->fail_text), "http_%d", h->status);
+        return HV_HTTP_BODY_DISCARD;
+    }
+    hv_http_media_type(h, mt, sizeof(mt));
+    if (mt[0] != '\0' && strcmp(mt, "text/html") != 0 && strcmp(mt, "application/xhtml+xml") != 0) {
+        r->fail_type = HV_ET_UNEXPECTED_CONTENT_TYPE;
+        snprintf(r->fail_text, sizeof(r->fail_text), "unexpected_content_type");
+        return HV_HTTP_BODY_ABORT;
+    }
+    return HV_HTTP_BODY_KEEP;
+}
+
+static void follow_redirect(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    hv_job_t *job = r->job;
+    hv_url_t next;
+    const char *reason = NULL;
+    char text[64];
+
+    int rc = hv_url_resolve(&next, &job->url, r->http.location.data, r->http.location.len,
+                            &reason);
+    if (rc == HV_ESCHEME) {
+        finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, "redirect_to_unsupported_scheme");
+        return;
+    }
+    if (rc != 0) {
+        snprintf(text, sizeof(text), "invalid_redirect_location");
+        finish_fail(r, HV_ET_PROTOCOL, text);
+        return;
+    }
+    job->redirects++;
+    f->stats.redirects++;
+    hv_url_free(&job->url);
+    job->url = next;
+    job->rec->http_status = 0;
+    free(job->rec->content_type);
+    job->rec->content_type = NULL;
+    end_req(r);
+    hv_sched_done(f->sched, job);
+    hv_sched_submit(f->sched, job, 1);
+    hv_sched_kick(f->sched);
+}
+
+static void response_complete(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    hv_conn_t *c = r->conn;
+
+    r->conn = NULL;
+    c->requests++;
+    if (r->http.keep_alive)
+        pool_put(f, c, r->job->host);
+    else
+        hv_conn_close(c);
+
+    if (r->fail_type != HV_ET_NONE)
+        finish_fail(r, r->fail_type, r->fail_text);
+    else if (r->is_redirect)
+        follow_redirect(r);
+    else
+        finish_page(r);
+}
+
+static void http_failed(hv_req_t *r, int rc)
+{
+    switch (rc) {
+    case HV_ETOOBIG:
+        finish_fail(r, HV_ET_PAGE_TOO_LARGE, r->http.error);
+        break;
+    case HV_ECANCELLED:
+        finish_fail(r, r->fail_type, r->fail_text);
+        break;
+    case HV_ECLOSED:
+        finish_fail(r, HV_ET_CONNECTION_RESET, r->http.error);
+        break;
+    default: /* HV_EPROTO, HV_EDECODE */
+        finish_fail(r, HV_ET_PROTOCOL, r->http.error);
+        break;
+    }
+}
+
+static void req_on_read(hv_conn_t *c, const char *data, size_t len)
+{
+    hv_req_t *r = c->data;
+    r->state = RQ_RECEIVING;
+    int rc = hv_http_feed(&r->http, data, len);
+    if (rc == 0) {
+        if (!r->f->paused)
+            arm(r, r->f->cfg->read_timeout_ms);
+        return;
+    }
+    if (rc == 1)
+        response_complete(r);
+    else
+        http_failed(r, rc);
+}
+
+static int stale_error(int err)
+{
+    return err == UV_EOF || err == UV_ECONNRESET || err == UV_EPIPE || err == UV_ECONNABORTED;
+}
+
+static void req_on_error(hv_conn_t *c, int err)
+{
+    hv_req_t *r = c->data;
+    hv_job_t *job = r->job;
+    char text[64];
+
+    /* A pooled connection the server closed before seeing our request: not the page's fault.
+     * Try once more on a new connection. */
+    if (r->reused && r->http.bytes_in == 0 && stale_error(err) && !job->fresh_conn_retried) {
+        job->fresh_conn_retried = 1;
+        r->f->stats.stale_retries++;
+        HV_LOG(HV_LOG_DEBUG, "event=stale_connection job=%" PRIu64 " conn=%" PRIu64, job->id,
+               c->id);
+        hv_conn_close(c);
+        r->conn = NULL;
+        open_conn(r, 0);
+        return;
+    }
+    if (err == UV_EOF) {
+        int rc = hv_http_eof(&r->http);
+        if (rc == 1)
+            response_complete(r);
+        else
+            http_failed(r, rc);
+        return;
+    }
+    if (err == UV_ECONNRESET)
+        snprintf(text, sizeof(text), "connection_reset");
+    else
+        lower_name(text, sizeof(text), "connection_error_", err, 1);
+    finish_fail(r, HV_ET_CONNECTION_RESET, text);
+}
+
+static void req_on_timeout(hv_conn_t *c)
+{
+    hv_req_t *r = c->data;
+    const hv_config_t *cfg = r->f->cfg;
+    char dur[32], text[64];
+
+    if (r->timer_total) {
+        format_duration(dur, sizeof(dur), cfg->total_timeout_ms);
+        snprintf(text, sizeof(text), "request_exceeded_%s", dur);
+        finish_fail(r, HV_ET_TOTAL_TIMEOUT, text);
+    } else if (r->state == RQ_CONNECTING) {
+        format_duration(dur, sizeof(dur), cfg->connect_timeout_ms);
+        if (c->state == HV_CONN_RESOLVING) {
+            snprintf(text, sizeof(text), "dns_lookup_exceeded_%s", dur);
+            finish_fail(r, HV_ET_DNS, text);
+        } else {
+            snprintf(text, sizeof(text), "no_connection_within_%s", dur);
+            finish_fail(r, HV_ET_CONNECT_TIMEOUT, text);
+        }
+    } else {
+        format_duration(dur, sizeof(dur), cfg->read_timeout_ms);
+        snprintf(text, sizeof(text), "no_data_for_%s", dur);
+        finish_fail(r, HV_ET_READ_TIMEOUT, text);
+    }
+}
+
+void hv_fetch_pause(hv_fetch_t *f)
+{
+    hv_req_t *r;
+    if (f->paused)
+        return;
+    f->paused = 1;
+    f->paused_at = uv_now(f->loop);
+    TAILQ_FOREACH(r, &f->active, link)
+    {
+        if (r->conn != NULL && r->state != RQ_CONNECTING) {
+            hv_conn_read_stop(r->conn);
+            hv_conn_set_timer(r->conn, 0);
+        }
+    }
+}
+
+void hv_fetch_resume(hv_fetch_t *f)
+{
+    hv_req_t *r;
+    if (!f->paused)
+        return;
+    f->paused = 0;
+    uint64_t paused_for = uv_now(f->loop) - f->paused_at;
+    TAILQ_FOREACH(r, &f->active, link)
+    {
+        if (r->conn != NULL && r->state != RQ_CONNECTING) {
+            r->job->deadline_ms += paused_for;
+            hv_conn_read_start(r->conn);
+            arm(r, f->cfg->read_timeout_ms);
+        }
+    }
+}
+
+void hv_fetch_cancel_all(hv_fetch_t *f)
+{
+    hv_req_t *r;
+    while ((r = TAILQ_FIRST(&f->active)) != NULL) {
+        hv_job_t *job = r->job;
+        end_req(r);
+        hv_sched_done(f->sched, job);
+        f->cbs->on_cancelled(f->ud, job);
+    }
+}
+
+unsigned hv_fetch_active(const hv_fetch_t *f)
+{
+    return f->nactive;
+}
+
+const hv_fetch_stats_t *hv_fetch_stats(const hv_fetch_t *f)
+{
+    return &f->stats;
+}
+
+void hv_fetch_free(hv_fetch_t *f)
+{
+    hv_conn_t *c;
+    while ((c = TAILQ_FIRST(&f->idle_lru)) != NULL)
+        pool_drop(f, c);
+    free(f);
+}

@@ -1,0 +1,488 @@
+/*
+ * http.c: response parsing on llhttp plus our limits and decoding.
+ *
+ * llhttp hands us fragments that point into the caller's buffer; everything we keep is
+ * copied into bounded buffers before the callback returns. Errors raised inside a callback
+ * are stored in _err and win over llhttp's generic "callback failed" code.
+ */
+#include "harvestd/http.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+
+enum { H_NONE, H_CONTENT_TYPE, H_CONTENT_ENCODING, H_LOCATION, H_SKIP };
+
+/* A body bigger than our drain allowance is not worth reading just to reuse the connection;
+ * the response is complete for us, the connection is not reusable. */
+#define DRAIN_STOP 1
+
+#define FIELD_MAX 64
+#define CONTENT_TYPE_MAX 1024
+#define ENCODING_MAX 256
+
+static int on_message_begin(llhttp_t *p);
+static int on_status(llhttp_t *p, const char *at, size_t len);
+static int on_header_field(llhttp_t *p, const char *at, size_t len);
+static int on_header_field_complete(llhttp_t *p);
+static int on_header_value(llhttp_t *p, const char *at, size_t len);
+static int on_header_value_complete(llhttp_t *p);
+static int on_headers_complete(llhttp_t *p);
+static int on_body(llhttp_t *p, const char *at, size_t len);
+static int on_message_complete(llhttp_t *p);
+
+static llhttp_settings_t settings;
+static int settings_ready;
+
+static hv_http_t *from_parser(llhttp_t *p)
+{
+    return p->data;
+}
+
+static void init_settings(void)
+{
+    llhttp_settings_init(&settings);
+    settings.on_message_begin = on_message_begin;
+    settings.on_status = on_status;
+    settings.on_header_field = on_header_field;
+    settings.on_header_field_complete = on_header_field_complete;
+    settings.on_header_value = on_header_value;
+    settings.on_header_value_complete = on_header_value_complete;
+    settings.on_headers_complete = on_headers_complete;
+    settings.on_body = on_body;
+    settings.on_message_complete = on_message_complete;
+    settings_ready = 1;
+}
+
+int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent)
+{
+    char line[HV_URL_MAX + 1024];
+    int n = snprintf(line, sizeof(line),
+                     "GET %s HTTP/1.1\r\n"
+                     "Host: %s\r\n"
+                     "User-Agent: %s\r\n"
+                     "Accept: text/html,application/xhtml+xml\r\n"
+                     "Accept-Encoding: gzip\r\n"
+                     "Connection: keep-alive\r\n"
+                     "\r\n",
+                     u->target, u->authority, user_agent);
+    if (n < 0 || (size_t)n >= sizeof(line))
+        return HV_ETOOBIG;
+    return hv_buf_append(out, line, (size_t)n);
+}
+
+static void reset_response(hv_http_t *h)
+{
+    h->status = 0;
+    h->content_length = -1;
+    hv_buf_reset(&h->content_type);
+    hv_buf_reset(&h->location);
+    hv_buf_reset(&h->_field);
+    h->_header = H_NONE;
+    h->encoding = HV_ENC_IDENTITY;
+}
+
+void hv_http_init(hv_http_t *h, const hv_http_limits_t *limits, hv_http_head_cb on_head,
+                  void *data)
+{
+    if (!settings_ready)
+        init_settings();
+    memset(h, 0, sizeof(*h));
+    h->data = data;
+    h->_limits = limits;
+    h->_on_head = on_head;
+    h->content_length = -1;
+    hv_buf_init(&h->content_type, CONTENT_TYPE_MAX);
+    hv_buf_init(&h->location, HV_URL_MAX);
+    hv_buf_init(&h->body, limits->max_body);
+    hv_buf_init(&h->_field, FIELD_MAX);
+    llhttp_init(&h->_parser, HTTP_RESPONSE, &settings);
+    h->_parser.data = h;
+}
+
+void hv_http_free(hv_http_t *h)
+{
+    hv_buf_free(&h->content_type);
+    hv_buf_free(&h->location);
+    hv_buf_free(&h->body);
+    hv_buf_free(&h->_field);
+    if (h->_z_init) {
+        inflateEnd(&h->_z);
+        h->_z_init = 0;
+    }
+}
+
+static int fail(hv_http_t *h, int err, const char *text)
+{
+    snprintf(h->error, sizeof(h->error), "%s", text);
+    h->_err = err;
+    return -1;
+}
+
+/* Every byte of the head counts against max_header_bytes, plus the line framing that the
+ * callbacks do not show us (": " and CRLF). */
+static int count_head(hv_http_t *h, size_t len)
+{
+    h->_head_bytes += len;
+    if (h->_head_bytes > h->_limits->max_header_bytes) {
+        char size[32], text[64];
+        hv_format_size(size, sizeof(size), h->_limits->max_header_bytes);
+        snprintf(text, sizeof(text), "headers_exceed_%s", size);
+        return fail(h, HV_EPROTO, text);
+    }
+    return 0;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+    (void)p;
+    return 0;
+}
+
+static int on_status(llhttp_t *p, const char *at, size_t len)
+{
+    (void)at;
+    return count_head(from_parser(p), len);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    hv_http_t *h = from_parser(p);
+    if (count_head(h, len) != 0)
+        return -1;
+    /* A name longer than FIELD_MAX is none we care about: remember that it is not. */
+    if (h->_header != H_SKIP && hv_buf_append(&h->_field, at, len) != 0)
+        h->_header = H_SKIP;
+    return 0;
+}
+
+static int field_is(const hv_buf_t *f, const char *name)
+{
+    size_t n = strlen(name);
+    size_t len = f->len;
+    /* Header names can arrive with trailing blanks; llhttp passes them on. */
+    while (len > 0 && (f->data[len - 1] == ' ' || f->data[len - 1] == '\t'))
+        len--;
+    return len == n && strncasecmp(f->data, name, n) == 0;
+}
+
+static int on_header_field_complete(llhttp_t *p)
+{
+    hv_http_t *h = from_parser(p);
+    if (count_head(h, 4) != 0)
+        return -1;
+    if (h->_header == H_SKIP) {
+        /* unknown, over-long name */
+    } else if (field_is(&h->_field, "content-type")) {
+        h->_header = h->content_type.len == 0 ? H_CONTENT_TYPE : H_SKIP;
+    } else if (field_is(&h->_field, "content-encoding")) {
+        h->_header = H_CONTENT_ENCODING;
+    } else if (field_is(&h->_field, "location")) {
+        h->_header = h->location.len == 0 ? H_LOCATION : H_SKIP;
+    } else {
+        h->_header = H_SKIP;
+    }
+    hv_buf_reset(&h->_field);
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    hv_http_t *h = from_parser(p);
+    if (count_head(h, len) != 0)
+        return -1;
+    switch (h->_header) {
+    case H_CONTENT_TYPE:
+        if (hv_buf_append(&h->content_type, at, len) != 0)
+            return fail(h, HV_EPROTO, "content_type_too_long");
+        break;
+    case H_LOCATION:
+        if (hv_buf_append(&h->location, at, len) != 0)
+            return fail(h, HV_EPROTO, "location_too_long");
+        break;
+    case H_CONTENT_ENCODING:
+        /* Collected in _field (free again once the name is classified). */
+        if (hv_buf_append(&h->_field, at, len) != 0)
+            h->encoding = HV_ENC_UNSUPPORTED;
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* Classify one Content-Encoding header value. Several encodings (or several headers naming
+ * a real one) are layered codings we do not undo. */
+static void classify_encoding(hv_http_t *h)
+{
+    char v[FIELD_MAX + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < h->_field.len && n < FIELD_MAX; i++) {
+        char ch = h->_field.data[i];
+        if (ch != ' ' && ch != '\t')
+            v[n++] = (char)tolower((unsigned char)ch);
+    }
+    v[n] = '\0';
+    hv_http_enc_t enc;
+    if (n == 0 || strcmp(v, "identity") == 0)
+        return;
+    if (strcmp(v, "gzip") == 0 || strcmp(v, "x-gzip") == 0)
+        enc = HV_ENC_GZIP;
+    else if (strcmp(v, "deflate") == 0)
+        enc = HV_ENC_DEFLATE;
+    else
+        enc = HV_ENC_UNSUPPORTED;
+    h->encoding = h->encoding == HV_ENC_IDENTITY ? enc : HV_ENC_UNSUPPORTED;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    hv_http_t *h = from_parser(p);
+    if (h->_header == H_CONTENT_ENCODING && h->encoding != HV_ENC_UNSUPPORTED)
+        classify_encoding(h);
+    if (h->_header == H_CONTENT_TYPE || h->_header == H_LOCATION) {
+        hv_buf_t *b = h->_header == H_CONTENT_TYPE ? &h->content_type : &h->location;
+        /* NUL-terminate for the owner; the byte is outside len. */
+        if (hv_buf_reserve(b, 1) == 0 && b->data != NULL)
+            b->data[b->len] = '\0';
+    }
+    hv_buf_reset(&h->_field);
+    h->_header = H_NONE;
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    hv_http_t *h = from_parser(p);
+    h->status = llhttp_get_status_code(p);
+    if (h->status >= 100 && h->status < 200) {
+        if (h->status == 101)
+            return fail(h, HV_EPROTO, "unexpected_protocol_switch");
+        return 1; /* interim response: no body, the real one follows */
+    }
+    if (p->flags & F_CONTENT_LENGTH)
+        h->content_length = (int64_t)p->content_length;
+
+    h->_body_mode = h->_on_head(h);
+    if (h->_body_mode == HV_HTTP_BODY_ABORT)
+        return fail(h, HV_ECANCELLED, "aborted");
+    if (h->_body_mode == HV_HTTP_BODY_KEEP) {
+        if (h->encoding == HV_ENC_UNSUPPORTED)
+            return fail(h, HV_EPROTO, "unsupported_content_encoding");
+        if (h->encoding == HV_ENC_IDENTITY && h->content_length >= 0 &&
+            (uint64_t)h->content_length > h->_limits->max_body) {
+            char size[32], text[64];
+            hv_format_size(size, sizeof(size), h->_limits->max_body);
+            snprintf(text, sizeof(text), "response_exceeds_%s", size);
+            return fail(h, HV_ETOOBIG, text);
+        }
+    }
+    /* A 204 or 304 never has a body, whatever Content-Length says: reading one would eat
+     * the next response on this connection. */
+    if (h->status == 204 || h->status == 304)
+        return 1;
+    return 0;
+}
+
+static int keep_body(hv_http_t *h, const char *data, size_t len)
+{
+    if (hv_buf_append(&h->body, data, len) == 0)
+        return 0;
+    char size[32], text[64];
+    hv_format_size(size, sizeof(size), h->_limits->max_body);
+    snprintf(text, sizeof(text), "response_exceeds_%s", size);
+    return fail(h, HV_ETOOBIG, text);
+}
+
+static const char *codec_name(const hv_http_t *h)
+{
+    return h->encoding == HV_ENC_GZIP ? "gzip" : "deflate";
+}
+
+static int decode_error(hv_http_t *h, const char *what)
+{
+    char text[64];
+    snprintf(text, sizeof(text), "%s_%s", codec_name(h), what);
+    return fail(h, HV_EDECODE, text);
+}
+
+/* Run the decoder over one piece of compressed body. */
+static int inflate_chunk(hv_http_t *h, const char *data, size_t len)
+{
+    unsigned char out[16384];
+
+    if (h->_z_ignore)
+        return 0;
+    h->_z.next_in = (unsigned char *)(uintptr_t)data;
+    h->_z.avail_in = (uInt)len;
+    while (h->_z.avail_in > 0) {
+        if (h->_z_end) {
+            /* More bytes after a complete stream: gzip allows concatenated members; for
+             * anything else the trailer is junk that browsers ignore, and so do we. */
+            if (h->encoding != HV_ENC_GZIP)
+                return 0;
+            inflateReset(&h->_z);
+            h->_z_end = 0;
+        }
+        h->_z.next_out = out;
+        h->_z.avail_out = sizeof(out);
+        int zr = inflate(&h->_z, Z_NO_FLUSH);
+        size_t produced = sizeof(out) - h->_z.avail_out;
+        if (produced > 0 && keep_body(h, (const char *)out, produced) != 0)
+            return -1;
+        if (zr == Z_STREAM_END) {
+            h->_z_end = 1;
+            h->_z_members++;
+            continue;
+        }
+        if (zr == Z_OK)
+            continue;
+        if (zr == Z_BUF_ERROR)
+            return 0; /* needs more input */
+        if (zr == Z_DATA_ERROR && h->_z_members > 0) {
+            /* Not another gzip member after a complete one: trailing junk, ignored. */
+            h->_z_end = 1;
+            h->_z_ignore = 1;
+            return 0;
+        }
+        return decode_error(h, "corrupt");
+    }
+    return 0;
+}
+
+static int inflate_body(hv_http_t *h, const char *data, size_t len)
+{
+    if (!h->_z_init) {
+        int wbits = 15 + 32; /* zlib or gzip wrapper, detected from the first bytes */
+        if (h->encoding == HV_ENC_DEFLATE) {
+            /* "deflate" is sent both as RFC 1950 (zlib) and as a raw stream: the first two
+             * bytes tell which (a zlib header is method 8 and a multiple of 31). */
+            while (h->_z_hdr_len < 2 && len > 0) {
+                h->_z_hdr[h->_z_hdr_len++] = (unsigned char)*data++;
+                len--;
+            }
+            if (h->_z_hdr_len < 2)
+                return 0;
+            unsigned hdr = (unsigned)h->_z_hdr[0] << 8 | h->_z_hdr[1];
+            wbits = (h->_z_hdr[0] & 0x0f) == 8 && hdr % 31 == 0 ? 15 : -15;
+        }
+        memset(&h->_z, 0, sizeof(h->_z));
+        if (inflateInit2(&h->_z, wbits) != Z_OK)
+            return decode_error(h, "init_failed");
+        h->_z_init = 1;
+        if (h->_z_hdr_len > 0 && inflate_chunk(h, (const char *)h->_z_hdr, h->_z_hdr_len) != 0)
+            return -1;
+    }
+    return inflate_chunk(h, data, len);
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    hv_http_t *h = from_parser(p);
+    if (h->_body_mode == HV_HTTP_BODY_DISCARD) {
+        h->_drained += len;
+        if (h->_drained > h->_limits->max_drain) {
+            h->_err = DRAIN_STOP;
+            return -1;
+        }
+        return 0;
+    }
+    if (h->encoding == HV_ENC_IDENTITY)
+        return keep_body(h, at, len);
+    return inflate_body(h, at, len) == 0 ? 0 : -1;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    hv_http_t *h = from_parser(p);
+    if (h->status >= 100 && h->status < 200) {
+        /* The interim response is done; parse the real one from the same bytes. */
+        reset_response(h);
+        return 0;
+    }
+    if (h->_body_mode == HV_HTTP_BODY_KEEP &&
+        ((h->_z_init && !h->_z_end) || (!h->_z_init && h->_z_hdr_len > 0)))
+        return decode_error(h, "truncated");
+    h->complete = 1;
+    h->keep_alive = llhttp_should_keep_alive(p);
+    return HPE_PAUSED;
+}
+
+static int parser_error(hv_http_t *h, llhttp_errno_t e)
+{
+    const char *name = llhttp_errno_name(e);
+    size_t i = 0;
+    if (strncmp(name, "HPE_", 4) == 0)
+        name += 4;
+    for (; name[i] != '\0' && i + 1 < sizeof(h->error); i++)
+        h->error[i] = (char)tolower((unsigned char)name[i]);
+    h->error[i] = '\0';
+    return HV_EPROTO;
+}
+
+int hv_http_feed(hv_http_t *h, const char *data, size_t len)
+{
+    if (h->complete)
+        return 1;
+    h->bytes_in += len;
+    llhttp_errno_t e = llhttp_execute(&h->_parser, data, len);
+    if (e == HPE_OK)
+        return 0;
+    if (e == HPE_PAUSED && h->complete) {
+        const char *pos = llhttp_get_error_pos(&h->_parser);
+        /* Bytes after the response we asked for: the stream is out of step, never reuse. */
+        if (pos != NULL && pos < data + len)
+            h->keep_alive = 0;
+        return 1;
+    }
+    if (h->_err == DRAIN_STOP) {
+        h->_err = 0;
+        h->complete = 1;
+        h->keep_alive = 0;
+        return 1;
+    }
+    if (h->_err != 0)
+        return h->_err;
+    return parser_error(h, e);
+}
+
+int hv_http_eof(hv_http_t *h)
+{
+    if (h->complete)
+        return 1;
+    if (h->_err != 0)
+        return h->_err;
+    llhttp_errno_t e = llhttp_finish(&h->_parser);
+    if (h->complete) {
+        h->keep_alive = 0;
+        return 1;
+    }
+    if (h->_err != 0)
+        return h->_err;
+    (void)e;
+    if (h->bytes_in == 0)
+        snprintf(h->error, sizeof(h->error), "connection_closed_before_response");
+    else if (h->status == 0)
+        snprintf(h->error, sizeof(h->error), "connection_closed_in_headers");
+    else
+        snprintf(h->error, sizeof(h->error), "connection_closed_mid_body");
+    return HV_ECLOSED;
+}
+
+void hv_http_media_type(const hv_http_t *h, char *out, size_t cap)
+{
+    size_t n = 0, i = 0;
+    const char *s = h->content_type.data;
+    size_t len = h->content_type.len;
+    while (i < len && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    for (; i < len && s[i] != ';' && n + 1 < cap; i++) {
+        if (s[i] == ' ' || s[i] == '\t')
+            continue;
+        out[n++] = (char)tolower((unsigned char)s[i]);
+    }
+    if (cap > 0)
+        out[n] = '\0';
+}

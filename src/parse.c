@@ -1,0 +1,110 @@
+/* parse.c: HTML analysis on the threadpool. */
+#include "harvestd/parse.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/queue.h>
+
+#include "harvestd/common.h"
+#include "harvestd/html.h"
+
+typedef struct work_s {
+    uv_work_t req;
+    hv_parse_t *p;
+    hv_record_t *rec;
+    char *body;
+    size_t len;
+    int rc;                   /* written by the worker */
+    hv_html_result_t result;  /* written by the worker */
+    LIST_ENTRY(work_s) link;
+} work_t;
+
+struct hv_parse_s {
+    uv_loop_t *loop;
+    hv_parse_done_cb done;
+    void *ud;
+    unsigned inflight;
+    LIST_HEAD(, work_s) works;
+};
+
+hv_parse_t *hv_parse_new(uv_loop_t *loop, hv_parse_done_cb done, void *ud)
+{
+    hv_parse_t *p = hv_xcalloc(1, sizeof(*p));
+    p->loop = loop;
+    p->done = done;
+    p->ud = ud;
+    LIST_INIT(&p->works);
+    return p;
+}
+
+/* Worker thread: only the work item is touched. */
+static void work_cb(uv_work_t *req)
+{
+    work_t *w = hv_container_of(req, work_t, req);
+    w->rc = hv_html_analyse(w->body, w->len, &w->result);
+    free(w->body);
+    w->body = NULL;
+}
+
+static void after_work_cb(uv_work_t *req, int status)
+{
+    work_t *w = hv_container_of(req, work_t, req);
+    hv_parse_t *p = w->p;
+    hv_record_t *rec = w->rec;
+
+    LIST_REMOVE(w, link);
+    p->inflight--;
+    if (status == UV_ECANCELED) {
+        free(w->body);
+        free(w);
+        p->done(p->ud, rec, 1);
+        return;
+    }
+    if (w->rc == HV_ENESTING) {
+        char text[64];
+        snprintf(text, sizeof(text), "nesting_exceeds_%d", HV_HTML_MAX_DEPTH);
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_TOO_DEEPLY_NESTED, text);
+    } else if (w->result.title == NULL) {
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, "no_title");
+    } else {
+        rec->title = w->result.title;
+        w->result.title = NULL;
+    }
+    hv_html_result_free(&w->result);
+    free(w);
+    p->done(p->ud, rec, 0);
+}
+
+void hv_parse_submit(hv_parse_t *p, hv_record_t *rec, char *body, size_t len)
+{
+    work_t *w = hv_xcalloc(1, sizeof(*w));
+    w->p = p;
+    w->rec = rec;
+    w->body = body;
+    w->len = len;
+    LIST_INSERT_HEAD(&p->works, w, link);
+    p->inflight++;
+    int rc = uv_queue_work(p->loop, &w->req, work_cb, after_work_cb);
+    /* uv_queue_work fails only for a NULL work_cb. */
+    assert(rc == 0);
+    (void)rc;
+}
+
+unsigned hv_parse_inflight(const hv_parse_t *p)
+{
+    return p->inflight;
+}
+
+void hv_parse_cancel_pending(hv_parse_t *p)
+{
+    work_t *w;
+    LIST_FOREACH(w, &p->works, link)
+        uv_cancel((uv_req_t *)&w->req); /* fails harmlessly for running ones */
+}
+
+void hv_parse_free(hv_parse_t *p)
+{
+    assert(p->inflight == 0);
+    free(p);
+}

@@ -1,0 +1,259 @@
+/*
+ * reader.c: incremental line reader over uv_fs_read.
+ *
+ * At most one read is in flight. After a read, lines are delivered from the chunk until the
+ * sink asks to pause; resume continues from the same position. A line that spans chunks is
+ * carried in a bounded buffer; beyond its bound the rest of the line is dropped and the line
+ * is flagged overlong.
+ */
+#include "harvestd/reader.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harvestd/common.h"
+
+typedef struct {
+    hv_source_t base;
+    uv_loop_t *loop;
+    char *path;
+    uv_file fd;
+    hv_sink_t sink;
+    void *ud;
+    uv_fs_t read_req;
+    int reading;
+    int paused;
+    int eof;
+    int closed;
+    int ended;
+    char chunk[HV_READER_CHUNK];
+    size_t chunk_len;
+    size_t chunk_pos;
+    char line[HV_READER_LINE_MAX];
+    size_t line_len;
+    int line_overlong;
+    uint64_t lineno;
+    uv_idle_t kick; /* starts reading (and resumes) from the loop, not from the caller */
+} reader_t;
+
+static void reader_start(hv_source_t *s, const hv_sink_t *sink, void *ud);
+static void reader_resume(hv_source_t *s);
+static void reader_close(hv_source_t *s);
+static const char *reader_name(const hv_source_t *s);
+
+static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_close,
+                                           reader_name};
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
+}
+
+/* Deliver one complete line; returns the sink's pause request. */
+static int deliver(reader_t *r, const char *s, size_t len, int overlong)
+{
+    r->lineno++;
+    if (!overlong) {
+        while (len > 0 && is_space(*s)) {
+            s++;
+            len--;
+        }
+        while (len > 0 && is_space(s[len - 1]))
+            len--;
+        if (len == 0 || *s == '#')
+            return 0;
+    }
+    return r->sink.on_line(r->ud, s, len, r->lineno, overlong);
+}
+
+static void finish(reader_t *r, int status)
+{
+    if (r->ended)
+        return;
+    r->ended = 1;
+    r->sink.on_end(r->ud, status);
+}
+
+/* Append to the carried line, remembering if it outgrew the buffer. */
+static void carry(reader_t *r, const char *s, size_t len)
+{
+    size_t room = sizeof(r->line) - r->line_len;
+    if (len > room) {
+        len = room;
+        r->line_overlong = 1;
+    }
+    memcpy(r->line + r->line_len, s, len);
+    r->line_len += len;
+}
+
+static void on_read(uv_fs_t *req);
+
+static void on_kick_close(uv_handle_t *h)
+{
+    reader_t *r = hv_container_of(h, reader_t, kick);
+    free(r->path);
+    free(r);
+}
+
+static void close_fd(reader_t *r)
+{
+    if (r->fd != STDIN_FILENO) {
+        uv_fs_t req;
+        uv_fs_close(NULL, &req, r->fd, NULL);
+        uv_fs_req_cleanup(&req);
+    }
+}
+
+/* The fd is closed only when no read is in flight, so it cannot be reused under one. */
+static void destroy(reader_t *r)
+{
+    close_fd(r);
+    uv_close((uv_handle_t *)&r->kick, on_kick_close);
+}
+
+static void start_read(reader_t *r)
+{
+    if (r->reading || r->eof || r->closed)
+        return;
+    r->read_req.data = r;
+    uv_buf_t buf = uv_buf_init(r->chunk, sizeof(r->chunk));
+    int rc = uv_fs_read(r->loop, &r->read_req, r->fd, &buf, 1, -1, on_read);
+    if (rc != 0) {
+        finish(r, rc);
+        return;
+    }
+    r->reading = 1;
+}
+
+/* Hand out lines from the current chunk until it is used up or the sink pauses. */
+static void pump(reader_t *r)
+{
+    while (!r->paused && !r->closed) {
+        if (r->chunk_pos == r->chunk_len) {
+            if (!r->eof) {
+                start_read(r);
+                return;
+            }
+            if (r->line_len > 0 || r->line_overlong) {
+                /* Last line without a newline. */
+                int overlong = r->line_overlong;
+                size_t len = r->line_len;
+                r->line_len = 0;
+                r->line_overlong = 0;
+                r->paused = deliver(r, r->line, len, overlong);
+                continue;
+            }
+            finish(r, 0);
+            return;
+        }
+        const char *start = r->chunk + r->chunk_pos;
+        size_t avail = r->chunk_len - r->chunk_pos;
+        const char *nl = memchr(start, '\n', avail);
+        if (nl == NULL) {
+            carry(r, start, avail);
+            r->chunk_pos = r->chunk_len;
+            continue;
+        }
+        size_t len = (size_t)(nl - start);
+        r->chunk_pos += len + 1;
+        if (r->line_len == 0 && !r->line_overlong) {
+            r->paused = deliver(r, start, len, 0);
+        } else {
+            carry(r, start, len);
+            int overlong = r->line_overlong;
+            size_t total = r->line_len;
+            r->line_len = 0;
+            r->line_overlong = 0;
+            r->paused = deliver(r, r->line, total, overlong);
+        }
+    }
+}
+
+static void on_read(uv_fs_t *req)
+{
+    reader_t *r = req->data;
+    ssize_t n = req->result;
+    uv_fs_req_cleanup(req);
+    r->reading = 0;
+    if (r->closed) {
+        destroy(r);
+        return;
+    }
+    if (n < 0) {
+        finish(r, (int)n);
+        return;
+    }
+    if (n == 0)
+        r->eof = 1;
+    r->chunk_len = (size_t)n;
+    r->chunk_pos = 0;
+    pump(r);
+}
+
+static void on_kick(uv_idle_t *h)
+{
+    reader_t *r = h->data;
+    uv_idle_stop(h);
+    pump(r);
+}
+
+static void reader_start(hv_source_t *s, const hv_sink_t *sink, void *ud)
+{
+    reader_t *r = (reader_t *)s;
+    r->sink = *sink;
+    r->ud = ud;
+    uv_idle_start(&r->kick, on_kick);
+}
+
+static void reader_resume(hv_source_t *s)
+{
+    reader_t *r = (reader_t *)s;
+    if (!r->paused || r->closed)
+        return;
+    r->paused = 0;
+    uv_idle_start(&r->kick, on_kick);
+}
+
+static void reader_close(hv_source_t *s)
+{
+    reader_t *r = (reader_t *)s;
+    if (r->closed)
+        return;
+    r->closed = 1;
+    uv_idle_stop(&r->kick);
+    if (r->reading)
+        return; /* on_read destroys once the read returns */
+    destroy(r);
+}
+
+static const char *reader_name(const hv_source_t *s)
+{
+    return ((const reader_t *)s)->path;
+}
+
+int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)
+{
+    uv_fs_t req;
+    uv_file fd;
+
+    *out = NULL;
+    if (strcmp(path, "-") == 0) {
+        fd = STDIN_FILENO;
+    } else {
+        fd = uv_fs_open(NULL, &req, path, O_RDONLY | O_CLOEXEC, 0, NULL);
+        uv_fs_req_cleanup(&req);
+        if (fd < 0)
+            return fd;
+    }
+    reader_t *r = hv_xcalloc(1, sizeof(*r));
+    r->base.ops = &reader_ops;
+    r->loop = loop;
+    r->path = hv_xstrdup(path);
+    r->fd = fd;
+    uv_idle_init(loop, &r->kick);
+    r->kick.data = r;
+    *out = &r->base;
+    return 0;
+}

@@ -1,0 +1,200 @@
+/* record.c: output records and their JSON form (cJSON). */
+#include "harvestd/record.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harvestd/common.h"
+#include "harvestd/utf8.h"
+
+static const char *const hv_error_type_names[HV_ET__COUNT] = {
+    [HV_ET_NONE] = "",
+    [HV_ET_INVALID_URL] = "InvalidUrl",
+    [HV_ET_UNSUPPORTED_SCHEME] = "UnsupportedScheme",
+    [HV_ET_DNS] = "DnsError",
+    [HV_ET_CONNECT] = "ConnectError",
+    [HV_ET_CONNECT_TIMEOUT] = "ConnectTimeout",
+    [HV_ET_READ_TIMEOUT] = "ReadTimeout",
+    [HV_ET_TOTAL_TIMEOUT] = "TotalTimeout",
+    [HV_ET_CONNECTION_RESET] = "ConnectionReset",
+    [HV_ET_PROTOCOL] = "ProtocolError",
+    [HV_ET_TOO_MANY_REDIRECTS] = "TooManyRedirects",
+    [HV_ET_PAGE_TOO_LARGE] = "PageTooLarge",
+    [HV_ET_UNEXPECTED_CONTENT_TYPE] = "UnexpectedContentType",
+    [HV_ET_HTTP_STATUS] = "HttpStatus",
+    [HV_ET_MISSING_TITLE] = "MissingTitle",
+    [HV_ET_TOO_DEEPLY_NESTED] = "TooDeeplyNested",
+};
+
+hv_record_t *hv_record_new(const char *requested_url, size_t len)
+{
+    hv_record_t *r = hv_xcalloc(1, sizeof(*r));
+    r->requested_url = hv_xstrndup(requested_url, len);
+    r->url = NULL;
+    r->ok = 1;
+    r->http_status = 0;
+    r->title = NULL;
+    r->content_type = NULL;
+    r->bytes = -1;
+    r->redirects = -1;
+    r->elapsed_ms = -1;
+    r->fetched_at_ms = -1;
+    r->stage = HV_STAGE_NONE;
+    r->error_type = HV_ET_NONE;
+    r->error = NULL;
+    return r;
+}
+
+void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, const char *error)
+{
+    r->ok = 0;
+    r->stage = stage;
+    r->error_type = type;
+    free(r->error);
+    r->error = error != NULL ? hv_xstrdup(error) : NULL;
+}
+
+void hv_record_free(hv_record_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->requested_url);
+    free(r->url);
+    free(r->title);
+    free(r->content_type);
+    free(r->error);
+    free(r);
+}
+
+const char *hv_error_type_name(hv_error_type_t t)
+{
+    if ((unsigned)t >= HV_ET__COUNT)
+        return "";
+    return hv_error_type_names[t];
+}
+
+const char *hv_stage_name(hv_stage_t s)
+{
+    switch (s) {
+    case HV_STAGE_INPUT:
+        return "input";
+    case HV_STAGE_DOWNLOAD:
+        return "download";
+    case HV_STAGE_PARSE:
+        return "parse";
+    default:
+        return NULL;
+    }
+}
+
+void hv_format_rfc3339_ms(char out[32], int64_t unix_ms)
+{
+    /* Floor division, so that times before 1970 still get a 0..999 millisecond part. */
+    int64_t secs = unix_ms / 1000;
+    int64_t ms = unix_ms % 1000;
+    if (ms < 0) {
+        ms += 1000;
+        secs--;
+    }
+    time_t t = (time_t)secs;
+    struct tm tm;
+    int n = -1;
+    if (gmtime_r(&t, &tm) != NULL)
+        n = snprintf(out, 32, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                     (long long)tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, (int)ms);
+    /* Only instants gmtime_r cannot represent get here: say so, not print a wrong date. */
+    if (n < 0 || n >= 32)
+        snprintf(out, 32, "%s", "invalid-time");
+}
+
+/* cJSON reports allocation failure with NULL; like hv_xmalloc we do not try to go on. */
+static void hv_record_oom(void)
+{
+    fprintf(stderr, "harvestd: out of memory building a JSON record\n");
+    abort();
+}
+
+/* cJSON copies bytes as they are, so invalid UTF-8 would reach the output file. */
+static void hv_record_add_string(cJSON *obj, const char *key, const char *value)
+{
+    size_t len = strlen(value);
+    char *clean = NULL;
+    if (!hv_utf8_valid(value, len))
+        clean = hv_utf8_sanitize(value, len, NULL);
+    if (cJSON_AddStringToObject(obj, key, clean != NULL ? clean : value) == NULL)
+        hv_record_oom();
+    free(clean);
+}
+
+/* cJSON keeps numbers as doubles and prints large ones in exponent form or inexactly; raw
+ * digits print every int64 exactly. */
+static void hv_record_add_int(cJSON *obj, const char *key, int64_t value)
+{
+    char digits[24];
+    snprintf(digits, sizeof(digits), "%" PRId64, value);
+    if (cJSON_AddRawToObject(obj, key, digits) == NULL)
+        hv_record_oom();
+}
+
+int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
+{
+    cJSON *obj = NULL;
+    char *text = NULL;
+    int rc = 0;
+
+    obj = cJSON_CreateObject();
+    if (obj == NULL)
+        hv_record_oom();
+
+    hv_record_add_string(obj, "requested_url", r->requested_url != NULL ? r->requested_url : "");
+    if (r->url != NULL)
+        hv_record_add_string(obj, "url", r->url);
+    hv_record_add_string(obj, "status", r->ok ? "ok" : "failed");
+    if (r->http_status > 0)
+        hv_record_add_int(obj, "http_status", r->http_status);
+    if (r->title != NULL)
+        hv_record_add_string(obj, "title", r->title);
+    if (r->content_type != NULL)
+        hv_record_add_string(obj, "content_type", r->content_type);
+    if (r->bytes >= 0)
+        hv_record_add_int(obj, "bytes", r->bytes);
+    if (r->redirects >= 0)
+        hv_record_add_int(obj, "redirects", r->redirects);
+    if (r->elapsed_ms >= 0)
+        hv_record_add_int(obj, "elapsed_ms", r->elapsed_ms);
+    if (r->fetched_at_ms >= 0) {
+        char when[32];
+        hv_format_rfc3339_ms(when, r->fetched_at_ms);
+        hv_record_add_string(obj, "fetched_at", when);
+    }
+    const char *stage = hv_stage_name(r->stage);
+    if (stage != NULL)
+        hv_record_add_string(obj, "stage", stage);
+    if (r->error_type != HV_ET_NONE)
+        hv_record_add_string(obj, "error_type", hv_error_type_name(r->error_type));
+    if (r->error != NULL)
+        hv_record_add_string(obj, "error", r->error);
+
+    text = cJSON_PrintUnformatted(obj);
+    if (text == NULL)
+        hv_record_oom();
+    size_t n = strlen(text);
+
+    /* The line and its newline go in whole or not at all: reserve once, then both appends
+     * fit. Rewriting cJSON's string to add the '\n' would tie us to its allocator. */
+    rc = hv_buf_reserve(out, n + 1);
+    if (rc != 0)
+        goto out;
+    hv_buf_append(out, text, n);
+    hv_buf_append(out, "\n", 1);
+
+out:
+    cJSON_free(text);
+    cJSON_Delete(obj);
+    return rc;
+}

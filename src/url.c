@@ -1,0 +1,523 @@
+/* url.c: http(s) URL validation, normalisation and redirect resolution on top of uriparser. */
+#include "harvestd/url.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uriparser/Uri.h>
+
+#include "harvestd/common.h"
+#include "harvestd/utf8.h"
+
+/* The reason text below spells the limit out; keep them in step. */
+_Static_assert(HV_URL_MAX == 8192, "reason \"line_exceeds_8_kib\" names HV_URL_MAX");
+
+#define HV_URL_HTTP_PORT 80
+#define HV_URL_HTTPS_PORT 443
+
+/* Where the parts of a reference start and end, found without a full parse. */
+typedef struct {
+    size_t len;          /* bytes before the fragment ('#' and after are dropped) */
+    size_t scheme_len;   /* 0 if there is no scheme */
+    size_t path_end;     /* first '?' (or len): '\\' counts as '/' before it */
+    size_t auth_start;   /* authority range; auth_start == auth_end == 0 if absent */
+    size_t auth_end;
+    int has_authority;
+} hv_url_layout_t;
+
+static int hv_url_is_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static int hv_url_is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static int hv_url_is_hex(unsigned char c)
+{
+    return hv_url_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static unsigned char hv_url_lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+/* Case-insensitive comparison of [s, s+len) with the lower-case NUL-terminated `lit`. */
+static int hv_url_equals_nocase(const char *s, size_t len, const char *lit)
+{
+    if (strlen(lit) != len)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (hv_url_lower((unsigned char)s[i]) != (unsigned char)lit[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * Bytes that uriparser refuses anywhere in a path or query, and which browsers percent-encode
+ * (or pass through raw) instead of failing: controls, space, non-ASCII and the ASCII
+ * characters RFC 3986 reserves for other uses or leaves out altogether. '%' is handled by
+ * the caller because a valid escape must survive as it is.
+ */
+static int hv_url_needs_escape(unsigned char c)
+{
+    if (c <= 0x20 || c >= 0x7F)
+        return 1;
+    switch (c) {
+    case '"':
+    case '<':
+    case '>':
+    case '\\':
+    case '^':
+    case '`':
+    case '{':
+    case '|':
+    case '}':
+    case '[':
+    case ']':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int hv_url_is_slash(const char *s, size_t i, const hv_url_layout_t *l)
+{
+    return s[i] == '/' || (s[i] == '\\' && i < l->path_end);
+}
+
+/*
+ * Split [s, s+len) into scheme, authority and the rest, the way the URL will be read once
+ * '\\' before the query has become '/' (browsers treat the two alike in http(s) URLs, so
+ * "http:\\\\host\\a" and a Location of "\\\\host\\a" mean what a browser makes of them).
+ */
+static void hv_url_layout(const char *s, size_t len, hv_url_layout_t *l)
+{
+    const char *hash = memchr(s, '#', len);
+    memset(l, 0, sizeof(*l));
+    l->len = hash != NULL ? (size_t)(hash - s) : len;
+
+    const char *q = memchr(s, '?', l->len);
+    l->path_end = q != NULL ? (size_t)(q - s) : l->len;
+
+    /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":" */
+    size_t i = 0;
+    if (l->len > 0 && hv_url_is_alpha((unsigned char)s[0])) {
+        i = 1;
+        while (i < l->len && (hv_url_is_alpha((unsigned char)s[i]) ||
+                              hv_url_is_digit((unsigned char)s[i]) || s[i] == '+' ||
+                              s[i] == '-' || s[i] == '.'))
+            i++;
+        if (i < l->len && s[i] == ':') {
+            l->scheme_len = i;
+            i++;
+        } else {
+            i = 0;
+        }
+    }
+
+    if (i + 1 < l->path_end && hv_url_is_slash(s, i, l) && hv_url_is_slash(s, i + 1, l)) {
+        size_t a = i + 2, e = a;
+        while (e < l->len && !hv_url_is_slash(s, e, l) && s[e] != '?')
+            e++;
+        l->has_authority = 1;
+        l->auth_start = a;
+        l->auth_end = e;
+    }
+}
+
+static int hv_url_scheme_ok(const char *s, size_t len)
+{
+    return hv_url_equals_nocase(s, len, "http") || hv_url_equals_nocase(s, len, "https");
+}
+
+/*
+ * Rewrite [s, s+len) into a string uriparser accepts: the fragment is cut off (records never
+ * carry it), '\\' before the query becomes '/', and every byte uriparser would refuse in the
+ * path or query is percent-encoded, including a '%' that does not start a valid escape
+ * ("100%" becomes "100%25", which is what the author meant). The scheme and authority are
+ * copied as they are: a non-ASCII host is refused here, anything else odd in the authority is
+ * left for uriparser to refuse. *out is malloc'd and NUL-terminated.
+ */
+static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len,
+                          const char **reason)
+{
+    hv_url_layout_t l;
+    hv_url_layout(s, len, &l);
+
+    if (l.has_authority) {
+        for (size_t i = l.auth_start; i < l.auth_end; i++) {
+            if ((unsigned char)s[i] >= 0x80) {
+                *reason = "non_ascii_host";
+                return HV_EURL;
+            }
+        }
+    }
+
+    static const char hex[] = "0123456789ABCDEF";
+    char *buf = hv_xmalloc(l.len * 3 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < l.len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int in_prefix = i < l.scheme_len + 1 && l.scheme_len > 0;
+        int in_auth = l.has_authority && i >= l.auth_start && i < l.auth_end;
+        if (in_prefix || in_auth) {
+            buf[o++] = (char)c;
+        } else if (c == '\\' && i < l.path_end) {
+            buf[o++] = '/';
+        } else if (c == '%' && i + 2 < l.len && hv_url_is_hex((unsigned char)s[i + 1]) &&
+                   hv_url_is_hex((unsigned char)s[i + 2])) {
+            buf[o++] = '%';
+        } else if (c == '%' || hv_url_needs_escape(c)) {
+            buf[o++] = '%';
+            buf[o++] = hex[c >> 4];
+            buf[o++] = hex[c & 0x0F];
+        } else {
+            buf[o++] = (char)c;
+        }
+    }
+    buf[o] = '\0';
+    *out = buf;
+    *out_len = o;
+    return 0;
+}
+
+static size_t hv_url_range_len(const UriTextRangeA *r)
+{
+    return r->first != NULL ? (size_t)(r->afterLast - r->first) : 0;
+}
+
+/* Copy `n` bytes to *p and advance it. */
+static void hv_url_put(char **p, const char *s, size_t n)
+{
+    memcpy(*p, s, n);
+    *p += n;
+}
+
+/*
+ * Turn a parsed, resolved and normalised absolute URI into `u`. The host is taken from the
+ * original text, lower-cased: uriparser would print an IPv6 literal fully expanded.
+ */
+static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
+{
+    size_t scheme_len = hv_url_range_len(&uri->scheme);
+    if (scheme_len == 0) {
+        *reason = "not_absolute";
+        return HV_EURL;
+    }
+    hv_scheme_t scheme;
+    if (hv_url_equals_nocase(uri->scheme.first, scheme_len, "http")) {
+        scheme = HV_SCHEME_HTTP;
+    } else if (hv_url_equals_nocase(uri->scheme.first, scheme_len, "https")) {
+        scheme = HV_SCHEME_HTTPS;
+    } else {
+        *reason = "unsupported_scheme";
+        return HV_ESCHEME;
+    }
+
+    /* Credentials would end up in records and logs, and a fetcher has no use for them. */
+    if (uri->userInfo.first != NULL) {
+        *reason = "userinfo_not_supported";
+        return HV_EURL;
+    }
+    if (uri->hostData.ipFuture.first != NULL) {
+        *reason = "malformed";
+        return HV_EURL;
+    }
+    size_t host_len = hv_url_range_len(&uri->hostText);
+    if (host_len == 0) {
+        *reason = "empty_host";
+        return HV_EURL;
+    }
+    /* A percent-escape in a host only makes sense for IDN in UTF-8, which we refuse in raw
+     * form as well; a DNS name never contains '%'. */
+    if (memchr(uri->hostText.first, '%', host_len) != NULL) {
+        *reason = "invalid_host";
+        return HV_EURL;
+    }
+
+    uint16_t def_port = scheme == HV_SCHEME_HTTPS ? HV_URL_HTTPS_PORT : HV_URL_HTTP_PORT;
+    unsigned long port = def_port;
+    size_t port_len = hv_url_range_len(&uri->portText);
+    if (port_len > 0) {
+        /* uriparser checks that the port is all digits but not its range. */
+        port = 0;
+        for (size_t i = 0; i < port_len; i++) {
+            unsigned char c = (unsigned char)uri->portText.first[i];
+            if (!hv_url_is_digit(c)) {
+                *reason = "invalid_port";
+                return HV_EURL;
+            }
+            port = port * 10 + (unsigned long)(c - '0');
+            if (port > 65535) {
+                *reason = "invalid_port";
+                return HV_EURL;
+            }
+        }
+        if (port == 0) {
+            *reason = "invalid_port";
+            return HV_EURL;
+        }
+    }
+
+    int is_ipv6 = uri->hostData.ip6 != NULL;
+    char port_text[8] = "";
+    size_t port_text_len = 0;
+    if (port != def_port) {
+        int n = snprintf(port_text, sizeof(port_text), ":%lu", port);
+        if (n < 0 || (size_t)n >= sizeof(port_text)) {
+            *reason = "invalid_port";
+            return HV_EURL;
+        }
+        port_text_len = (size_t)n;
+    }
+
+    size_t path_len = 0;
+    for (const UriPathSegmentA *seg = uri->pathHead; seg != NULL; seg = seg->next)
+        path_len += 1 + hv_url_range_len(&seg->text);
+    if (path_len == 0)
+        path_len = 1;
+    size_t query_len = uri->query.first != NULL ? 1 + hv_url_range_len(&uri->query) : 0;
+    size_t auth_len = host_len + (is_ipv6 ? 2 : 0) + port_text_len;
+    const char *scheme_text = scheme == HV_SCHEME_HTTPS ? "https://" : "http://";
+    size_t href_len = strlen(scheme_text) + auth_len + path_len + query_len;
+    if (href_len > HV_URL_MAX) {
+        *reason = "url_too_long";
+        return HV_EURL;
+    }
+
+    char *host = hv_xmalloc(host_len + 1);
+    for (size_t i = 0; i < host_len; i++)
+        host[i] = (char)hv_url_lower((unsigned char)uri->hostText.first[i]);
+    host[host_len] = '\0';
+
+    char *authority = hv_xmalloc(auth_len + 1);
+    char *p = authority;
+    if (is_ipv6)
+        hv_url_put(&p, "[", 1);
+    hv_url_put(&p, host, host_len);
+    if (is_ipv6)
+        hv_url_put(&p, "]", 1);
+    hv_url_put(&p, port_text, port_text_len);
+    *p = '\0';
+
+    char *target = hv_xmalloc(path_len + query_len + 1);
+    p = target;
+    if (uri->pathHead == NULL) {
+        hv_url_put(&p, "/", 1);
+    } else {
+        for (const UriPathSegmentA *seg = uri->pathHead; seg != NULL; seg = seg->next) {
+            hv_url_put(&p, "/", 1);
+            hv_url_put(&p, seg->text.first, hv_url_range_len(&seg->text));
+        }
+    }
+    if (uri->query.first != NULL) {
+        hv_url_put(&p, "?", 1);
+        hv_url_put(&p, uri->query.first, hv_url_range_len(&uri->query));
+    }
+    *p = '\0';
+
+    char *href = hv_xmalloc(href_len + 1);
+    p = href;
+    hv_url_put(&p, scheme_text, strlen(scheme_text));
+    hv_url_put(&p, authority, auth_len);
+    hv_url_put(&p, target, path_len + query_len);
+    *p = '\0';
+
+    u->scheme = scheme;
+    u->host = host;
+    u->host_is_ip = uri->hostData.ip4 != NULL || is_ipv6;
+    u->host_is_ipv6 = is_ipv6;
+    u->port = (uint16_t)port;
+    u->authority = authority;
+    u->target = target;
+    u->href = href;
+    return 0;
+}
+
+int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
+{
+    const char *why = NULL;
+    char *prepared = NULL;
+    size_t prepared_len = 0;
+    UriUriA uri;
+    int have_uri = 0;
+    int rc;
+
+    memset(u, 0, sizeof(*u));
+
+    if (len > HV_URL_MAX) {
+        why = "line_exceeds_8_kib";
+        rc = HV_EURL;
+        goto out;
+    }
+    if (!hv_utf8_valid(text, len)) {
+        why = "invalid_utf8";
+        rc = HV_EURL;
+        goto out;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 || c == 0x7F) {
+            why = "control_character";
+            rc = HV_EURL;
+            goto out;
+        }
+    }
+    if (memchr(text, ' ', len) != NULL) {
+        why = "contains_space";
+        rc = HV_EURL;
+        goto out;
+    }
+
+    /* Look at the scheme before uriparser does, so that "ftp://x/{" is reported as an
+     * unsupported scheme rather than as malformed. */
+    hv_url_layout_t l;
+    hv_url_layout(text, len, &l);
+    if (l.scheme_len == 0) {
+        why = "not_absolute";
+        rc = HV_EURL;
+        goto out;
+    }
+    if (!hv_url_scheme_ok(text, l.scheme_len)) {
+        why = "unsupported_scheme";
+        rc = HV_ESCHEME;
+        goto out;
+    }
+
+    rc = hv_url_prepare(text, len, &prepared, &prepared_len, &why);
+    if (rc != 0)
+        goto out;
+    if (uriParseSingleUriExA(&uri, prepared, prepared + prepared_len, NULL) != URI_SUCCESS) {
+        why = "malformed";
+        rc = HV_EURL;
+        goto out;
+    }
+    have_uri = 1;
+    if (uriNormalizeSyntaxExA(&uri, URI_NORMALIZE_PATH) != URI_SUCCESS) {
+        why = "malformed";
+        rc = HV_EURL;
+        goto out;
+    }
+    rc = hv_url_from_uri(u, &uri, &why);
+
+out:
+    if (have_uri)
+        uriFreeUriMembersA(&uri);
+    free(prepared);
+    if (rc != 0 && reason != NULL)
+        *reason = why;
+    return rc;
+}
+
+/*
+ * Location values are cleaned the way the WHATWG URL parser does before anything else:
+ * leading and trailing C0 controls and spaces go, and tabs and newlines anywhere go.
+ */
+static char *hv_url_clean_ref(const char *ref, size_t len, size_t *out_len)
+{
+    while (len > 0 && (unsigned char)ref[0] <= 0x20) {
+        ref++;
+        len--;
+    }
+    while (len > 0 && (unsigned char)ref[len - 1] <= 0x20)
+        len--;
+    char *buf = hv_xmalloc(len + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++)
+        if (ref[i] != '\t' && ref[i] != '\n' && ref[i] != '\r')
+            buf[o++] = ref[i];
+    buf[o] = '\0';
+    *out_len = o;
+    return buf;
+}
+
+int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t len,
+                   const char **reason)
+{
+    const char *why = NULL;
+    char *clean = NULL, *prepared = NULL;
+    size_t clean_len = 0, prepared_len = 0;
+    UriUriA base_uri, ref_uri, abs_uri;
+    int have_base = 0, have_ref = 0, have_abs = 0;
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+
+    if (base == NULL || base->href == NULL) {
+        why = "not_absolute";
+        rc = HV_EURL;
+        goto out;
+    }
+    clean = hv_url_clean_ref(ref, len, &clean_len);
+    if (clean_len > HV_URL_MAX) {
+        why = "url_too_long";
+        rc = HV_EURL;
+        goto out;
+    }
+
+    hv_url_layout_t l;
+    hv_url_layout(clean, clean_len, &l);
+    if (l.scheme_len > 0 && !hv_url_scheme_ok(clean, l.scheme_len)) {
+        why = "unsupported_scheme";
+        rc = HV_ESCHEME;
+        goto out;
+    }
+
+    rc = hv_url_prepare(clean, clean_len, &prepared, &prepared_len, &why);
+    if (rc != 0)
+        goto out;
+    if (uriParseSingleUriA(&base_uri, base->href, NULL) != URI_SUCCESS) {
+        why = "malformed";
+        rc = HV_EURL;
+        goto out;
+    }
+    have_base = 1;
+    if (uriParseSingleUriExA(&ref_uri, prepared, prepared + prepared_len, NULL) !=
+        URI_SUCCESS) {
+        why = "malformed";
+        rc = HV_EURL;
+        goto out;
+    }
+    have_ref = 1;
+    /* "http:g" against an http base is relative, as in browsers (RFC 3986 section 5.2.2
+     * allows this for backward compatibility). */
+    if (uriAddBaseUriExA(&abs_uri, &ref_uri, &base_uri, URI_RESOLVE_IDENTICAL_SCHEME_COMPAT) !=
+        URI_SUCCESS) {
+        why = "malformed";
+        rc = HV_EURL;
+        goto out;
+    }
+    have_abs = 1;
+    if (uriNormalizeSyntaxExA(&abs_uri, URI_NORMALIZE_PATH) != URI_SUCCESS) {
+        why = "malformed";
+        rc = HV_EURL;
+        goto out;
+    }
+    rc = hv_url_from_uri(out, &abs_uri, &why);
+
+out:
+    if (have_abs)
+        uriFreeUriMembersA(&abs_uri);
+    if (have_ref)
+        uriFreeUriMembersA(&ref_uri);
+    if (have_base)
+        uriFreeUriMembersA(&base_uri);
+    free(prepared);
+    free(clean);
+    if (rc != 0 && reason != NULL)
+        *reason = why;
+    return rc;
+}
+
+void hv_url_free(hv_url_t *u)
+{
+    free(u->host);
+    free(u->authority);
+    free(u->target);
+    free(u->href);
+    memset(u, 0, sizeof(*u));
+}

@@ -1,0 +1,78 @@
+"""Fixtures of the integration tests; the harness itself lives in harness.py, the scripted
+origin in origin.py."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from harness import HARVESTD_BIN, SANITIZER, Harvestd  # noqa: E402
+from origin import BlackHole, Origin, free_port  # noqa: E402
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def harvestd_bin():
+    if not HARVESTD_BIN:
+        pytest.skip("HARVESTD_BIN is not set: run the suite with `make integration`")
+    if not (os.path.isfile(HARVESTD_BIN) and os.access(HARVESTD_BIN, os.X_OK)):
+        pytest.skip("HARVESTD_BIN=%s is not an executable file: build it with `make all`" % HARVESTD_BIN)
+    return HARVESTD_BIN
+
+
+@pytest.fixture
+def harvestd(harvestd_bin, tmp_path):
+    h = Harvestd(tmp_path)
+    yield h
+    h.cleanup()
+
+
+@pytest.fixture
+def run_harvestd(harvestd):
+    """run_harvestd(urls, *args, timeout=60, out=None, fast=True, parse=True) -> Run
+    (rc, records, stderr, summary, maxrss_kib, stdout, elapsed, out_path)."""
+    return harvestd.run
+
+
+@pytest.fixture(scope="session")
+def origin():
+    """One origin shared by the whole test run: for tests that do not assert on its counters."""
+    o = Origin("shared").start()
+    yield o
+    o.stop()
+
+
+@pytest.fixture
+def fresh_origin():
+    """An origin of the test's own, with counters that start at zero."""
+    o = Origin("test").start()
+    yield o
+    o.stop()
+
+
+@pytest.fixture
+def other_origin():
+    """A second origin of the test's own (another port on 127.0.0.1)."""
+    o = Origin("other").start()
+    yield o
+    o.stop()
+
+
+@pytest.fixture
+def closed_port():
+    return free_port()
+
+
+@pytest.fixture
+def black_hole():
+    b = BlackHole().start()
+    yield b
+    b.stop()
+
+
+def pytest_report_header(config):
+    return "harvestd: %s (sanitizer: %s)" % (HARVESTD_BIN or "<HARVESTD_BIN not set>", SANITIZER or "none")

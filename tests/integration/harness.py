@@ -1,0 +1,477 @@
+"""The harness that runs harvestd for the integration tests.
+
+Environment (set by `make integration`):
+  HARVESTD_BIN        absolute path of the harvestd binary (required; every test that runs it is
+                      skipped when it is missing)
+  HARVESTD_TOOLS      directory of helper binaries built from tests/tools (optional; no test
+                      needs one yet)
+  HARVESTD_SANITIZER  non-empty when the binary is built with sanitizers (also detected from the
+                      binary's symbols): memory bounds are not asserted then, and the harness
+                      waits longer
+
+Every run of the binary goes through Harvestd.start()/run(): it writes the URL file into the
+test's tmp_path, runs the binary with its output in a fresh file (through a small launcher that
+measures its peak RSS, see LAUNCHER_SOURCE), parses the JSONL output (every line must be one JSON
+object) and the summary line, and fails the test if stderr holds a sanitizer report. The
+program's command line and stderr are printed, so pytest shows them when the test fails.
+"""
+
+import atexit
+import calendar
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import NamedTuple, Optional
+
+import pytest
+
+HARVESTD_BIN = os.environ.get("HARVESTD_BIN", "")
+HARVESTD_TOOLS = os.environ.get("HARVESTD_TOOLS", "")
+
+
+def _detect_sanitizer(path):
+    """The sanitizers a binary was built with, from its symbol names ("" if none or unreadable)."""
+    found = []
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return ""
+    for symbol, name in ((b"__asan_init", "address"), (b"__ubsan_handle_", "undefined"),
+                         (b"__tsan_init", "thread")):
+        if symbol in data:
+            found.append(name)
+    return ",".join(found)
+
+
+# Set by `make asan`; also detected from the binary, so a sanitizer build is never held to the
+# memory bounds of a plain one.
+SANITIZER = os.environ.get("HARVESTD_SANITIZER", "").strip() or _detect_sanitizer(HARVESTD_BIN)
+
+# How much slower a sanitizer build may be; multiplies the harness's own waits.
+SLOWDOWN = 3 if SANITIZER else 1
+
+KEY_ORDER = ["requested_url", "url", "status", "http_status", "title", "content_type", "bytes",
+             "redirects", "elapsed_ms", "fetched_at", "stage", "error_type", "error"]
+
+SANITIZER_MARKERS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer"]
+
+# Short limits so a misbehaving origin costs seconds, not the program's defaults. A test that
+# passes one of these options itself keeps its own value.
+FAST_DEFAULTS = [("--connect-timeout", "2s"), ("--read-timeout", "3s"), ("--total-timeout", "10s")]
+
+SUMMARY_PREFIX = "harvestd: summary "
+
+# RFC 3339 UTC with milliseconds, e.g. "2026-11-29T12:00:00.123Z".
+FETCHED_AT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+MIB = 1024 * 1024
+
+
+def parse_summary(stderr):
+    """The last "harvestd: summary k=v ..." line of `stderr` as a dict (numbers converted), or
+    None if there is none."""
+    for line in reversed(stderr.splitlines()):
+        if not line.startswith(SUMMARY_PREFIX):
+            continue
+        out = {}
+        for tok in line[len(SUMMARY_PREFIX):].split():
+            key, sep, value = tok.partition("=")
+            if not sep:
+                continue
+            try:
+                out[key] = int(value)
+            except ValueError:
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    out[key] = value
+        return out
+    return None
+
+
+def parse_records(data, complete=True):
+    """Parse JSONL bytes. Every line must be valid UTF-8 holding one JSON object with a string
+    requested_url and a status of "ok" or "failed". With complete=True the data must end with a
+    newline (a finished run never leaves half a line)."""
+    if not data:
+        return []
+    if complete:
+        assert data.endswith(b"\n"), "output does not end with a newline: %r" % data[-200:]
+    records = []
+    for n, line in enumerate(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n"), 1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            pytest.fail("output line %d is not valid UTF-8 (%s): %r" % (n, e, line[:300]))
+        try:
+            rec = json.loads(text)
+        except ValueError as e:
+            pytest.fail("output line %d is not valid JSON (%s): %r" % (n, e, text[:300]))
+        assert isinstance(rec, dict), "output line %d is not a JSON object: %r" % (n, text[:300])
+        assert isinstance(rec.get("requested_url"), str), "line %d lacks requested_url: %r" % (n, rec)
+        assert rec.get("status") in ("ok", "failed"), "line %d has a bad status: %r" % (n, rec)
+        records.append(rec)
+    return records
+
+
+def check_sanitizer(stderr):
+    for marker in SANITIZER_MARKERS:
+        if marker in stderr:
+            at = stderr.index(marker)
+            pytest.fail("sanitizer report in harvestd's stderr:\n" + stderr[max(0, at - 2000):at + 8000])
+
+
+def assert_key_order(rec):
+    keys = list(rec)
+    unknown = [k for k in keys if k not in KEY_ORDER]
+    assert not unknown, "unknown keys %r in %r" % (unknown, rec)
+    assert keys == sorted(keys, key=KEY_ORDER.index), "keys out of order: %r" % keys
+
+
+def by_url(records):
+    """Map requested_url -> record; fails on duplicates."""
+    out = {}
+    for r in records:
+        assert r["requested_url"] not in out, "duplicate record for %r" % r["requested_url"]
+        out[r["requested_url"]] = r
+    return out
+
+
+def assert_ok(rec, title=None):
+    assert rec["status"] == "ok", "expected ok, got %r" % rec
+    for k in ("stage", "error_type", "error"):
+        assert k not in rec, "ok record carries %s: %r" % (k, rec)
+    if title is not None:
+        assert rec.get("title") == title, rec
+
+
+def assert_failed(rec, stage, error_type, error=None):
+    assert rec["status"] == "failed", "expected a failure, got %r" % rec
+    assert rec.get("stage") == stage, rec
+    assert rec.get("error_type") == error_type, rec
+    assert isinstance(rec.get("error"), str) and rec["error"], rec
+    assert "title" not in rec, rec
+    if error is not None:
+        assert rec["error"] == error, rec
+
+
+class Run(NamedTuple):
+    rc: int
+    records: list
+    stderr: str
+    summary: Optional[dict]
+    maxrss_kib: int
+    stdout: bytes
+    elapsed: float
+    out_path: str
+
+
+# Peak RSS: a child's ru_maxrss includes the RSS of the process it was forked from, up to its
+# exec() (Linux keeps the larger high-water mark across exec, and a vfork child reports its
+# parent's). A child of the pytest process would report pytest's size. So harvestd is started
+# by a tiny launcher, compiled here once, that forks it from its own small image, reaps it with
+# wait4() and writes its ru_maxrss to a file. The launcher forwards SIGINT/SIGTERM/SIGHUP/
+# SIGUSR1 to harvestd and exits with harvestd's status. Without a C compiler the harness runs
+# harvestd directly and samples VmHWM from /proc while it runs.
+LAUNCHER_SOURCE = r"""
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile pid_t child;
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+
+static void on_signal(int sig)
+{
+    if (child > 0)
+        kill(child, sig);
+}
+
+int main(int argc, char **argv)
+{
+    sigset_t set, old;
+    struct sigaction sa = {0};
+    struct rusage ru;
+    int status;
+    size_t i;
+
+    if (argc < 3)
+        return 127;
+    sigemptyset(&set);
+    for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaddset(&set, forwarded[i]);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaction(forwarded[i], &sa, NULL);
+    child = fork();
+    if (child == 0) {
+        for (i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+            signal(forwarded[i], SIG_DFL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execv(argv[2], argv + 2);
+        perror("launcher: execv");
+        _exit(127);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (child < 0)
+        return 126;
+    while (wait4(child, &status, 0, &ru) < 0)
+        if (errno != EINTR)
+            return 126;
+    FILE *f = fopen(argv[1], "w");
+    if (f) {
+        fprintf(f, "%ld\n", ru.ru_maxrss);
+        fclose(f);
+    }
+    if (WIFSIGNALED(status)) {
+        signal(WTERMSIG(status), SIG_DFL);
+        raise(WTERMSIG(status));
+        return 128 + WTERMSIG(status);
+    }
+    return WEXITSTATUS(status);
+}
+"""
+
+_launcher_path = None
+
+
+def launcher():
+    """Path of the compiled launcher, or "" when there is no C compiler."""
+    global _launcher_path
+    if _launcher_path is None:
+        _launcher_path = ""
+        tmp = tempfile.mkdtemp(prefix="harvestd-launcher-")
+        atexit.register(shutil.rmtree, tmp, True)
+        src = os.path.join(tmp, "launcher.c")
+        exe = os.path.join(tmp, "launcher")
+        with open(src, "w") as f:
+            f.write(LAUNCHER_SOURCE)
+        cc = os.environ.get("CC") or "cc"
+        try:
+            done = subprocess.run([cc, "-O2", "-o", exe, src], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, timeout=60)
+            if done.returncode == 0:
+                _launcher_path = exe
+            else:
+                print("harness: cannot build the launcher:\n" + done.stdout.decode(errors="replace"))
+        except OSError as e:
+            print("harness: cannot build the launcher: %s" % e)
+    return _launcher_path
+
+
+def _vm_hwm_kib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class Proc:
+    """A running harvestd. wait() reaps it and returns a Run."""
+
+    def __init__(self, harness, argv, out_path, stdout_path, stderr_path):
+        self.harness = harness
+        self.argv = argv
+        self.out_path = out_path
+        self.stdout_path = stdout_path
+        self.stderr_path = stderr_path
+        self.rss_path = stderr_path + ".maxrss"
+        self.started = time.monotonic()
+        self._stdout = open(stdout_path, "wb")
+        self._stderr = open(stderr_path, "wb")
+        wrapper = launcher()
+        full = ([wrapper, self.rss_path] + argv) if wrapper else argv
+        self.popen = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=self._stdout,
+                                      stderr=self._stderr, env=harness.env, start_new_session=True)
+        self.pid = self.popen.pid
+        self.sampled_hwm = 0
+        self.result = None
+
+    def send_signal(self, sig):
+        """Signal harvestd (through the launcher, which forwards it)."""
+        if self.popen.returncode is None:
+            os.kill(self.pid, sig)
+
+    def output_bytes(self):
+        path = self.stdout_path if self.out_path == "-" else self.out_path
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def complete_lines(self):
+        """Output lines written so far (only whole lines)."""
+        data = self.output_bytes()
+        return data[:data.rfind(b"\n") + 1].split(b"\n")[:-1] if b"\n" in data else []
+
+    def poll_until(self, predicate, timeout, what):
+        """Poll `predicate()` every 20 ms until it is true; fail after `timeout` seconds, or if
+        the program exits first."""
+        deadline = time.monotonic() + timeout * SLOWDOWN
+        while not predicate():
+            if self.popen.poll() is not None:
+                pytest.fail("harvestd exited (status %s) while waiting for %s\n%s"
+                            % (self.popen.returncode, what, self.stderr_text()[-5000:]))
+            if time.monotonic() > deadline:
+                pytest.fail("timed out after %.0fs waiting for %s" % (timeout, what))
+            time.sleep(0.02)
+
+    def stderr_text(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def _reap(self, timeout):
+        deadline = time.monotonic() + timeout * SLOWDOWN
+        while True:
+            pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+            if pid:
+                self.popen.returncode = os.waitstatus_to_exitcode(status)
+                return rusage
+            if not launcher():
+                self.sampled_hwm = max(self.sampled_hwm, _vm_hwm_kib(self.pid))
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.005)
+
+    def wait(self, timeout=60, parse=True):
+        if self.result is not None:
+            return self.result
+        rusage = self._reap(timeout)
+        if rusage is None:
+            self.kill()
+            stderr = self.stderr_text()
+            self.harness.dump(self.argv, stderr)
+            pytest.fail("harvestd did not exit within %ss (killed)\n%s" % (timeout, stderr[-5000:]))
+        elapsed = time.monotonic() - self.started
+        rc = self.popen.returncode
+        self._close_files()
+        stderr = self.stderr_text()
+        self.harness.dump(self.argv, stderr)
+        check_sanitizer(stderr)
+        assert rc >= 0, "harvestd killed by signal %d\n%s" % (-rc, stderr[-5000:])
+        maxrss = self.sampled_hwm
+        if launcher():
+            with open(self.rss_path) as f:
+                maxrss = int(f.read())
+        print("harvestd exit status %d, peak RSS %d KiB, %.2fs" % (rc, maxrss, elapsed))
+        with open(self.stdout_path, "rb") as f:
+            stdout = f.read()
+        records = []
+        if parse:
+            records = parse_records(self.output_bytes(), complete=True)
+        summary = parse_summary(stderr)
+        if parse and rc == 0:
+            assert summary is not None, "no summary line on stderr"
+            assert summary.get("records") == len(records), \
+                "summary records=%r but the output holds %d records" % (summary.get("records"), len(records))
+        self.result = Run(rc, records, stderr, summary, maxrss, stdout, elapsed, self.out_path)
+        return self.result
+
+    def kill(self):
+        """Kill the launcher and harvestd (their own process group) and reap the launcher."""
+        if self.popen.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                os.wait4(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.popen.returncode = -9
+        self._close_files()
+
+    def _close_files(self):
+        for f in (self._stdout, self._stderr):
+            if not f.closed:
+                f.close()
+
+
+class Harvestd:
+    """Runs the binary for one test; files live in the test's tmp_path."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.n = 0
+        self.procs = []
+        self.env = dict(os.environ)
+        self.env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        self.env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+
+    def write_urls(self, urls, name=None):
+        """Write the input file. `urls` is bytes (written as is) or a list of str/bytes lines,
+        each ended with "\\n"."""
+        self.n += 1
+        path = self.tmp_path / (name or "urls-%d.txt" % self.n)
+        if isinstance(urls, (bytes, bytearray)):
+            data = bytes(urls)
+        else:
+            data = b"".join((u if isinstance(u, bytes) else u.encode("utf-8")) + b"\n" for u in urls)
+        path.write_bytes(data)
+        return str(path)
+
+    def start(self, urls, *args, out=None, fast=True, input_path=None):
+        if input_path is None:
+            input_path = self.write_urls(urls)
+        self.n += 1
+        if out is None:
+            out = str(self.tmp_path / ("out-%d.jsonl" % self.n))
+        argv = [HARVESTD_BIN, "--once", input_path, "-o", out]
+        if fast:
+            for opt, value in FAST_DEFAULTS:
+                if opt not in args:
+                    argv += [opt, value]
+        argv += [str(a) for a in args]
+        proc = Proc(self, argv, out, str(self.tmp_path / ("stdout-%d" % self.n)),
+                    str(self.tmp_path / ("stderr-%d" % self.n)))
+        self.procs.append(proc)
+        return proc
+
+    def run(self, urls, *args, timeout=60, out=None, fast=True, parse=True, input_path=None):
+        proc = self.start(urls, *args, out=out, fast=fast, input_path=input_path)
+        return proc.wait(timeout=timeout, parse=parse)
+
+    @staticmethod
+    def dump(argv, stderr):
+        # Captured by pytest and shown only when the test fails.
+        print("$ " + " ".join(argv))
+        print("---- harvestd stderr (%d bytes, last 20000 shown) ----" % len(stderr))
+        print(stderr[-20000:])
+        print("---- end of stderr ----")
+
+    def cleanup(self):
+        for p in self.procs:
+            p.kill()
+
+
+def parse_fetched_at(text):
+    """Seconds since the epoch of an RFC 3339 "YYYY-MM-DDTHH:MM:SS.mmmZ" string."""
+    assert FETCHED_AT_RE.match(text), "fetched_at %r is not RFC 3339 UTC with milliseconds" % text
+    base = time.strptime(text[:19], "%Y-%m-%dT%H:%M:%S")
+    return calendar.timegm(base) + int(text[20:23]) / 1000.0
+
+
+def count_by(records, key):
+    out = {}
+    for r in records:
+        out[r.get(key)] = out.get(r.get(key), 0) + 1
+    return out

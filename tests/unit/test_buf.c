@@ -1,0 +1,51 @@
+#include "harvestd/buf.h"
+#include "harvestd/common.h"
+#include "test.h"
+
+#include <stdlib.h>
+
+TEST_IMPL(buf_append_within_limit)
+{
+    hv_buf_t b;
+    hv_buf_init(&b, 8);
+    ASSERT_OK(hv_buf_append(&b, "abcd", 4));
+    ASSERT_OK(hv_buf_append(&b, "efgh", 4));
+    ASSERT_EQ(8, b.len);
+    ASSERT_MEM_EQ("abcdefgh", b.data, 8);
+    hv_buf_free(&b);
+}
+
+TEST_IMPL(buf_append_over_limit_leaves_buffer_unchanged)
+{
+    hv_buf_t b;
+    hv_buf_init(&b, 8);
+    ASSERT_OK(hv_buf_append(&b, "abcdef", 6));
+    ASSERT_EQ(HV_ETOOBIG, hv_buf_append(&b, "xyz", 3));
+    ASSERT_EQ(6, b.len);
+    ASSERT_LE(b.cap, 8);
+    hv_buf_free(&b);
+}
+
+TEST_IMPL(buf_steal_transfers_ownership)
+{
+    hv_buf_t b;
+    size_t len;
+    hv_buf_init(&b, 1 << 20);
+    ASSERT_OK(hv_buf_append(&b, "hello", 5));
+    char *p = hv_buf_steal(&b, &len);
+    ASSERT_EQ(5, len);
+    ASSERT_NULL(b.data);
+    ASSERT_EQ(0, b.len);
+    free(p);
+}
+
+TEST_IMPL(format_size_units)
+{
+    char s[32];
+    hv_format_size(s, sizeof(s), 2u << 20);
+    ASSERT_STR_EQ("2_mib", s);
+    hv_format_size(s, sizeof(s), 64u << 10);
+    ASSERT_STR_EQ("64_kib", s);
+    hv_format_size(s, sizeof(s), 1000);
+    ASSERT_STR_EQ("1000_bytes", s);
+}

@@ -1,0 +1,381 @@
+/* HTTP response parsing traces: each response is replayed whole, split at every offset and
+ * byte by byte, and must give the same outcome every time. */
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "harvestd/common.h"
+#include "harvestd/http.h"
+#include "test.h"
+
+typedef struct {
+    int rc;
+    int status;
+    int keep_alive;
+    char content_type[128];
+    char location[256];
+    char error[64];
+    size_t body_len;
+    char body[4096];
+    int head_calls;
+} outcome_t;
+
+static hv_http_body_t mode_for_test = HV_HTTP_BODY_KEEP;
+
+static hv_http_body_t on_head(hv_http_t *h)
+{
+    int *calls = h->data;
+    (*calls)++;
+    return mode_for_test;
+}
+
+/* Feed `resp` in pieces of at most `step` bytes, after an optional split at `split`. */
+static outcome_t run(const char *resp, size_t len, size_t split, size_t step, int eof,
+                     uint64_t max_body)
+{
+    hv_http_limits_t lim = {max_body, 1024, 64};
+    hv_http_t h;
+    outcome_t o;
+    memset(&o, 0, sizeof(o));
+    hv_http_init(&h, &lim, on_head, &o.head_calls);
+    size_t off = 0;
+    int rc = 0;
+    while (off < len && rc == 0) {
+        size_t n = len - off;
+        if (off < split && split < len && n > split - off)
+            n = split - off;
+        if (n > step)
+            n = step;
+        rc = hv_http_feed(&h, resp + off, n);
+        off += n;
+    }
+    if (rc == 0 && eof)
+        rc = hv_http_eof(&h);
+    o.rc = rc;
+    o.status = h.status;
+    o.keep_alive = h.keep_alive;
+    if (h.content_type.len)
+        snprintf(o.content_type, sizeof(o.content_type), "%.*s", (int)h.content_type.len,
+                 h.content_type.data);
+    if (h.location.len)
+        snprintf(o.location, sizeof(o.location), "%.*s", (int)h.location.len, h.location.data);
+    snprintf(o.error, sizeof(o.error), "%s", h.error);
+    o.body_len = h.body.len;
+    if (h.body.len < sizeof(o.body))
+        memcpy(o.body, h.body.data ? h.body.data : "", h.body.len);
+    hv_http_free(&h);
+    return o;
+}
+
+static void assert_same(const outcome_t *a, const outcome_t *b)
+{
+    ASSERT_EQ(a->rc, b->rc);
+    ASSERT_EQ(a->status, b->status);
+    ASSERT_EQ(a->keep_alive, b->keep_alive);
+    ASSERT_STR_EQ(a->content_type, b->content_type);
+    ASSERT_STR_EQ(a->location, b->location);
+    ASSERT_STR_EQ(a->error, b->error);
+    if (a->rc == 1) { /* a failed body is partial, at whatever point the limit hit */
+        ASSERT_EQ(a->body_len, b->body_len);
+        ASSERT_MEM_EQ(a->body, b->body, a->body_len < sizeof(a->body) ? a->body_len : 0);
+    }
+    ASSERT_EQ(1, b->head_calls <= 1);
+}
+
+/* The whole-buffer outcome, checked against every split and byte-at-a-time feeding. */
+static outcome_t trace(const char *resp, size_t len, int eof, uint64_t max_body)
+{
+    outcome_t whole = run(resp, len, 0, len, eof, max_body);
+    for (size_t split = 1; split < len; split++) {
+        outcome_t o = run(resp, len, split, len, eof, max_body);
+        assert_same(&whole, &o);
+    }
+    outcome_t bytewise = run(resp, len, 0, 1, eof, max_body);
+    assert_same(&whole, &bytewise);
+    return whole;
+}
+
+#define TRACE(s, eof) trace((s), sizeof(s) - 1, (eof), 1024)
+
+TEST_IMPL(http_content_length_body)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                        "Content-Length: 5\r\n\r\nhello",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(200, o.status);
+    ASSERT_EQ(1, o.keep_alive);
+    ASSERT_STR_EQ("text/html; charset=utf-8", o.content_type);
+    ASSERT_EQ(5, o.body_len);
+    ASSERT_MEM_EQ("hello", o.body, 5);
+}
+
+TEST_IMPL(http_chunked_body)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\nX-Trailer: 1\r\n\r\n",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(7, o.body_len);
+    ASSERT_MEM_EQ("abcdefg", o.body, 7);
+    ASSERT_EQ(1, o.keep_alive);
+}
+
+TEST_IMPL(http_close_delimited_body_needs_eof)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<title>x</title>", 1);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(16, o.body_len);
+    ASSERT_EQ(0, o.keep_alive);
+}
+
+TEST_IMPL(http_eof_mid_body_is_closed)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 1);
+    ASSERT_EQ(HV_ECLOSED, o.rc);
+    ASSERT_STR_EQ("connection_closed_mid_body", o.error);
+}
+
+TEST_IMPL(http_eof_before_anything)
+{
+    outcome_t o = run("", 0, 0, 1, 1, 1024);
+    ASSERT_EQ(HV_ECLOSED, o.rc);
+    ASSERT_STR_EQ("connection_closed_before_response", o.error);
+}
+
+TEST_IMPL(http_interim_100_is_skipped)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                        "\r\nok",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(200, o.status);
+    ASSERT_EQ(2, o.body_len);
+}
+
+TEST_IMPL(http_304_has_no_body_despite_content_length)
+{
+    mode_for_test = HV_HTTP_BODY_DISCARD;
+    outcome_t o = TRACE("HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n", 0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(304, o.status);
+    ASSERT_EQ(1, o.keep_alive);
+}
+
+TEST_IMPL(http_location_and_trailing_space_in_name)
+{
+    mode_for_test = HV_HTTP_BODY_DISCARD;
+    outcome_t o = TRACE("HTTP/1.1 302 Found\r\nLocation: /next?a=1\r\nContent-Length: 3\r\n\r\nabc",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(302, o.status);
+    ASSERT_STR_EQ("/next?a=1", o.location);
+    ASSERT_EQ(0, o.body_len); /* discarded */
+    ASSERT_EQ(1, o.keep_alive);
+}
+
+TEST_IMPL(http_discard_over_drain_limit_is_not_reusable)
+{
+    static char resp[512];
+    mode_for_test = HV_HTTP_BODY_DISCARD;
+    int n = snprintf(resp, sizeof(resp), "HTTP/1.1 404 Not Found\r\nContent-Length: 200\r\n\r\n");
+    memset(resp + n, 'x', 200);
+    outcome_t o = trace(resp, (size_t)n + 200, 0, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(404, o.status);
+    ASSERT_EQ(0, o.keep_alive);
+}
+
+TEST_IMPL(http_content_length_over_limit_fails_at_head)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\nab", 0);
+    ASSERT_EQ(HV_ETOOBIG, o.rc);
+    ASSERT_STR_EQ("response_exceeds_1_kib", o.error);
+}
+
+TEST_IMPL(http_chunked_over_limit)
+{
+    static char resp[4096];
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    int n = snprintf(resp, sizeof(resp), "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                         "800\r\n");
+    memset(resp + n, 'y', 0x800);
+    outcome_t o = trace(resp, (size_t)n + 0x800, 0, 1024);
+    ASSERT_EQ(HV_ETOOBIG, o.rc);
+}
+
+TEST_IMPL(http_head_over_limit)
+{
+    static char resp[4096];
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    int n = snprintf(resp, sizeof(resp), "HTTP/1.1 200 OK\r\nX-Big: ");
+    memset(resp + n, 'h', 2000);
+    memcpy(resp + n + 2000, "\r\n\r\n", 4);
+    outcome_t o = trace(resp, (size_t)n + 2004, 0, 1024);
+    ASSERT_EQ(HV_EPROTO, o.rc);
+    ASSERT_STR_EQ("headers_exceed_1_kib", o.error);
+}
+
+TEST_IMPL(http_garbage_is_protocol_error)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("SSH-2.0-OpenSSH_9.2\r\n", 0);
+    ASSERT_EQ(HV_EPROTO, o.rc);
+    ASSERT(o.error[0] != '\0');
+}
+
+TEST_IMPL(http_bad_chunk_size)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0);
+    ASSERT_EQ(HV_EPROTO, o.rc);
+    ASSERT_STR_EQ("invalid_chunk_size", o.error);
+}
+
+TEST_IMPL(http_stray_bytes_after_response_forbid_reuse)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = run("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", 45, 0, 45, 0, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(0, o.keep_alive);
+}
+
+TEST_IMPL(http_abort_from_head_callback)
+{
+    mode_for_test = HV_HTTP_BODY_ABORT;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: 4\r\n\r\n"
+                        "\x89PNG",
+                        0);
+    ASSERT_EQ(HV_ECANCELLED, o.rc);
+}
+
+TEST_IMPL(http_connection_close_is_not_reusable)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx", 0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(0, o.keep_alive);
+}
+
+static size_t gzip_bytes(const char *in, size_t len, unsigned char *out, size_t cap, int wbits)
+{
+    z_stream z;
+    memset(&z, 0, sizeof(z));
+    deflateInit2(&z, 6, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY);
+    z.next_in = (unsigned char *)(uintptr_t)in;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    deflate(&z, Z_FINISH);
+    size_t n = cap - z.avail_out;
+    deflateEnd(&z);
+    return n;
+}
+
+static outcome_t encoded(const char *encoding, int wbits, const char *text, size_t cut,
+                         uint64_t max_body)
+{
+    static char resp[8192];
+    unsigned char gz[4096];
+    size_t glen = gzip_bytes(text, strlen(text), gz, sizeof(gz), wbits);
+    if (cut > 0)
+        glen -= cut;
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\nContent-Length: %zu\r\n\r\n",
+                     encoding, glen);
+    memcpy(resp + n, gz, glen);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    return trace(resp, (size_t)n + glen, 0, max_body);
+}
+
+TEST_IMPL(http_gzip_is_decoded)
+{
+    outcome_t o = encoded("gzip", 15 + 16, "<title>Zipped</title> and some text", 0, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(35, o.body_len);
+    ASSERT_MEM_EQ("<title>Zipped</title>", o.body, 21);
+}
+
+TEST_IMPL(http_deflate_zlib_and_raw)
+{
+    outcome_t o = encoded("deflate", 15, "zlib wrapped body", 0, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(17, o.body_len);
+    o = encoded("deflate", -15, "raw deflate body", 0, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(16, o.body_len);
+}
+
+TEST_IMPL(http_truncated_gzip)
+{
+    outcome_t o = encoded("gzip", 15 + 16, "<title>Cut short</title>", 6, 1024);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("gzip_truncated", o.error);
+}
+
+TEST_IMPL(http_gzip_bomb_stops_at_limit)
+{
+    static char big[3000];
+    memset(big, 'a', sizeof(big) - 1);
+    outcome_t o = encoded("gzip", 15 + 16, big, 0, 1024);
+    ASSERT_EQ(HV_ETOOBIG, o.rc);
+    ASSERT_STR_EQ("response_exceeds_1_kib", o.error);
+}
+
+TEST_IMPL(http_corrupt_gzip)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 12\r\n\r\n"
+                        "not gzip at all",
+                        0);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("gzip_corrupt", o.error);
+}
+
+TEST_IMPL(http_unsupported_encoding)
+{
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\nxx",
+                        0);
+    ASSERT_EQ(HV_EPROTO, o.rc);
+    ASSERT_STR_EQ("unsupported_content_encoding", o.error);
+}
+
+TEST_IMPL(http_request_text)
+{
+    hv_url_t u;
+    memset(&u, 0, sizeof(u));
+    u.target = (char *)(uintptr_t)"/a?b=1";
+    u.authority = (char *)(uintptr_t)"example.org:8080";
+    hv_buf_t b;
+    hv_buf_init(&b, 4096);
+    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test"));
+    ASSERT_OK(hv_buf_append(&b, "", 1));
+    ASSERT_STR_EQ("GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nUser-Agent: harvestd/test\r\n"
+                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip\r\n"
+                  "Connection: keep-alive\r\n\r\n",
+                  b.data);
+    hv_buf_free(&b);
+}
+
+TEST_IMPL(http_media_type)
+{
+    hv_http_limits_t lim = {1024, 1024, 64};
+    hv_http_t h;
+    int calls = 0;
+    char mt[64];
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    hv_http_init(&h, &lim, on_head, &calls);
+    const char *r = "HTTP/1.1 200 OK\r\nContent-Type:  Text/HTML ; charset=UTF-8\r\n"
+                    "Content-Length: 0\r\n\r\n";
+    ASSERT_EQ(1, hv_http_feed(&h, r, strlen(r)));
+    hv_http_media_type(&h, mt, sizeof(mt));
+    ASSERT_STR_EQ("text/html", mt);
+    hv_http_free(&h);
+}

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Install the Debian packages listed in third_party/packages.txt that are not yet installed.
+# Idempotent and silent when everything is present.
+set -eu
+
+list="${1:-$(dirname "$0")/packages.txt}"
+missing=""
+for pkg in $(sed -e 's/#.*//' "$list"); do
+    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+    case "$status" in
+    *"install ok installed"*) ;;
+    *) missing="$missing $pkg" ;;
+    esac
+done
+
+[ -z "$missing" ] && exit 0
+
+echo "harvestd: installing missing Debian packages:$missing" >&2
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "harvestd: not root and no sudo; install these packages by hand:$missing" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine often has stale or empty package lists: refresh once if the first try fails.
+if ! $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null; then
+    $SUDO apt-get update -q >/dev/null
+    $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null
+fi
