@@ -22,6 +22,8 @@ static const struct {
     {HV_ECLOSED, "HV_ECLOSED", "connection closed before the response completed"},
     {HV_ECANCELLED, "HV_ECANCELLED", "cancelled"},
     {HV_ENESTING, "HV_ENESTING", "document nested too deeply"},
+    {HV_ETLS, "HV_ETLS", "TLS failure"},
+    {HV_ECERT, "HV_ECERT", "certificate verification failed"},
     {HV_EINTERNAL, "HV_EINTERNAL", "internal error"},
 };
 

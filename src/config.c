@@ -13,7 +13,7 @@
 
 #include "harvestd/common.h"
 
-typedef enum { T_UINT, T_SIZE, T_DURATION, T_STRING, T_LEVEL } dtype_t;
+typedef enum { T_UINT, T_SIZE, T_DURATION, T_STRING, T_LEVEL, T_BOOL, T_PATH } dtype_t;
 
 typedef struct {
     const char *name;
@@ -66,6 +66,10 @@ static const directive_t directives[] = {
      "a completed record is written within this delay"},
     {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "5s",
      "after SIGINT/SIGTERM, in-flight requests get this long to finish"},
+    {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
+     "PEM file of trusted CA certificates (default: /etc/ssl/certs/ca-certificates.crt)"},
+    {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
+     "do not verify TLS certificates (never do this in production)"},
     {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
      "debug, info, notice, warning or error"},
 };
@@ -151,6 +155,12 @@ static const directive_t *find_directive(const char *name)
     return NULL;
 }
 
+int hv_config_is_flag(const char *name)
+{
+    const directive_t *d = find_directive(name);
+    return d != NULL && d->type == T_BOOL;
+}
+
 static void store_uint(void *field, size_t width, uint64_t v)
 {
     if (width == sizeof(uint64_t))
@@ -204,6 +214,23 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
         memcpy(field, value, len + 1);
         return 0;
     }
+    case T_PATH: {
+        size_t len = strlen(value);
+        if (len >= d->width)
+            return set_error(err, errcap, UV_EINVAL, "%s: path too long", d->name);
+        memcpy(field, value, len + 1);
+        return 0;
+    }
+    case T_BOOL:
+        if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "on") == 0 ||
+            strcmp(value, "1") == 0)
+            *(int *)field = 1;
+        else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 ||
+                 strcmp(value, "off") == 0 || strcmp(value, "0") == 0)
+            *(int *)field = 0;
+        else
+            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not yes or no", d->name, value);
+        return 0;
     case T_LEVEL: {
         hv_log_level_t lvl;
         if (hv_log_level_parse(value, &lvl) != 0)

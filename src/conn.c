@@ -26,10 +26,15 @@ typedef struct {
 
 static uint64_t next_conn_id = 1;
 
-static const char *const state_names[] = {"resolving", "connecting", "open", "closing"};
+static const char *const state_names[] = {"resolving", "connecting", "handshaking", "open",
+                                         "closing"};
 
 static void on_connected(uv_connect_t *req, int status);
 static void on_tcp_retry_close(uv_handle_t *h);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+static void tls_progress(hv_conn_t *c);
+static void on_write_cb(uv_write_t *req, int status);
 
 static void set_state(hv_conn_t *c, hv_conn_state_t st)
 {
@@ -42,6 +47,7 @@ static void on_handle_close(uv_handle_t *h)
 {
     hv_conn_t *c = h->data;
     if (--c->_nhandles == 0) {
+        hv_tls_free(c->_tls);
         free(c->_rbuf);
         free(c->_host);
         free(c);
@@ -123,8 +129,19 @@ static void on_connected(uv_connect_t *req, int status)
     }
     release_dns(c);
     uv_tcp_nodelay(&c->_tcp, 1);
-    set_state(c, HV_CONN_OPEN);
-    c->cbs->on_connect(c, 0);
+    if (c->_tls_ctx == NULL) {
+        set_state(c, HV_CONN_OPEN);
+        c->cbs->on_connect(c, 0);
+        return;
+    }
+    char key[300];
+    snprintf(key, sizeof(key), "%s:%u", c->_host, (unsigned)c->_port);
+    c->_tls = hv_tls_new(c->_tls_ctx, c->_host, c->_is_literal, key);
+    set_state(c, HV_CONN_HANDSHAKING);
+    c->_reading = 0;
+    if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
+        c->_reading = 1;
+    tls_progress(c); /* sends the ClientHello */
 }
 
 static void on_tcp_retry_close(uv_handle_t *h)
@@ -156,8 +173,17 @@ static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
         fail_connect(c, rc);
 }
 
-int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, const char *host, int host_is_ip,
-                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out)
+static void on_drain(uv_idle_t *h)
+{
+    hv_conn_t *c = h->data;
+    uv_idle_stop(h);
+    if (c->state == HV_CONN_OPEN && c->_reading)
+        tls_progress(c);
+}
+
+int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const char *host,
+                    int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs, void *data,
+                    hv_conn_t **out)
 {
     hv_conn_t *c = hv_xcalloc(1, sizeof(*c));
     int rc = 0;
@@ -172,11 +198,14 @@ int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, const char *host, int host_i
     c->_port = port;
     c->_host = hv_xstrdup(host);
     c->_dns_waiter.cb = on_dns;
+    c->_tls_ctx = tls;
     uv_tcp_init(loop, &c->_tcp);
     uv_timer_init(loop, &c->_timer);
+    uv_idle_init(loop, &c->_drain);
     c->_tcp.data = c;
     c->_timer.data = c;
-    c->_nhandles = 2;
+    c->_drain.data = c;
+    c->_nhandles = 3;
 
     if (host_is_ip) {
         if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->_literal) == 0 ||
@@ -209,10 +238,91 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     hv_conn_t *c = h->data;
     (void)suggested;
+    if (c->_tls != NULL) {
+        /* Ciphertext goes straight into the session's inbound buffer. */
+        size_t len;
+        hv_tls_in_space(c->_tls, &buf->base, &len);
+        buf->len = len;
+        return;
+    }
     if (c->_rbuf == NULL)
         c->_rbuf = hv_xmalloc(HV_CONN_READ_BUF);
     buf->base = c->_rbuf;
     buf->len = HV_CONN_READ_BUF;
+}
+
+/* Send whatever mbedtls produced during the last call. */
+static int tls_flush(hv_conn_t *c)
+{
+    const char *data;
+    size_t len;
+    hv_tls_out(c->_tls, &data, &len);
+    if (len == 0)
+        return 0;
+    write_req_t *wr = hv_xmalloc(sizeof(*wr) + len);
+    memcpy(wr->data, data, len);
+    hv_tls_out_clear(c->_tls);
+    wr->conn = c;
+    wr->buf = uv_buf_init(wr->data, (unsigned)len);
+    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write_cb);
+    if (rc != 0)
+        free(wr);
+    return rc;
+}
+
+static void tls_failed(hv_conn_t *c, int err)
+{
+    snprintf(c->_error, sizeof(c->_error), "%s", hv_tls_error(c->_tls));
+    hv_conn_read_stop(c);
+    if (c->state == HV_CONN_HANDSHAKING)
+        c->cbs->on_connect(c, err);
+    else
+        c->cbs->on_error(c, err);
+}
+
+/* Move the TLS session forward with what is buffered: finish the handshake, then decrypt
+ * and deliver records for as long as the owner keeps reading on. */
+static void tls_progress(hv_conn_t *c)
+{
+    if (c->state == HV_CONN_HANDSHAKING) {
+        int rc = hv_tls_handshake(c->_tls);
+        int wrc = tls_flush(c);
+        if (rc < 0) {
+            tls_failed(c, rc);
+            return;
+        }
+        if (wrc != 0) {
+            snprintf(c->_error, sizeof(c->_error), "tls_write_failed");
+            hv_conn_read_stop(c);
+            c->cbs->on_connect(c, wrc);
+            return;
+        }
+        if (rc == 1)
+            return;
+        set_state(c, HV_CONN_OPEN);
+        /* The owner decides whether to read: stop until it asks. */
+        hv_conn_read_stop(c);
+        c->cbs->on_connect(c, 0);
+        return;
+    }
+    if (c->_rbuf == NULL)
+        c->_rbuf = hv_xmalloc(HV_CONN_READ_BUF);
+    while (c->state == HV_CONN_OPEN && c->_reading) {
+        ssize_t n = hv_tls_read(c->_tls, c->_rbuf, HV_CONN_READ_BUF);
+        tls_flush(c);
+        if (n == 0)
+            return;
+        if (n < 0) {
+            if (n == UV_EOF) {
+                hv_conn_read_stop(c);
+                c->cbs->on_error(c, UV_EOF);
+            } else {
+                tls_failed(c, (int)n);
+            }
+            return;
+        }
+        c->cbs->on_read(c, c->_rbuf, (size_t)n);
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -221,15 +331,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)buf;
     if (nread == 0 || c->state == HV_CONN_CLOSING)
         return; /* EAGAIN, or bytes nobody wants any more */
+    /* UV_ENOBUFS (a full TLS inbound buffer) cannot happen while every read is decrypted at
+     * once and reads stop when decryption pauses; should it, it is reported as an error
+     * below rather than left to stall the connection. */
     if (nread < 0) {
         hv_conn_read_stop(c);
+        if (c->state == HV_CONN_HANDSHAKING) {
+            snprintf(c->_error, sizeof(c->_error), "%s",
+                     nread == UV_EOF ? "tls_closed_during_handshake"
+                                     : "tls_connection_reset_during_handshake");
+            c->cbs->on_connect(c, HV_ETLS);
+            return;
+        }
         c->cbs->on_error(c, (int)nread);
+        return;
+    }
+    if (c->_tls != NULL) {
+        hv_tls_in_commit(c->_tls, (size_t)nread);
+        tls_progress(c);
         return;
     }
     c->cbs->on_read(c, c->_rbuf, (size_t)nread);
 }
 
-static void on_write(uv_write_t *req, int status)
+static void on_write_cb(uv_write_t *req, int status)
 {
     write_req_t *wr = hv_container_of(req, write_req_t, req);
     hv_conn_t *c = wr->conn;
@@ -243,11 +368,19 @@ int hv_conn_write(hv_conn_t *c, const char *data, size_t len)
 {
     if (c->state != HV_CONN_OPEN)
         return UV_ENOTCONN;
+    if (c->_tls != NULL) {
+        int rc = hv_tls_write(c->_tls, data, len);
+        if (rc != 0) {
+            snprintf(c->_error, sizeof(c->_error), "%s", hv_tls_error(c->_tls));
+            return rc;
+        }
+        return tls_flush(c);
+    }
     write_req_t *wr = hv_xmalloc(sizeof(*wr) + len);
     memcpy(wr->data, data, len);
     wr->conn = c;
     wr->buf = uv_buf_init(wr->data, (unsigned)len);
-    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write);
+    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write_cb);
     if (rc != 0)
         free(wr);
     return rc;
@@ -259,14 +392,29 @@ void hv_conn_read_start(hv_conn_t *c)
         return;
     if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
         c->_reading = 1;
+    /* Records decrypted or received while paused produce no socket event: deliver them
+     * from the loop (not from inside this call, which an owner may make mid-callback). */
+    if (c->_reading && c->_tls != NULL && hv_tls_has_buffered(c->_tls))
+        uv_idle_start(&c->_drain, on_drain);
 }
 
 void hv_conn_read_stop(hv_conn_t *c)
 {
+    uv_idle_stop(&c->_drain);
     if (!c->_reading)
         return;
     uv_read_stop((uv_stream_t *)&c->_tcp);
     c->_reading = 0;
+}
+
+const char *hv_conn_error(const hv_conn_t *c)
+{
+    return c->_error;
+}
+
+int hv_conn_is_tls(const hv_conn_t *c)
+{
+    return c->_tls_ctx != NULL;
 }
 
 void hv_conn_set_timer(hv_conn_t *c, uint64_t ms)
@@ -289,6 +437,7 @@ void hv_conn_close(hv_conn_t *c)
     uv_timer_stop(&c->_timer);
     if (!uv_is_closing((uv_handle_t *)&c->_timer))
         uv_close((uv_handle_t *)&c->_timer, on_handle_close);
+    uv_close((uv_handle_t *)&c->_drain, on_handle_close);
     if (!c->_tcp_retrying)
         uv_close((uv_handle_t *)&c->_tcp, on_handle_close);
 }

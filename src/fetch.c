@@ -47,6 +47,7 @@ struct hv_fetch_s {
     const hv_config_t *cfg;
     hv_sched_t *sched;
     hv_dns_t *dns;
+    hv_tls_ctx_t *tls;
     const hv_fetch_cbs_t *cbs;
     void *ud;
     hv_http_limits_t limits;
@@ -74,9 +75,10 @@ static const hv_conn_cbs_t idle_cbs = {idle_on_connect, idle_on_read, idle_on_er
                                        idle_on_timeout};
 
 hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_sched_t *sched,
-                         hv_dns_t *dns, const hv_fetch_cbs_t *cbs, void *ud)
+                         hv_dns_t *dns, hv_tls_ctx_t *tls, const hv_fetch_cbs_t *cbs, void *ud)
 {
     hv_fetch_t *f = hv_xcalloc(1, sizeof(*f));
+    f->tls = tls;
     f->loop = loop;
     f->cfg = cfg;
     f->sched = sched;
@@ -255,6 +257,11 @@ static void lower_name(char *out, size_t cap, const char *prefix, int err, size_
 static void fail_connect(hv_req_t *r, int status)
 {
     char text[64];
+    if (status == HV_ECERT || status == HV_ETLS) {
+        snprintf(text, sizeof(text), "%s", r->conn != NULL ? hv_conn_error(r->conn) : "tls");
+        finish_fail(r, status == HV_ECERT ? HV_ET_CERTIFICATE : HV_ET_TLS, text);
+        return;
+    }
     if (strncmp(uv_err_name(status), "EAI_", 4) == 0) {
         if (status == UV_EAI_NONAME)
             snprintf(text, sizeof(text), "name_not_resolved");
@@ -332,7 +339,8 @@ static void open_conn(hv_req_t *r, int allow_pool)
         send_request(r);
         return;
     }
-    int rc = hv_conn_connect(f->loop, f->dns, h->name, h->is_ip, h->port, &req_cbs, r, &c);
+    hv_tls_ctx_t *tls = h->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
+    int rc = hv_conn_connect(f->loop, f->dns, tls, h->name, h->is_ip, h->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
         return;
@@ -358,7 +366,7 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
     job->req = r;
     TAILQ_INSERT_TAIL(&f->active, r, link);
     f->nactive++;
-    if (job->url.scheme == HV_SCHEME_HTTPS) {
+    if (job->url.scheme == HV_SCHEME_HTTPS && f->tls == NULL) {
         finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, "https_not_supported");
         return;
     }
@@ -533,6 +541,10 @@ static void req_on_error(hv_conn_t *c, int err)
             http_failed(r, rc);
         return;
     }
+    if (err == HV_ETLS) {
+        finish_fail(r, HV_ET_TLS, hv_conn_error(c));
+        return;
+    }
     if (err == UV_ECONNRESET)
         snprintf(text, sizeof(text), "connection_reset");
     else
@@ -555,6 +567,9 @@ static void req_on_timeout(hv_conn_t *c)
         if (c->state == HV_CONN_RESOLVING) {
             snprintf(text, sizeof(text), "dns_lookup_exceeded_%s", dur);
             finish_fail(r, HV_ET_DNS, text);
+        } else if (c->state == HV_CONN_HANDSHAKING) {
+            snprintf(text, sizeof(text), "no_tls_handshake_within_%s", dur);
+            finish_fail(r, HV_ET_CONNECT_TIMEOUT, text);
         } else {
             snprintf(text, sizeof(text), "no_connection_within_%s", dur);
             finish_fail(r, HV_ET_CONNECT_TIMEOUT, text);

@@ -11,12 +11,15 @@
 
 /*
  * The pre-scan runs the HTML tokenizer's rules for finding tags (comments, quoted attribute
- * values, raw-text elements) and a reduced tree builder: the stack of open elements with
- * namespaces, the list of active formatting elements, the table, select and foreign-content
- * modes, and the rules that close or reopen elements implicitly. Where it cannot tell, it
- * keeps elements open: over-counting refuses a strange document, while under-counting would
- * hand gumbo exactly the input that it is slow on and that makes its recursive destructor
- * run deep. Its depth does not count html, head and body, nor the leaf level.
+ * values, raw-text elements) and a reduced copy of gumbo 0.10's tree builder: the stack of
+ * open elements with namespaces, the list of active formatting elements, the head, table,
+ * template, select, frameset and foreign-content modes, and the rules that close or reopen
+ * elements implicitly, including gumbo's own departures from the current HTML standard.
+ * Where it cannot tell, it keeps elements open: over-counting refuses a strange document,
+ * while under-counting would hand gumbo exactly the input that it is slow on and that makes
+ * its recursive destructor run deep. Its depth does not count html, head and body, nor the
+ * leaf level. It was checked against gumbo's real trees on generated tag soup; since it
+ * cannot be exact, hv_html_analyse() also measures the tree gumbo built (see there).
  */
 
 /* What a tag name means (in HTML content unless said otherwise). */
@@ -262,7 +265,12 @@ static const hv_html_tag_t hv_html_tags[] = {
  * since each of them may be reopened, nested, at every piece of text. */
 #define HV_HTML_AFE_MAX 256
 
-/* Reopened formatting elements allowed besides one per four bytes of input. */
+/* gumbo searches its stack of open elements for most tags, so its time grows with the sum
+ * of the depths at each tag. Past this sum (about a quarter of a second of gumbo's time) a
+ * document is refused even if it never gets deeper than the limit. */
+#define HV_HTML_WORK_MAX (128u * 1024 * 1024)
+
+/* Reopened formatting elements allowed besides one per two bytes of input. */
 #define HV_HTML_CLONES_MIN 4096
 
 /* Scopes of the spec's "has an element in ... scope". */
@@ -282,15 +290,28 @@ enum {
 enum { TM_NONE, TM_BODY, TM_TABLE, TM_TBODY, TM_ROW, TM_COLGROUP };
 #define E_TMODE_SHIFT 5
 
-/* An open element. Unknown names are kept as a reference into the input so that end tags
- * match exactly (a hash would let a crafted name close the wrong element). */
+/* An open element. The name is kept as a reference into the input: foreign end tags match
+ * by name (HTML ones by tag, as in gumbo). */
 typedef struct {
     uint32_t off;    /* name offset in the input */
     uint32_t serial; /* identifies the element for the list of formatting elements */
     uint16_t len;    /* name length */
     uint8_t id;      /* 1 + index into hv_html_tags; 0 for an unknown name */
     uint8_t flags;   /* E_* */
+    uint8_t kind;    /* K_* of an HTML element, K_OTHER for foreign ones */
+    uint8_t bits;    /* B_*: what the scope searches ask, worked out once at push */
 } hv_html_entry_t;
+
+/* Properties of an open element that the searches test on every step. */
+enum {
+    B_SCOPE = 1 << 0,   /* boundary of the default scope */
+    B_TSCOPE = 1 << 1,  /* boundary of table scope */
+    B_SPECIAL = 1 << 2, /* in the special category */
+    B_FORMAT = 1 << 3,  /* formatting element */
+    B_BUTTON = 1 << 4,  /* boundary of button scope too */
+    B_LIST = 1 << 5,    /* boundary of list-item scope too */
+    B_OPTION = 1 << 6,  /* option or optgroup: not a boundary of select scope */
+};
 
 /* An entry of the list of active formatting elements; id 0 is a marker. */
 typedef struct {
@@ -298,8 +319,8 @@ typedef struct {
     uint32_t attr_off; /* its attributes as written, for the "Noah's Ark" comparison */
     uint16_t attr_len;
     uint8_t id;
-    uint8_t unique : 1;   /* attributes not comparable: never counts as identical */
-    uint8_t on_stack : 1; /* the element is open */
+    uint8_t unique;   /* attributes not comparable: never counts as identical */
+    uint8_t on_stack; /* the element is open */
 } hv_html_afe_t;
 
 typedef struct {
@@ -316,6 +337,7 @@ typedef struct {
     int in_head;      /* nothing has started the body yet */
     uint32_t head_noscript; /* serial of a noscript open in the head, or 0 */
     size_t clones;          /* elements reopened by reconstruction so far */
+    size_t work;            /* sum of the depth at every tag */
     uint32_t serial;
     size_t nafe;
     hv_html_afe_t afe[HV_HTML_AFE_MAX];
@@ -628,53 +650,57 @@ static int hv_html_foreign(const hv_html_entry_t *e)
 
 static int hv_html_kind(const hv_html_entry_t *e)
 {
-    return e == NULL || hv_html_foreign(e) ? K_OTHER : hv_html_tag_kind(e->id);
+    return e == NULL ? K_OTHER : e->kind;
 }
 
-static unsigned hv_html_eflags(const hv_html_entry_t *e)
+/* The B_* bits of an element with tag `id` and E_* flags `eflags`. SVG foreignObject, desc,
+ * title and MathML mi, mo, mn, ms, mtext, annotation-xml are special and scope boundaries
+ * whatever their attributes; other foreign elements are neither. */
+static unsigned hv_html_bits(int id, unsigned eflags)
 {
-    return hv_html_foreign(e) ? 0 : hv_html_tag_flags(e->id);
-}
-
-/* SVG foreignObject, desc, title and MathML mi, mo, mn, ms, mtext, annotation-xml: special
- * and scope boundaries whatever their attributes. */
-static int hv_html_foreign_special(const hv_html_entry_t *e)
-{
-    unsigned f = hv_html_tag_flags(e->id);
-    if (e->flags & E_MATH)
-        return (f & (T_MATH_TEXT | T_MATH_ANNOT)) != 0;
-    return (f & T_SVG_IP) != 0;
+    unsigned f = hv_html_tag_flags(id);
+    if (eflags & E_FOREIGN) {
+        unsigned special = (eflags & E_MATH) ? (f & (T_MATH_TEXT | T_MATH_ANNOT)) : (f & T_SVG_IP);
+        return special ? B_SCOPE | B_SPECIAL : 0;
+    }
+    int kind = hv_html_tag_kind(id);
+    unsigned b = 0;
+    if (f & T_SCOPE)
+        b |= B_SCOPE;
+    if (f & T_TSCOPE)
+        b |= B_TSCOPE;
+    if (f & T_SPECIAL)
+        b |= B_SPECIAL;
+    if (f & T_FORMAT)
+        b |= B_FORMAT;
+    if (kind == K_BUTTON)
+        b |= B_BUTTON;
+    if (kind == K_LIST)
+        b |= B_LIST;
+    if (kind == K_OPTION || kind == K_OPTGROUP)
+        b |= B_OPTION;
+    return b;
 }
 
 static int hv_html_special(const hv_html_entry_t *e)
 {
-    if (hv_html_foreign(e))
-        return hv_html_foreign_special(e);
-    return (hv_html_tag_flags(e->id) & T_SPECIAL) != 0;
+    return (e->bits & B_SPECIAL) != 0;
 }
 
 static int hv_html_barrier(const hv_html_entry_t *e, int scope)
 {
-    int kind = hv_html_kind(e);
     switch (scope) {
     case S_TABLE:
-        return (hv_html_eflags(e) & T_TSCOPE) != 0;
+        return (e->bits & B_TSCOPE) != 0;
     case S_SELECT:
-        return kind != K_OPTION && kind != K_OPTGROUP;
+        return !(e->bits & B_OPTION);
     case S_BUTTON:
-        if (kind == K_BUTTON)
-            return 1;
-        break;
+        return (e->bits & (B_SCOPE | B_BUTTON)) != 0;
     case S_LIST:
-        if (kind == K_LIST)
-            return 1;
-        break;
+        return (e->bits & (B_SCOPE | B_LIST)) != 0;
     default:
-        break;
+        return (e->bits & B_SCOPE) != 0;
     }
-    if (hv_html_foreign(e))
-        return hv_html_foreign_special(e);
-    return (hv_html_eflags(e) & T_SCOPE) != 0;
 }
 
 /* Whether open element `e` has the name of end tag `t`. gumbo 0.10 compares HTML elements
@@ -744,6 +770,8 @@ static int hv_html_push(hv_html_scan_t *sc, const hv_html_token_t *t, unsigned e
         e->serial = sc->serial;
         e->id = (uint8_t)t->id;
         e->flags = (uint8_t)eflags;
+        e->kind = (uint8_t)((eflags & E_FOREIGN) ? K_OTHER : hv_html_tag_kind(t->id));
+        e->bits = (uint8_t)hv_html_bits(t->id, eflags);
         if (t->name > UINT32_MAX || t->name_len > UINT16_MAX) {
             e->off = 0;
             e->len = 0;
@@ -799,7 +827,7 @@ static void hv_html_pop_to(hv_html_scan_t *sc, long index)
         n--;
         if (hv_html_kind(&sc->stack[n]) == K_TEMPLATE)
             sc->templates--;
-        if (hv_html_eflags(&sc->stack[n]) & T_FORMAT) {
+        if (sc->stack[n].bits & B_FORMAT) {
             long k = hv_html_afe_index(sc, sc->stack[n].serial);
             if (k >= 0)
                 sc->afe[k].on_stack = 0;
@@ -997,7 +1025,7 @@ static int hv_html_reconstruct(hv_html_scan_t *sc)
     for (; k < sc->nafe; k++) {
         /* Each reopening is a new element in gumbo's tree: a few hundred open formatting
          * elements reopened at every word would build a tree far larger than the page. */
-        if (++sc->clones > sc->len / 4 + HV_HTML_CLONES_MIN)
+        if (++sc->clones > sc->len / 2 + HV_HTML_CLONES_MIN)
             return hv_html_refuse(sc);
         hv_html_token_t t;
         memset(&t, 0, sizeof(t));
@@ -1804,7 +1832,7 @@ static int hv_html_text(hv_html_scan_t *sc, size_t from, size_t to)
 
 size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit)
 {
-    /* About 72 KiB: fine on any thread stack, and no allocation to fail. */
+    /* About 70 KiB: fine on any thread stack, and no allocation to fail. */
     hv_html_scan_t sc;
     sc.s = s;
     sc.len = len;
@@ -1819,6 +1847,7 @@ size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit)
     sc.in_head = 1;
     sc.head_noscript = 0;
     sc.clones = 0;
+    sc.work = 0;
     sc.serial = 0;
     sc.nafe = 0;
 
@@ -1889,6 +1918,11 @@ size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit)
         }
         if (stop)
             break;
+        sc.work += sc.depth;
+        if (sc.work > HV_HTML_WORK_MAX) {
+            sc.refused = 1;
+            break;
+        }
     }
     if (sc.refused || sc.max > limit)
         return limit == SIZE_MAX ? limit : limit + 1;

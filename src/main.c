@@ -16,6 +16,7 @@
 #include "harvestd/log.h"
 #include "harvestd/pipeline.h"
 #include "harvestd/reader.h"
+#include "harvestd/tls.h"
 
 enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 3 };
 
@@ -23,6 +24,7 @@ typedef struct {
     uv_loop_t loop;
     hv_config_t cfg;
     hv_pipeline_t *pl;
+    hv_tls_ctx_t *tls;
     uv_signal_t sigint;
     uv_signal_t sigterm;
     int signals;
@@ -39,6 +41,7 @@ static void usage(FILE *out)
             "\n"
             "  --once FILE            the URL list\n"
             "  -o, --output FILE      the JSONL output\n"
+            "  --insecure             do not verify TLS certificates (prints a warning)\n"
             "  -v                     more logging (-vv for debug); -q for warnings only\n"
             "  --help, --version\n"
             "\n"
@@ -87,6 +90,8 @@ static int parse_args(app_t *app, int argc, char **argv)
         name[nlen] = '\0';
         if (eq != NULL) {
             value = eq + 1;
+        } else if (hv_config_is_flag(name)) {
+            value = "yes";
         } else {
             if (i + 1 >= argc)
                 return usage_error("missing value for ", a);
@@ -176,15 +181,27 @@ int main(int argc, char **argv)
     /* A reader that went away must surface as a write error (EPIPE), not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
+    char err[512];
+    rc = hv_tls_ctx_new(app.cfg.ca_file[0] ? app.cfg.ca_file : NULL, app.cfg.insecure, &app.tls,
+                        err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (app.cfg.insecure)
+        fprintf(stderr, "harvestd: warning: --insecure: TLS certificates are NOT verified; "
+                        "any server can impersonate any site\n");
+
     uv_loop_init(&app.loop);
     rc = hv_reader_open(&app.loop, app.cfg.input_path, &src);
     if (rc != 0) {
         fprintf(stderr, "harvestd: cannot open input %s: %s\n", app.cfg.input_path,
                 hv_strerror(rc));
         uv_loop_close(&app.loop);
+        hv_tls_ctx_free(app.tls);
         return EXIT_USAGE;
     }
-    rc = hv_pipeline_new(&app.loop, &app.cfg, on_done, &app, &app.pl);
+    rc = hv_pipeline_new(&app.loop, &app.cfg, app.tls, on_done, &app, &app.pl);
     if (rc != 0) {
         if (rc == UV_EEXIST)
             fprintf(stderr, "harvestd: output %s already exists; refusing to append to it\n",
@@ -195,6 +212,7 @@ int main(int argc, char **argv)
         hv_source_close(src);
         uv_run(&app.loop, UV_RUN_DEFAULT);
         uv_loop_close(&app.loop);
+        hv_tls_ctx_free(app.tls);
         return EXIT_USAGE;
     }
     uv_signal_init(&app.loop, &app.sigint);
@@ -217,5 +235,6 @@ int main(int argc, char **argv)
     assert(rc == 0);
     (void)rc;
     hv_pipeline_free(app.pl);
+    hv_tls_ctx_free(app.tls);
     return app.exit_code;
 }

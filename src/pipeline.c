@@ -48,6 +48,7 @@ struct hv_pipeline_s {
     int input_done;
 
     hv_dns_t *dns;
+    hv_tls_ctx_t *tls;
     hv_sched_t *sched;
     hv_fetch_t *fetch;
     hv_parse_t *parse;
@@ -170,11 +171,6 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
         rc = HV_EURL, reason = "line_exceeds_8_kib";
     else
         rc = hv_url_parse(&url, line, len, &reason);
-    if (rc == 0 && url.scheme == HV_SCHEME_HTTPS) {
-        hv_url_free(&url);
-        rc = HV_ESCHEME;
-        reason = "https_not_supported";
-    }
     if (rc != 0) {
         hv_error_type_t t = rc == HV_ESCHEME ? HV_ET_UNSUPPORTED_SCHEME : HV_ET_INVALID_URL;
         hv_record_fail(rec, HV_STAGE_INPUT, t, reason);
@@ -313,8 +309,8 @@ static const hv_writer_cbs_t writer_cbs = {on_writer_drain, on_writer_error};
 
 /* ---- lifecycle ---- */
 
-int hv_pipeline_new(uv_loop_t *loop, const hv_config_t *cfg, hv_pipeline_done_cb done, void *ud,
-                    hv_pipeline_t **out)
+int hv_pipeline_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls,
+                    hv_pipeline_done_cb done, void *ud, hv_pipeline_t **out)
 {
     hv_pipeline_t *pl = hv_xcalloc(1, sizeof(*pl));
     int rc = hv_writer_open(loop, cfg->output_path, cfg->flush_ms, &writer_cbs, pl, &pl->writer);
@@ -331,7 +327,8 @@ int hv_pipeline_new(uv_loop_t *loop, const hv_config_t *cfg, hv_pipeline_done_cb
     TAILQ_INIT(&pl->results);
     pl->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4096);
     pl->sched = hv_sched_new(cfg->concurrency, cfg->per_host, start_job, may_start_request, pl);
-    pl->fetch = hv_fetch_new(loop, cfg, pl->sched, pl->dns, &fetch_cbs, pl);
+    pl->tls = tls;
+    pl->fetch = hv_fetch_new(loop, cfg, pl->sched, pl->dns, tls, &fetch_cbs, pl);
     pl->parse = hv_parse_new(loop, on_parsed, pl);
     uv_timer_init(loop, &pl->drain_timer);
     pl->drain_timer.data = pl;
@@ -523,6 +520,11 @@ void hv_pipeline_print_summary(const hv_pipeline_t *pl, FILE *out)
         pl->fstats.connections_opened, pl->fstats.connections_reused, pl->fstats.stale_retries,
         pl->fstats.redirects);
     ADD(" dns_lookups=%" PRIu64 " dns_hits=%" PRIu64, pl->dstats.lookups, pl->dstats.hits);
+    if (pl->tls != NULL) {
+        const hv_tls_stats_t *t = hv_tls_ctx_stats(pl->tls);
+        ADD(" tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
+            t->handshakes, t->resumed, t->failures);
+    }
 #undef ADD
     fprintf(out, "%s\n", line);
 }

@@ -27,6 +27,8 @@ enum {
     HV_ECLOSED,         /* peer closed before a complete response */
     HV_ECANCELLED,      /* work abandoned by us (shutdown) */
     HV_ENESTING,        /* document nesting deeper than we agree to parse */
+    HV_ETLS,            /* TLS handshake or record failure */
+    HV_ECERT,           /* the peer's certificate did not verify */
     HV_EINTERNAL,       /* broken invariant: a bug of ours */
     HV_ERR_LAST
 };

@@ -39,6 +39,8 @@ typedef struct {
     uint64_t total_timeout_ms;   /* whole request, redirects included */
     uint64_t keepalive_timeout_ms; /* idle pooled connections are closed after this */
     uint64_t dns_ttl_ms;
+    char ca_file[1024];         /* PEM trust store; empty: the system bundle */
+    int insecure;               /* no certificate verification */
 
     /* output and shutdown */
     uint64_t flush_ms;          /* a completed record reaches the kernel within this */
@@ -56,6 +58,9 @@ void hv_config_defaults(hv_config_t *cfg);
  * source location into `err` (e.g. "max_bytes: '12q' is not a size (use k, m or g)").
  */
 int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *err, size_t errcap);
+
+/** Whether directive `name` is a yes/no switch (on the command line it takes no value). */
+int hv_config_is_flag(const char *name);
 
 /** Resolve derived defaults (parse_jobs = CPUs) and cross-checks; 0 or UV_EINVAL + `err`. */
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap);

@@ -11,7 +11,13 @@
  * the pointer: the memory is freed in the last handle's close callback, and no callback of
  * the owner runs any more.
  *
- * States: RESOLVING -> CONNECTING -> OPEN -> CLOSING.
+ * States: RESOLVING -> CONNECTING -> [HANDSHAKING] -> OPEN -> CLOSING.
+ *
+ * TLS: with a TLS context the connection runs the handshake after connecting and reports
+ * on_connect only once it is complete; from then on it carries plaintext like any other.
+ * Ciphertext is read straight into the session's inbound buffer and decrypted only while
+ * reading is on, so a paused connection decrypts nothing further; what was already buffered
+ * is delivered (from the loop, never inside hv_conn_read_start) once reading resumes.
  */
 #ifndef HARVESTD_CONN_H
 #define HARVESTD_CONN_H
@@ -22,6 +28,7 @@
 #include <uv.h>
 
 #include "harvestd/dns.h"
+#include "harvestd/tls.h"
 
 /** Size of the per-connection read buffer (reads are consumed synchronously). */
 #define HV_CONN_READ_BUF (64 * 1024)
@@ -29,8 +36,9 @@
 typedef struct hv_conn_s hv_conn_t;
 
 typedef struct {
-    /** The connection is open (0), or failed: the error is a UV_EAI_* code from the lookup or
-     * the last address's connect error, and the connection is already closing. */
+    /** The connection is open (0), or failed: a UV_EAI_* code from the lookup, the last
+     * address's connect error, or HV_ETLS / HV_ECERT from the handshake (detail in
+     * hv_conn_error()). The owner closes a failed connection. */
     void (*on_connect)(hv_conn_t *c, int status);
     /** Bytes arrived. The callee may pause reads, write, or close the connection. */
     void (*on_read)(hv_conn_t *c, const char *data, size_t len);
@@ -44,6 +52,7 @@ typedef struct {
 typedef enum {
     HV_CONN_RESOLVING,
     HV_CONN_CONNECTING,
+    HV_CONN_HANDSHAKING,
     HV_CONN_OPEN,
     HV_CONN_CLOSING,
 } hv_conn_state_t;
@@ -65,6 +74,10 @@ struct hv_conn_s {
     hv_dns_t *_dns;
     uv_tcp_t _tcp;
     uv_timer_t _timer;
+    uv_idle_t _drain;           /* delivers TLS data buffered while reading was paused */
+    hv_tls_ctx_t *_tls_ctx;
+    hv_tls_t *_tls;
+    char _error[64];
     uv_connect_t _connect_req;
     hv_dns_waiter_t _dns_waiter;
     hv_dns_entry_t *_dns_entry;
@@ -81,12 +94,19 @@ struct hv_conn_s {
 
 /**
  * Start a connection to host:port: look the name up (skipped when `host_is_ip`), then connect
- * to each address in turn until one accepts. Returns 0 with *out set, after which
+ * to each address in turn until one accepts, then (with `tls` non-NULL) run the handshake. Returns 0 with *out set, after which
  * `cbs->on_connect` reports the outcome (never from inside this call); or a negative error
  * known at once (a remembered lookup failure, EMFILE...) with *out NULL and nothing to free.
  */
-int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, const char *host, int host_is_ip,
-                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out);
+int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const char *host,
+                    int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs, void *data,
+                    hv_conn_t **out);
+
+/** Machine-readable detail of the last TLS failure ("certificate_expired"), or "". */
+const char *hv_conn_error(const hv_conn_t *c);
+
+/** Whether this connection runs TLS. */
+int hv_conn_is_tls(const hv_conn_t *c);
 
 /** Queue `len` bytes for sending (copied). 0, or a UV_E* error (connection not open). */
 int hv_conn_write(hv_conn_t *c, const char *data, size_t len);

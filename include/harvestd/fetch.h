@@ -22,6 +22,7 @@
 #include "harvestd/dns.h"
 #include "harvestd/job.h"
 #include "harvestd/sched.h"
+#include "harvestd/tls.h"
 
 typedef struct hv_fetch_s hv_fetch_t;
 
@@ -42,8 +43,9 @@ typedef struct {
     uint64_t redirects;
 } hv_fetch_stats_t;
 
+/** `tls` (shared, outlives the stage) serves https URLs. */
 hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_sched_t *sched,
-                         hv_dns_t *dns, const hv_fetch_cbs_t *cbs, void *ud);
+                         hv_dns_t *dns, hv_tls_ctx_t *tls, const hv_fetch_cbs_t *cbs, void *ud);
 
 /** Begin downloading a job that the scheduler dispatched. */
 void hv_fetch_start(hv_fetch_t *f, hv_job_t *job);

@@ -24,6 +24,7 @@
 #include "harvestd/dns.h"
 #include "harvestd/record.h"
 #include "harvestd/source.h"
+#include "harvestd/tls.h"
 
 typedef struct hv_pipeline_s hv_pipeline_t;
 
@@ -46,12 +47,13 @@ typedef struct {
 } hv_pipeline_stats_t;
 
 /**
- * Create a batch writing to cfg->output_path (created exclusively; "-" is standard output).
+ * Create a batch writing to cfg->output_path, fetching https URLs through `tls` (shared,
+ * outlives the batch) (created exclusively; "-" is standard output).
  * Returns 0 and *out, or the error opening the output (UV_EEXIST when it exists). The batch
  * starts when a source is attached with hv_pipeline_set_source().
  */
-int hv_pipeline_new(uv_loop_t *loop, const hv_config_t *cfg, hv_pipeline_done_cb done, void *ud,
-                    hv_pipeline_t **out);
+int hv_pipeline_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls,
+                    hv_pipeline_done_cb done, void *ud, hv_pipeline_t **out);
 
 /** Take over the source (closed when the batch ends) and start reading it. */
 void hv_pipeline_set_source(hv_pipeline_t *pl, hv_source_t *src, const char *name);

@@ -41,6 +41,8 @@ typedef enum {
     HV_ET_HTTP_STATUS,
     HV_ET_MISSING_TITLE,
     HV_ET_TOO_DEEPLY_NESTED,
+    HV_ET_CERTIFICATE,
+    HV_ET_TLS,
     HV_ET__COUNT
 } hv_error_type_t;
 

@@ -1,0 +1,81 @@
+/*
+ * tls.h: TLS client sessions on mbedtls, as pure memory transforms: ciphertext in from the
+ * socket, plaintext out to HTTP, and the reverse. No libuv here: conn moves the bytes.
+ *
+ * One hv_tls_ctx_t (configuration, trust store, random generator, session cache) is shared
+ * by every connection and outlives them all. Each connection has an hv_tls_t with two
+ * buffers: inbound ciphertext (filled by the caller from the socket, drained by mbedtls) and
+ * outbound ciphertext (filled by mbedtls, drained by the caller after every call).
+ *
+ * Everything specific to mbedtls 2.28 (no TLS 1.3, curve configuration, how a resumed
+ * handshake is recognised, iPAddress SAN matching) is confined to tls.c.
+ */
+#ifndef HARVESTD_TLS_H
+#define HARVESTD_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Newest protocol the build offers, for logs and the README. */
+#define HV_TLS_NEWEST "TLS 1.2"
+
+/** Inbound ciphertext buffer: more than one maximal record plus a socket read. */
+#define HV_TLS_IN_BUF (64 * 1024)
+
+typedef struct hv_tls_ctx_s hv_tls_ctx_t;
+typedef struct hv_tls_s hv_tls_t;
+
+typedef struct {
+    uint64_t handshakes;  /* full handshakes completed */
+    uint64_t resumed;     /* abbreviated (resumed) handshakes completed */
+    uint64_t failures;
+} hv_tls_stats_t;
+
+/**
+ * Create the shared context. `ca_file` is a PEM bundle (NULL: the system bundle);
+ * `insecure` disables certificate verification. Returns 0, or an error with a message in
+ * `err` naming the file.
+ */
+int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *err,
+                   size_t errcap);
+void hv_tls_ctx_free(hv_tls_ctx_t *ctx);
+const hv_tls_stats_t *hv_tls_ctx_stats(const hv_tls_ctx_t *ctx);
+
+/**
+ * A client session for `host` (SNI and name check for names; an IP literal is matched
+ * against the certificate's iPAddress entries and sends no SNI). `session_key` (e.g.
+ * "host:port") selects the cached session to resume. Allocation failure aborts.
+ */
+hv_tls_t *hv_tls_new(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
+                     const char *session_key);
+void hv_tls_free(hv_tls_t *t);
+
+/** Where the next socket read should land: free space at the end of the inbound buffer. */
+void hv_tls_in_space(hv_tls_t *t, char **ptr, size_t *len);
+/** `n` bytes were read into that space. */
+void hv_tls_in_commit(hv_tls_t *t, size_t n);
+
+/** Drive the handshake: 0 done, 1 needs more input, HV_ETLS or HV_ECERT (see error). */
+int hv_tls_handshake(hv_tls_t *t);
+
+/**
+ * Decrypt into `buf`: returns bytes (> 0), 0 when more input is needed, UV_EOF after the
+ * peer's close_notify, or HV_ETLS.
+ */
+ssize_t hv_tls_read(hv_tls_t *t, char *buf, size_t cap);
+
+/** Whether plaintext or ciphertext is buffered, so a read could progress without I/O. */
+int hv_tls_has_buffered(const hv_tls_t *t);
+
+/** Encrypt all of `data` into the outbound buffer. 0 or HV_ETLS. */
+int hv_tls_write(hv_tls_t *t, const char *data, size_t len);
+
+/** Outbound ciphertext waiting to be sent; hv_tls_out_clear() once it is copied out. */
+void hv_tls_out(const hv_tls_t *t, const char **ptr, size_t *len);
+void hv_tls_out_clear(hv_tls_t *t);
+
+/** Machine-readable detail of the last failure ("certificate_expired", "tls_alert_40"). */
+const char *hv_tls_error(const hv_tls_t *t);
+
+#endif

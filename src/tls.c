@@ -1,0 +1,487 @@
+/*
+ * tls.c: mbedtls 2.28 client sessions over memory buffers.
+ *
+ * mbedtls reads ciphertext through bio_recv (from the inbound buffer; empty means
+ * WANT_READ) and writes through bio_send (into the outbound buffer). The caller fills one
+ * from the socket and flushes the other after every call, so no mbedtls call ever blocks.
+ *
+ * The handshake is driven step by step rather than with mbedtls_ssl_handshake(): after the
+ * ServerHello step the handshake parameters say whether the server accepted our session, and
+ * a whole abbreviated handshake can otherwise complete (and free those parameters) inside one
+ * call.
+ */
+#include "harvestd/tls.h"
+
+#include <mbedtls/asn1.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/error.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/ssl_internal.h>
+#include <mbedtls/x509_crt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <uthash.h>
+#include <uv.h>
+
+#include "harvestd/buf.h"
+#include "harvestd/common.h"
+
+#define SYSTEM_CA_FILE "/etc/ssl/certs/ca-certificates.crt"
+#define SESSION_CACHE_MAX 1024
+#define OUT_BUF_MAX (1024 * 1024)
+
+typedef struct session_s {
+    char *key;
+    mbedtls_ssl_session sess;
+    TAILQ_ENTRY(session_s) lru;
+    UT_hash_handle hh;
+} session_t;
+
+struct hv_tls_ctx_s {
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt ca;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    int insecure;
+    session_t *sessions;
+    TAILQ_HEAD(, session_s) lru;
+    unsigned nsessions;
+    hv_tls_stats_t stats;
+};
+
+struct hv_tls_s {
+    hv_tls_ctx_t *ctx;
+    mbedtls_ssl_context ssl;
+    char *key;
+    int is_ip;
+    unsigned char ip[16];
+    size_t ip_len;
+    int resumed;
+    int done;
+    size_t in_start;
+    size_t in_end;
+    hv_buf_t out;
+    char error[64];
+    char in[HV_TLS_IN_BUF];
+};
+
+/* Offer the common fast curves first; the default list starts with P-521, which costs many
+ * times more per handshake. P-521 stays last so certificates using it still verify. */
+static const mbedtls_ecp_group_id curves[] = {
+    MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP384R1,
+    MBEDTLS_ECP_DP_SECP521R1, MBEDTLS_ECP_DP_NONE};
+
+static const char *alpn[] = {"http/1.1", NULL};
+
+int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *err,
+                   size_t errcap)
+{
+    hv_tls_ctx_t *ctx = hv_xcalloc(1, sizeof(*ctx));
+    const char *path = ca_file != NULL ? ca_file : SYSTEM_CA_FILE;
+    char text[128];
+    int rc;
+
+    *out = NULL;
+    mbedtls_ssl_config_init(&ctx->conf);
+    mbedtls_x509_crt_init(&ctx->ca);
+    mbedtls_entropy_init(&ctx->entropy);
+    mbedtls_ctr_drbg_init(&ctx->drbg);
+    TAILQ_INIT(&ctx->lru);
+    ctx->insecure = insecure;
+
+    static const unsigned char pers[] = "harvestd";
+    rc = mbedtls_ctr_drbg_seed(&ctx->drbg, mbedtls_entropy_func, &ctx->entropy, pers,
+                               sizeof(pers) - 1);
+    if (rc != 0) {
+        mbedtls_strerror(rc, text, sizeof(text));
+        snprintf(err, errcap, "cannot seed the random generator: %s", text);
+        goto fail;
+    }
+    if (!insecure || ca_file != NULL) {
+        rc = mbedtls_x509_crt_parse_file(&ctx->ca, path);
+        /* A positive result counts certificates that did not parse; a bundle with a few odd
+         * entries is still usable as long as something loaded. */
+        if (rc < 0 || ctx->ca.version == 0) {
+            if (rc < 0)
+                mbedtls_strerror(rc, text, sizeof(text));
+            else
+                snprintf(text, sizeof(text), "no certificate could be parsed");
+            snprintf(err, errcap, "cannot load CA certificates from %s: %s", path, text);
+            goto fail;
+        }
+    }
+    rc = mbedtls_ssl_config_defaults(&ctx->conf, MBEDTLS_SSL_IS_CLIENT,
+                                     MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
+    if (rc != 0) {
+        mbedtls_strerror(rc, text, sizeof(text));
+        snprintf(err, errcap, "cannot configure TLS: %s", text);
+        goto fail;
+    }
+    mbedtls_ssl_conf_rng(&ctx->conf, mbedtls_ctr_drbg_random, &ctx->drbg);
+    mbedtls_ssl_conf_authmode(&ctx->conf,
+                              insecure ? MBEDTLS_SSL_VERIFY_NONE : MBEDTLS_SSL_VERIFY_REQUIRED);
+    mbedtls_ssl_conf_ca_chain(&ctx->conf, &ctx->ca, NULL);
+    mbedtls_ssl_conf_min_version(&ctx->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
+                                 MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_curves(&ctx->conf, curves);
+    mbedtls_ssl_conf_session_tickets(&ctx->conf, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
+    rc = mbedtls_ssl_conf_alpn_protocols(&ctx->conf, alpn);
+    if (rc != 0) {
+        snprintf(err, errcap, "cannot configure ALPN");
+        goto fail;
+    }
+    *out = ctx;
+    return 0;
+
+fail:
+    hv_tls_ctx_free(ctx);
+    return UV_EINVAL;
+}
+
+void hv_tls_ctx_free(hv_tls_ctx_t *ctx)
+{
+    session_t *s, *tmp;
+    if (ctx == NULL)
+        return;
+    HASH_ITER(hh, ctx->sessions, s, tmp)
+    {
+        HASH_DEL(ctx->sessions, s);
+        mbedtls_ssl_session_free(&s->sess);
+        free(s->key);
+        free(s);
+    }
+    mbedtls_ssl_config_free(&ctx->conf);
+    mbedtls_x509_crt_free(&ctx->ca);
+    mbedtls_ctr_drbg_free(&ctx->drbg);
+    mbedtls_entropy_free(&ctx->entropy);
+    free(ctx);
+}
+
+const hv_tls_stats_t *hv_tls_ctx_stats(const hv_tls_ctx_t *ctx)
+{
+    return &ctx->stats;
+}
+
+/* ---- session cache ---- */
+
+static session_t *session_find(hv_tls_ctx_t *ctx, const char *key)
+{
+    session_t *s;
+    HASH_FIND_STR(ctx->sessions, key, s);
+    return s;
+}
+
+static void session_save(hv_tls_t *t)
+{
+    hv_tls_ctx_t *ctx = t->ctx;
+    session_t *s = session_find(ctx, t->key);
+    if (s == NULL) {
+        if (ctx->nsessions >= SESSION_CACHE_MAX) {
+            session_t *old = TAILQ_FIRST(&ctx->lru);
+            HASH_DEL(ctx->sessions, old);
+            TAILQ_REMOVE(&ctx->lru, old, lru);
+            mbedtls_ssl_session_free(&old->sess);
+            free(old->key);
+            free(old);
+            ctx->nsessions--;
+        }
+        s = hv_xcalloc(1, sizeof(*s));
+        s->key = hv_xstrdup(t->key);
+        mbedtls_ssl_session_init(&s->sess);
+        HASH_ADD_KEYPTR(hh, ctx->sessions, s->key, strlen(s->key), s);
+        TAILQ_INSERT_TAIL(&ctx->lru, s, lru);
+        ctx->nsessions++;
+    } else {
+        mbedtls_ssl_session_free(&s->sess);
+        mbedtls_ssl_session_init(&s->sess);
+        TAILQ_REMOVE(&ctx->lru, s, lru);
+        TAILQ_INSERT_TAIL(&ctx->lru, s, lru);
+    }
+    if (mbedtls_ssl_get_session(&t->ssl, &s->sess) != 0) {
+        /* Nothing to resume from: forget the entry rather than offer a broken one. */
+        HASH_DEL(ctx->sessions, s);
+        TAILQ_REMOVE(&ctx->lru, s, lru);
+        mbedtls_ssl_session_free(&s->sess);
+        free(s->key);
+        free(s);
+        ctx->nsessions--;
+    }
+}
+
+/* ---- memory BIO ---- */
+
+static int bio_recv(void *p, unsigned char *buf, size_t len)
+{
+    hv_tls_t *t = p;
+    size_t avail = t->in_end - t->in_start;
+    if (avail == 0)
+        return MBEDTLS_ERR_SSL_WANT_READ;
+    size_t n = HV_MIN(avail, len);
+    memcpy(buf, t->in + t->in_start, n);
+    t->in_start += n;
+    if (t->in_start == t->in_end)
+        t->in_start = t->in_end = 0;
+    return (int)n;
+}
+
+static int bio_send(void *p, const unsigned char *buf, size_t len)
+{
+    hv_tls_t *t = p;
+    if (hv_buf_append(&t->out, buf, len) != 0)
+        return MBEDTLS_ERR_SSL_WANT_WRITE;
+    return (int)len;
+}
+
+/* ---- iPAddress subjectAltName matching (mbedtls 2.28 lists only dNSName entries) ---- */
+
+static int san_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t ip_len)
+{
+    unsigned char *p = crt->v3_ext.p;
+    const unsigned char *end = p + crt->v3_ext.len;
+    size_t len;
+
+    if (p == NULL)
+        return 0;
+    /* v3_ext may start at the [3] wrapper or directly at the Extensions SEQUENCE. */
+    if (*p == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_ASN1_CONSTRUCTED | 3) &&
+        mbedtls_asn1_get_tag(&p, end, &len, *p) != 0)
+        return 0;
+    if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
+        return 0;
+    end = p + len;
+    while (p < end) {
+        if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
+            return 0;
+        const unsigned char *ext_end = p + len;
+        mbedtls_x509_buf oid;
+        oid.tag = MBEDTLS_ASN1_OID;
+        if (mbedtls_asn1_get_tag(&p, ext_end, &oid.len, MBEDTLS_ASN1_OID))
+            return 0;
+        oid.p = p;
+        p += oid.len;
+        int critical;
+        if (p < ext_end && *p == MBEDTLS_ASN1_BOOLEAN &&
+            mbedtls_asn1_get_bool(&p, ext_end, &critical) != 0)
+            return 0;
+        if (mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OCTET_STRING))
+            return 0;
+        if (MBEDTLS_OID_CMP(MBEDTLS_OID_SUBJECT_ALT_NAME, &oid) != 0) {
+            p = (unsigned char *)(uintptr_t)ext_end;
+            continue;
+        }
+        unsigned char *q = p;
+        const unsigned char *san_end = p + len;
+        if (mbedtls_asn1_get_tag(&q, san_end, &len, MBEDTLS_ASN1_CONSTRUCTED |
+                                                        MBEDTLS_ASN1_SEQUENCE))
+            return 0;
+        while (q < san_end) {
+            int tag = *q++;
+            if (mbedtls_asn1_get_len(&q, san_end, &len) != 0)
+                return 0;
+            if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && len == ip_len &&
+                memcmp(q, ip, ip_len) == 0)
+                return 1;
+            q += len;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+static int verify_ip(void *p, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    hv_tls_t *t = p;
+    if (depth == 0 && !san_has_ip(crt, t->ip, t->ip_len))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    return 0;
+}
+
+/* ---- sessions ---- */
+
+hv_tls_t *hv_tls_new(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
+                     const char *session_key)
+{
+    hv_tls_t *t = hv_xcalloc(1, sizeof(*t));
+    t->ctx = ctx;
+    t->key = hv_xstrdup(session_key);
+    hv_buf_init(&t->out, OUT_BUF_MAX);
+    mbedtls_ssl_init(&t->ssl);
+    if (mbedtls_ssl_setup(&t->ssl, &ctx->conf) != 0) {
+        fprintf(stderr, "harvestd: out of memory setting up a TLS session\n");
+        abort();
+    }
+    if (host_is_ip) {
+        t->is_ip = 1;
+        if (uv_inet_pton(AF_INET, host, t->ip) == 0)
+            t->ip_len = 4;
+        else if (uv_inet_pton(AF_INET6, host, t->ip) == 0)
+            t->ip_len = 16;
+        if (!ctx->insecure)
+            mbedtls_ssl_set_verify(&t->ssl, verify_ip, t);
+    } else {
+        /* SNI and the certificate name check both come from this call. */
+        mbedtls_ssl_set_hostname(&t->ssl, host);
+    }
+    mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
+    session_t *s = session_find(ctx, session_key);
+    if (s != NULL)
+        mbedtls_ssl_set_session(&t->ssl, &s->sess);
+    return t;
+}
+
+void hv_tls_free(hv_tls_t *t)
+{
+    if (t == NULL)
+        return;
+    mbedtls_ssl_free(&t->ssl);
+    hv_buf_free(&t->out);
+    free(t->key);
+    free(t);
+}
+
+void hv_tls_in_space(hv_tls_t *t, char **ptr, size_t *len)
+{
+    if (t->in_start > 0) {
+        memmove(t->in, t->in + t->in_start, t->in_end - t->in_start);
+        t->in_end -= t->in_start;
+        t->in_start = 0;
+    }
+    *ptr = t->in + t->in_end;
+    *len = sizeof(t->in) - t->in_end;
+}
+
+void hv_tls_in_commit(hv_tls_t *t, size_t n)
+{
+    t->in_end += n;
+}
+
+static const char *cert_error(uint32_t flags)
+{
+    if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
+        return "certificate_untrusted";
+    if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
+        return "certificate_expired";
+    if (flags & MBEDTLS_X509_BADCERT_FUTURE)
+        return "certificate_not_yet_valid";
+    if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
+        return "certificate_hostname_mismatch";
+    if (flags & MBEDTLS_X509_BADCERT_REVOKED)
+        return "certificate_revoked";
+    return "certificate_invalid";
+}
+
+static int fail(hv_tls_t *t, int rc)
+{
+    t->ctx->stats.failures++;
+    switch (rc) {
+    case MBEDTLS_ERR_X509_CERT_VERIFY_FAILED:
+        snprintf(t->error, sizeof(t->error), "%s",
+                 cert_error(mbedtls_ssl_get_verify_result(&t->ssl)));
+        return HV_ECERT;
+    case MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE:
+        if (t->ssl.in_msg != NULL)
+            snprintf(t->error, sizeof(t->error), "tls_alert_%u", (unsigned)t->ssl.in_msg[1]);
+        else
+            snprintf(t->error, sizeof(t->error), "tls_alert");
+        return HV_ETLS;
+    case MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY:
+    case MBEDTLS_ERR_SSL_CONN_EOF:
+        snprintf(t->error, sizeof(t->error), "tls_closed_during_handshake");
+        return HV_ETLS;
+    case MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION:
+        snprintf(t->error, sizeof(t->error), "tls_protocol_version");
+        return HV_ETLS;
+    case MBEDTLS_ERR_SSL_NO_USABLE_CIPHERSUITE:
+        snprintf(t->error, sizeof(t->error), "tls_no_shared_cipher");
+        return HV_ETLS;
+    case MBEDTLS_ERR_SSL_INVALID_RECORD:
+        snprintf(t->error, sizeof(t->error), "tls_invalid_record");
+        return HV_ETLS;
+    default:
+        snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
+        return HV_ETLS;
+    }
+}
+
+int hv_tls_handshake(hv_tls_t *t)
+{
+    if (t->done)
+        return 0;
+    while (t->ssl.state != MBEDTLS_SSL_HANDSHAKE_OVER) {
+        int rc = mbedtls_ssl_handshake_step(&t->ssl);
+        if (t->ssl.handshake != NULL && t->ssl.handshake->resume)
+            t->resumed = 1;
+        if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+            return 1;
+        if (rc != 0)
+            return fail(t, rc);
+    }
+    t->done = 1;
+    if (t->resumed)
+        t->ctx->stats.resumed++;
+    else
+        t->ctx->stats.handshakes++;
+    session_save(t);
+    return 0;
+}
+
+ssize_t hv_tls_read(hv_tls_t *t, char *buf, size_t cap)
+{
+    {
+        int rc = mbedtls_ssl_read(&t->ssl, (unsigned char *)buf, cap);
+        if (rc > 0)
+            return rc;
+        if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+            return 0;
+        if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+            return UV_EOF;
+        snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
+        if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE && t->ssl.in_msg != NULL)
+            snprintf(t->error, sizeof(t->error), "tls_alert_%u", (unsigned)t->ssl.in_msg[1]);
+        return HV_ETLS;
+    }
+}
+
+int hv_tls_has_buffered(const hv_tls_t *t)
+{
+    return t->in_end > t->in_start || mbedtls_ssl_get_bytes_avail(&t->ssl) > 0;
+}
+
+int hv_tls_write(hv_tls_t *t, const char *data, size_t len)
+{
+    while (len > 0) {
+        int rc = mbedtls_ssl_write(&t->ssl, (const unsigned char *)data, len);
+        if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
+            /* The outbound buffer is unbounded for requests; this means it hit its cap. */
+            snprintf(t->error, sizeof(t->error), "tls_write_blocked");
+            return HV_ETLS;
+        }
+        if (rc < 0) {
+            snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
+            return HV_ETLS;
+        }
+        data += rc;
+        len -= (size_t)rc;
+    }
+    return 0;
+}
+
+void hv_tls_out(const hv_tls_t *t, const char **ptr, size_t *len)
+{
+    *ptr = t->out.data;
+    *len = t->out.len;
+}
+
+void hv_tls_out_clear(hv_tls_t *t)
+{
+    hv_buf_reset(&t->out);
+}
+
+const char *hv_tls_error(const hv_tls_t *t)
+{
+    return t->error;
+}

@@ -1,0 +1,271 @@
+#include "harvestd/common.h"
+#include "harvestd/html.h"
+#include "test.h"
+
+#include <stdlib.h>
+
+/* Analyse `doc` and return its title (caller frees), asserting success. */
+static char *title_of(const char *doc)
+{
+    hv_html_result_t r;
+    int rc = hv_html_analyse(doc, strlen(doc), &r);
+    if (rc != 0)
+        hv_test_fail(__FILE__, __LINE__, "analyse failed: %s", hv_err_name(rc));
+    return r.title;
+}
+
+#define ASSERT_TITLE(doc, want)                                                            \
+    do {                                                                                   \
+        char *t_ = title_of(doc);                                                          \
+        ASSERT_STR_EQ(want, t_);                                                           \
+        free(t_);                                                                          \
+    } while (0)
+
+#define ASSERT_NO_TITLE(doc)                                                               \
+    do {                                                                                   \
+        char *t_ = title_of(doc);                                                          \
+        ASSERT_NULL(t_);                                                                   \
+    } while (0)
+
+static size_t scan(const char *doc)
+{
+    return hv_html_prescan_depth(doc, strlen(doc), HV_HTML_MAX_DEPTH);
+}
+
+/* `unit` repeated `n` times, after `head`; malloc'd, NUL-terminated. */
+static char *repeat(const char *head, const char *unit, size_t n, size_t *len)
+{
+    size_t h = strlen(head), u = strlen(unit);
+    char *s = malloc(h + u * n + 1);
+    ASSERT_NOT_NULL(s);
+    memcpy(s, head, h);
+    for (size_t i = 0; i < n; i++)
+        memcpy(s + h + i * u, unit, u);
+    s[h + u * n] = '\0';
+    *len = h + u * n;
+    return s;
+}
+
+TEST_IMPL(html_title_basic)
+{
+    ASSERT_TITLE("<!doctype html><html><head><title>Hello</title></head><body>x</body></html>",
+                 "Hello");
+    ASSERT_TITLE("<title>no html or head tags</title>", "no html or head tags");
+    ASSERT_TITLE("<TITLE>Upper</TITLE>", "Upper");
+}
+
+TEST_IMPL(html_title_whitespace_collapsed_and_trimmed)
+{
+    ASSERT_TITLE("<title>\n   Hello \t\r\n  World \f </title>", "Hello World");
+    ASSERT_TITLE("<title>a\n\nb</title>", "a b");
+    /* Only ASCII whitespace collapses: U+00A0 (from &nbsp;) stays. */
+    ASSERT_TITLE("<title> a&nbsp;b </title>", "a\xC2\xA0" "b");
+}
+
+TEST_IMPL(html_title_entities_decoded)
+{
+    ASSERT_TITLE("<title>Fish &amp; Chips &lt;3 &eacute;t&#233; &#x41;</title>",
+                 "Fish & Chips <3 \xC3\xA9t\xC3\xA9 A");
+    /* RCDATA: tags inside the title are text. */
+    ASSERT_TITLE("<title>a <b>bold</b> claim</title>", "a <b>bold</b> claim");
+}
+
+TEST_IMPL(html_title_first_html_title_wins)
+{
+    ASSERT_TITLE("<title>first</title><title>second</title>", "first");
+    /* An SVG <title> is not the document's title, even when it comes first. */
+    ASSERT_TITLE("<body><svg><title>icon</title></svg><title>real</title></body>", "real");
+    ASSERT_NO_TITLE("<body><svg><title>icon only</title></svg></body>");
+    ASSERT_NO_TITLE("<math><mi><svg><title>deep icon</title></svg></mi></math>");
+    /* Template contents are not part of the document. */
+    ASSERT_TITLE("<template><title>inert</title></template><title>live</title>", "live");
+}
+
+TEST_IMPL(html_title_in_comment_or_script_ignored)
+{
+    ASSERT_TITLE("<!-- <title>commented</title> --><title>real</title>", "real");
+    ASSERT_TITLE("<script>var t = '<title>in script</title>';</script><title>real</title>",
+                 "real");
+    ASSERT_TITLE("<style>/* <title>in style</title> */</style><title>real</title>", "real");
+    ASSERT_NO_TITLE("<textarea><title>in textarea</title></textarea>");
+}
+
+TEST_IMPL(html_title_missing_or_empty)
+{
+    ASSERT_NO_TITLE("");
+    ASSERT_NO_TITLE("<html><head></head><body><h1>no title</h1></body></html>");
+    ASSERT_NO_TITLE("<title></title>");
+    ASSERT_NO_TITLE("<title> \t\n </title>");
+    ASSERT_NO_TITLE("plain text, not even a tag");
+}
+
+TEST_IMPL(html_title_invalid_utf8_replaced)
+{
+    ASSERT_TITLE("<title>caf\xC3 ok \xFF\xFE end</title>",
+                 "caf\xEF\xBF\xBD ok \xEF\xBF\xBD\xEF\xBF\xBD end");
+    ASSERT_TITLE("<title>\xE2\x82" "A</title>", "\xEF\xBF\xBD" "A");
+    /* Valid UTF-8 goes through untouched. */
+    ASSERT_TITLE("<title>\xE6\x97\xA5\xE6\x9C\xAC</title>", "\xE6\x97\xA5\xE6\x9C\xAC");
+}
+
+TEST_IMPL(html_title_nul_bytes)
+{
+    /* The parser turns NUL into U+FFFD in RCDATA; the title stays a C string. */
+    static const char doc[] = "<title>a\0b</title>";
+    hv_html_result_t r;
+    ASSERT_OK(hv_html_analyse(doc, sizeof(doc) - 1, &r));
+    ASSERT_STR_EQ("a\xEF\xBF\xBD" "b", r.title);
+    hv_html_result_free(&r);
+    ASSERT_NULL(r.title);
+    hv_html_result_free(&r); /* twice is fine */
+}
+
+TEST_IMPL(html_prescan_counts)
+{
+    ASSERT_EQ(0, scan(""));
+    ASSERT_EQ(0, scan("just text"));
+    ASSERT_EQ(3, scan("<div><div><div></div></div></div>"));
+    ASSERT_EQ(3, scan("<div><span><a href=x>x</a></span></div>"));
+    ASSERT_EQ(1, scan("</div></div><div>"));            /* stray end tags do not go negative */
+    ASSERT_EQ(3, scan("<div/><div/><div/>"));            /* "/>" means nothing on HTML tags */
+    ASSERT_EQ(1, scan("<svg><g/><g/><g/></svg>"));       /* ... but closes foreign ones */
+    ASSERT_EQ(2, scan("<svg><g><g/></g></svg>"));
+    ASSERT_EQ(0, scan("<br><img src=x><hr><input><meta charset=utf-8>"));
+    ASSERT_EQ(1, scan("<p>a<p>b<p>c"));                  /* implied end tags */
+    ASSERT_EQ(2, scan("<ul><li>a<li>b<li>c</ul>"));
+    ASSERT_EQ(4, scan("<ul><li><ul><li>nested</ul></ul>"));
+    ASSERT_EQ(2, scan("<dl><dt>a<dd>b<dt>c<dd>d</dl>"));
+    ASSERT_EQ(2, scan("<select><option>a<option>b<option>c</select>"));
+    ASSERT_EQ(4, scan("<table><tr><td>a<td>b<tr><td>c</table>")); /* + implied tbody */
+    ASSERT_EQ(2, scan("<p><b>x</p>y"));                  /* b is reopened around y */
+    ASSERT_EQ(3, scan("<x-a><x-b><x-c>"));
+}
+
+TEST_IMPL(html_prescan_skips_comments_and_quotes)
+{
+    ASSERT_EQ(1, scan("<!-- <div><div><div> --><div>"));
+    ASSERT_EQ(1, scan("<!--><div>"));                    /* "<!-->" is an empty comment */
+    ASSERT_EQ(1, scan("<!-- a --!><div>"));
+    ASSERT_EQ(1, scan("<div><!-- <div><div> never closed"));
+    ASSERT_EQ(1, scan("<!DOCTYPE html><div>"));
+    ASSERT_EQ(1, scan("<?xml version='1.0'?><div>"));
+    ASSERT_EQ(2, scan("<div title='>'><div>"));          /* '>' inside quotes */
+    ASSERT_EQ(2, scan("<div title=\"a>b\" class='c>d'><div>"));
+    ASSERT_EQ(0, scan("<div title='<div><div><div>"));   /* unterminated quote: no tag */
+    ASSERT_EQ(2, scan("<div \"odd><div>"));              /* a quote in a name opens nothing */
+    ASSERT_EQ(2, scan("<a href=/x/><div>"));             /* '/' belongs to the value */
+    ASSERT_EQ(0, scan("< div><3 <<<"));                  /* '<' not starting a tag is text */
+}
+
+TEST_IMPL(html_prescan_raw_text_elements)
+{
+    size_t len;
+    char *doc = repeat("<script>", "<div>", 10000, &len);
+    ASSERT_EQ(0, hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
+    free(doc);
+
+    ASSERT_EQ(1, scan("<script>document.write('<div><div>')</script><div>"));
+    ASSERT_EQ(1, scan("<SCRIPT>x</script ><div>"));
+    ASSERT_EQ(1, scan("<style><div><div></style><div>"));
+    ASSERT_EQ(1, scan("<textarea><div><div></textarea><div>"));
+    ASSERT_EQ(1, scan("<title><div><div></title><div>"));
+    ASSERT_EQ(0, scan("<script><div><div>")); /* never closed: the rest is script */
+    ASSERT_EQ(1, scan("<script></scriptx><div></script><div>"));
+    /* In SVG, <style> and <title> are ordinary elements; a breakout tag leaves SVG. */
+    ASSERT_EQ(3, scan("<svg><style><g>"));
+    ASSERT_EQ(2, scan("<svg><style><div><div>"));
+}
+
+TEST_IMPL(html_prescan_limit)
+{
+    ASSERT_EQ(3, hv_html_prescan_depth("<i><i><i>", 9, 3));
+    ASSERT_EQ(3, hv_html_prescan_depth("<i><i><i>", 9, 2)); /* limit + 1 */
+    ASSERT_EQ(1, hv_html_prescan_depth("<i><i><i>", 9, 0));
+}
+
+TEST_IMPL(html_deep_nesting_refused)
+{
+    size_t len;
+    char *doc = repeat("<title>deep</title>", "<div>", 5000, &len);
+    hv_html_result_t r;
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, r.depth);
+    ASSERT_NULL(r.title);
+    hv_html_result_free(&r);
+    free(doc);
+
+    /* Just under the limit is parsed. */
+    doc = repeat("<title>ok</title>", "<div>", HV_HTML_MAX_DEPTH - 1, &len);
+    ASSERT_OK(hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_HTML_MAX_DEPTH - 1, r.depth);
+    ASSERT_STR_EQ("ok", r.title);
+    hv_html_result_free(&r);
+    free(doc);
+}
+
+TEST_IMPL(html_very_deep_nesting_refused_quickly)
+{
+    size_t len;
+    char *doc = repeat("", "<span>", 100000, &len);
+    uint64_t start = hv_mono_ms();
+    hv_html_result_t r;
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_LT(hv_mono_ms() - start, 1000); /* gumbo alone would take tens of seconds */
+    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, r.depth);
+    free(doc);
+}
+
+TEST_IMPL(html_many_siblings_not_refused)
+{
+    static const char *const units[] = {"<p>x", "<li>x", "<br>", "<p>", "<option>x",
+                                        "<td>x", "<dt>a<dd>b", "<img src=a>"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(units); i++) {
+        size_t len;
+        char *doc = repeat("<title>many</title><ul><table><tr><select>", units[i], 100000, &len);
+        hv_html_result_t r;
+        int rc = hv_html_analyse(doc, len, &r);
+        if (rc != 0)
+            hv_test_fail(__FILE__, __LINE__, "\"%s\" x 100000: %s (depth %zu)", units[i],
+                         hv_err_name(rc), r.depth);
+        ASSERT_LT(r.depth, 10);
+        ASSERT_STR_EQ("many", r.title);
+        hv_html_result_free(&r);
+        free(doc);
+    }
+}
+
+TEST_IMPL(html_reopened_formatting_elements_counted)
+{
+    /* Unclosed formatting elements are reopened inside every new paragraph: 200 distinct
+     * ones make gumbo build 200 elements per 8 bytes of input, which the pre-scan refuses
+     * although the depth stays near 200. */
+    char head[200 * 16 + 8];
+    size_t o = 0;
+    o += (size_t)snprintf(head + o, sizeof(head) - o, "<p>");
+    for (int i = 0; i < 200; i++)
+        o += (size_t)snprintf(head + o, sizeof(head) - o, "<b id=%d>", i);
+    size_t len;
+    char *doc = repeat(head, "</p><p>x", 2000, &len);
+    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
+    free(doc);
+
+    /* Identical ones are kept to three (the parser's "Noah's Ark" clause). */
+    doc = repeat("", "<p><b>x", 50000, &len);
+    ASSERT_LT(hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH), 10);
+    free(doc);
+}
+
+TEST_IMPL(html_tree_deeper_than_estimate_refused)
+{
+    /* Foster-parented MathML in tables nests in gumbo 0.10 in a way the pre-scan does not
+     * follow; the depth measured after parsing catches it, and freeing the deep tree must
+     * not recurse (ASan would see a stack overflow). */
+    size_t len;
+    char *doc = repeat("<title>x</title>", "<math><frameset><mtext></li><table>", 6000, &len);
+    ASSERT_LT(hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH), 100);
+    hv_html_result_t r;
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_GT(r.depth, HV_HTML_MAX_DEPTH + 8);
+    ASSERT_NULL(r.title);
+    free(doc);
+}

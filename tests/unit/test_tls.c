@@ -1,0 +1,332 @@
+/* TLS without sockets: our client session against an mbedtls server, both over memory. The
+ * server uses the test certificates that ship with mbedtls ("localhost", signed by its test
+ * CA). Bytes move between the two by hand, optionally one at a time. */
+#include <mbedtls/certs.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/pk.h>
+#include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ticket.h>
+#include <mbedtls/x509_crt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "harvestd/common.h"
+#include "harvestd/tls.h"
+#include "test.h"
+
+typedef struct {
+    unsigned char data[256 * 1024];
+    size_t len;
+} pipe_t;
+
+typedef struct {
+    mbedtls_ssl_config conf;
+    mbedtls_x509_crt crt;
+    mbedtls_pk_context key;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_ssl_ticket_context ticket;
+} server_cfg_t;
+
+static pipe_t to_server;
+
+static int srv_send(void *p, const unsigned char *buf, size_t len)
+{
+    hv_tls_t *client = p;
+    char *space;
+    size_t room;
+    hv_tls_in_space(client, &space, &room);
+    if (room == 0)
+        return MBEDTLS_ERR_SSL_WANT_WRITE;
+    size_t n = len < room ? len : room;
+    memcpy(space, buf, n);
+    hv_tls_in_commit(client, n);
+    return (int)n;
+}
+
+static int srv_recv(void *p, unsigned char *buf, size_t len)
+{
+    (void)p;
+    if (to_server.len == 0)
+        return MBEDTLS_ERR_SSL_WANT_READ;
+    size_t n = len < to_server.len ? len : to_server.len;
+    memcpy(buf, to_server.data, n);
+    memmove(to_server.data, to_server.data + n, to_server.len - n);
+    to_server.len -= n;
+    return (int)n;
+}
+
+static int certs_usable(void)
+{
+    mbedtls_x509_crt crt;
+    mbedtls_x509_crt_init(&crt);
+    int rc = mbedtls_x509_crt_parse(&crt, (const unsigned char *)mbedtls_test_srv_crt,
+                                    mbedtls_test_srv_crt_len);
+    int ok = rc == 0 && !mbedtls_x509_time_is_past(&crt.valid_to);
+    mbedtls_x509_crt_free(&crt);
+    return ok;
+}
+
+static void server_setup(server_cfg_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    mbedtls_ssl_config_init(&s->conf);
+    mbedtls_x509_crt_init(&s->crt);
+    mbedtls_pk_init(&s->key);
+    mbedtls_entropy_init(&s->entropy);
+    mbedtls_ctr_drbg_init(&s->drbg);
+    mbedtls_ssl_ticket_init(&s->ticket);
+    ASSERT_OK(mbedtls_ctr_drbg_seed(&s->drbg, mbedtls_entropy_func, &s->entropy, NULL, 0));
+    ASSERT_OK(mbedtls_x509_crt_parse(&s->crt, (const unsigned char *)mbedtls_test_srv_crt,
+                                     mbedtls_test_srv_crt_len));
+    ASSERT_OK(mbedtls_pk_parse_key(&s->key, (const unsigned char *)mbedtls_test_srv_key,
+                                   mbedtls_test_srv_key_len, NULL, 0));
+    ASSERT_OK(mbedtls_ssl_config_defaults(&s->conf, MBEDTLS_SSL_IS_SERVER,
+                                          MBEDTLS_SSL_TRANSPORT_STREAM,
+                                          MBEDTLS_SSL_PRESET_DEFAULT));
+    mbedtls_ssl_conf_rng(&s->conf, mbedtls_ctr_drbg_random, &s->drbg);
+    ASSERT_OK(mbedtls_ssl_conf_own_cert(&s->conf, &s->crt, &s->key));
+    ASSERT_OK(mbedtls_ssl_ticket_setup(&s->ticket, mbedtls_ctr_drbg_random, &s->drbg,
+                                       MBEDTLS_CIPHER_AES_256_GCM, 3600));
+    mbedtls_ssl_conf_session_tickets_cb(&s->conf, mbedtls_ssl_ticket_write,
+                                        mbedtls_ssl_ticket_parse, &s->ticket);
+}
+
+static void server_free(server_cfg_t *s)
+{
+    mbedtls_ssl_ticket_free(&s->ticket);
+    mbedtls_ssl_config_free(&s->conf);
+    mbedtls_x509_crt_free(&s->crt);
+    mbedtls_pk_free(&s->key);
+    mbedtls_ctr_drbg_free(&s->drbg);
+    mbedtls_entropy_free(&s->entropy);
+}
+
+static char ca_path[64];
+
+static void write_file(const char *path, const char *pem)
+{
+    FILE *f = fopen(path, "w");
+    ASSERT_NOT_NULL(f);
+    fputs(pem, f);
+    fclose(f);
+}
+
+static hv_tls_ctx_t *client_ctx(const char *pem)
+{
+    char err[256];
+    hv_tls_ctx_t *ctx = NULL;
+    snprintf(ca_path, sizeof(ca_path), "/tmp/hv-test-ca-%d.pem", (int)getpid());
+    write_file(ca_path, pem);
+    int rc = hv_tls_ctx_new(ca_path, 0, &ctx, err, sizeof(err));
+    unlink(ca_path);
+    ASSERT_OK(rc);
+    return ctx;
+}
+
+/* Move client output to the server, `step` bytes at a time at most. */
+static void client_to_server(hv_tls_t *c, size_t step)
+{
+    const char *p;
+    size_t len;
+    hv_tls_out(c, &p, &len);
+    (void)step;
+    ASSERT(to_server.len + len <= sizeof(to_server.data));
+    memcpy(to_server.data + to_server.len, p, len);
+    to_server.len += len;
+    hv_tls_out_clear(c);
+}
+
+/* Run both handshakes to the end; returns the client's final result. */
+static int handshake(hv_tls_t *c, mbedtls_ssl_context *srv)
+{
+    int crc = 1, src = MBEDTLS_ERR_SSL_WANT_READ;
+    for (int round = 0; round < 200; round++) {
+        if (crc == 1)
+            crc = hv_tls_handshake(c);
+        client_to_server(c, 0);
+        if (src == MBEDTLS_ERR_SSL_WANT_READ || src == MBEDTLS_ERR_SSL_WANT_WRITE)
+            src = mbedtls_ssl_handshake(srv);
+        if (crc != 1 && src != MBEDTLS_ERR_SSL_WANT_READ && src != MBEDTLS_ERR_SSL_WANT_WRITE)
+            break;
+        if (crc < 0)
+            break;
+    }
+    return crc;
+}
+
+static void server_session(server_cfg_t *s, mbedtls_ssl_context *srv, hv_tls_t *c)
+{
+    to_server.len = 0;
+    mbedtls_ssl_init(srv);
+    ASSERT_OK(mbedtls_ssl_setup(srv, &s->conf));
+    mbedtls_ssl_set_bio(srv, c, srv_send, srv_recv, NULL);
+}
+
+TEST_IMPL(tls_handshake_and_data_both_ways)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+    hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:443");
+    server_session(&s, &srv, c);
+
+    ASSERT_EQ(0, handshake(c, &srv));
+    ASSERT_EQ(1, hv_tls_ctx_stats(ctx)->handshakes);
+    ASSERT_EQ(0, hv_tls_ctx_stats(ctx)->resumed);
+
+    ASSERT_OK(hv_tls_write(c, "GET / HTTP/1.1\r\n\r\n", 18));
+    client_to_server(c, 0);
+    unsigned char got[64];
+    ASSERT_EQ(18, mbedtls_ssl_read(&srv, got, sizeof(got)));
+    ASSERT_MEM_EQ("GET / HTTP/1.1\r\n\r\n", got, 18);
+
+    /* 40 KB from the server: several records, read back through small buffers. */
+    static unsigned char big[40000];
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (unsigned char)(i * 7);
+    size_t sent = 0, recvd = 0;
+    static char back[sizeof(big)];
+    while (recvd < sizeof(big)) {
+        if (sent < sizeof(big)) {
+            int n = mbedtls_ssl_write(&srv, big + sent, sizeof(big) - sent);
+            if (n > 0)
+                sent += (size_t)n;
+        }
+        ssize_t r;
+        while ((r = hv_tls_read(c, back + recvd, 1000)) > 0)
+            recvd += (size_t)r;
+        ASSERT_GE(r, 0);
+    }
+    ASSERT_MEM_EQ(big, back, sizeof(big));
+    ASSERT_EQ(0, hv_tls_has_buffered(c));
+
+    /* close_notify is a clean end of stream */
+    mbedtls_ssl_close_notify(&srv);
+    ASSERT_EQ(UV_EOF, hv_tls_read(c, back, sizeof(back)));
+
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
+TEST_IMPL(tls_session_is_resumed_on_the_next_connection)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+
+    for (int i = 0; i < 3; i++) {
+        hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:443");
+        server_session(&s, &srv, c);
+        ASSERT_EQ(0, handshake(c, &srv));
+        hv_tls_free(c);
+        mbedtls_ssl_free(&srv);
+    }
+    ASSERT_EQ(1, hv_tls_ctx_stats(ctx)->handshakes);
+    ASSERT_EQ(2, hv_tls_ctx_stats(ctx)->resumed);
+
+    /* Another key (another host:port) does not reuse the session. */
+    hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:8443");
+    server_session(&s, &srv, c);
+    ASSERT_EQ(0, handshake(c, &srv));
+    ASSERT_EQ(2, hv_tls_ctx_stats(ctx)->handshakes);
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
+TEST_IMPL(tls_hostname_mismatch)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+    hv_tls_t *c = hv_tls_new(ctx, "example.org", 0, "example.org:443");
+    server_session(&s, &srv, c);
+    ASSERT_EQ(HV_ECERT, handshake(c, &srv));
+    ASSERT_STR_EQ("certificate_hostname_mismatch", hv_tls_error(c));
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
+TEST_IMPL(tls_ip_literal_needs_an_ip_san)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+    /* The test certificate names "localhost" only: an IP literal must not match it. */
+    hv_tls_t *c = hv_tls_new(ctx, "127.0.0.1", 1, "127.0.0.1:443");
+    server_session(&s, &srv, c);
+    ASSERT_EQ(HV_ECERT, handshake(c, &srv));
+    ASSERT_STR_EQ("certificate_hostname_mismatch", hv_tls_error(c));
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
+TEST_IMPL(tls_untrusted_issuer)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    /* Trust only the server certificate's own text as if it were a CA: its issuer is
+     * unknown, so the chain does not verify. */
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_srv_crt);
+    hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:443");
+    server_session(&s, &srv, c);
+    ASSERT_EQ(HV_ECERT, handshake(c, &srv));
+    ASSERT_STR_EQ("certificate_untrusted", hv_tls_error(c));
+    ASSERT_EQ(1, hv_tls_ctx_stats(ctx)->failures);
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
+TEST_IMPL(tls_garbage_from_server_is_tls_error)
+{
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+    hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:443");
+    ASSERT_EQ(1, hv_tls_handshake(c));
+    char *space;
+    size_t room;
+    hv_tls_in_space(c, &space, &room);
+    const char *junk = "HTTP/1.1 400 Bad Request\r\n\r\n";
+    memcpy(space, junk, strlen(junk));
+    hv_tls_in_commit(c, strlen(junk));
+    ASSERT_EQ(HV_ETLS, hv_tls_handshake(c));
+    ASSERT(strncmp(hv_tls_error(c), "tls_", 4) == 0);
+    hv_tls_free(c);
+    hv_tls_ctx_free(ctx);
+}
+
+TEST_IMPL(tls_ctx_reports_unreadable_ca_file)
+{
+    char err[256];
+    hv_tls_ctx_t *ctx = NULL;
+    ASSERT(hv_tls_ctx_new("/nonexistent/ca.pem", 0, &ctx, err, sizeof(err)) != 0);
+    ASSERT_NULL(ctx);
+    ASSERT(strstr(err, "/nonexistent/ca.pem") != NULL);
+}
