@@ -452,7 +452,7 @@ static void follow_redirect(hv_req_t *r)
     job->rec->content_type = NULL;
     end_req(r);
     hv_sched_done(f->sched, job);
-    hv_sched_submit(f->sched, job, 1);
+    hv_sched_submit(f->sched, job->flow, job, 1);
     hv_sched_kick(f->sched);
 }
 
@@ -614,14 +614,20 @@ void hv_fetch_resume(hv_fetch_t *f)
     }
 }
 
-void hv_fetch_cancel_all(hv_fetch_t *f)
+void hv_fetch_cancel(hv_fetch_t *f, const struct hv_flow_s *flow)
 {
-    hv_req_t *r;
-    while ((r = TAILQ_FIRST(&f->active)) != NULL) {
+    hv_req_t *r, *next;
+    /* on_cancelled may end other requests (never start new ones: the callers closed the
+     * gates first), so restart from the head after each callback. */
+    for (r = TAILQ_FIRST(&f->active); r != NULL; r = next) {
+        next = TAILQ_NEXT(r, link);
+        if (flow != NULL && r->job->flow != flow)
+            continue;
         hv_job_t *job = r->job;
         end_req(r);
         hv_sched_done(f->sched, job);
         f->cbs->on_cancelled(f->ud, job);
+        next = TAILQ_FIRST(&f->active);
     }
 }
 

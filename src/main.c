@@ -14,7 +14,8 @@
 #include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/log.h"
-#include "harvestd/pipeline.h"
+#include "harvestd/batch.h"
+#include "harvestd/engine.h"
 #include "harvestd/reader.h"
 #include "harvestd/tls.h"
 
@@ -23,7 +24,8 @@ enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 3 };
 typedef struct {
     uv_loop_t loop;
     hv_config_t cfg;
-    hv_pipeline_t *pl;
+    hv_engine_t *engine;
+    hv_batch_t *batch;
     hv_tls_ctx_t *tls;
     uv_signal_t sigint;
     uv_signal_t sigterm;
@@ -127,12 +129,22 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     }
 }
 
-static void on_done(void *ud, int status, const char *detail)
+static void on_engine_closed(void *ud)
 {
     app_t *app = ud;
+    app->engine = NULL;
     uv_close((uv_handle_t *)&app->sigint, NULL);
     uv_close((uv_handle_t *)&app->sigterm, NULL);
-    hv_pipeline_print_summary(app->pl, stderr);
+}
+
+static void on_done(void *ud, hv_batch_t *b, int status, const char *detail)
+{
+    app_t *app = ud;
+    char line[4096], engine_stats[1024];
+
+    hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
+    hv_engine_format_stats(app->engine, engine_stats, sizeof(engine_stats));
+    fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
     if (status == 0) {
         app->exit_code = EXIT_OK;
     } else if (status == HV_ECANCELLED) {
@@ -143,6 +155,9 @@ static void on_done(void *ud, int status, const char *detail)
                 detail, hv_err_name(status), hv_strerror(status));
         app->exit_code = EXIT_INTERNAL;
     }
+    hv_batch_free(b);
+    app->batch = NULL;
+    hv_engine_close(app->engine, on_engine_closed, app);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -151,7 +166,8 @@ static void on_signal(uv_signal_t *h, int signum)
     app->signals++;
     HV_LOG(HV_LOG_NOTICE, "event=signal signal=%s action=%s", signum == SIGINT ? "INT" : "TERM",
            app->signals == 1 ? "drain" : "stop");
-    hv_pipeline_stop(app->pl, app->signals > 1);
+    if (app->engine != NULL)
+        hv_engine_stop(app->engine, app->signals > 1);
 }
 
 /* The threadpool is shared by parses, file I/O and DNS lookups; it must be larger than the
@@ -201,7 +217,13 @@ int main(int argc, char **argv)
         hv_tls_ctx_free(app.tls);
         return EXIT_USAGE;
     }
-    rc = hv_pipeline_new(&app.loop, &app.cfg, app.tls, on_done, &app, &app.pl);
+    app.engine = hv_engine_new(&app.loop, &app.cfg, app.tls);
+    hv_batch_opts_t opts = {
+        .name = app.cfg.input_path,
+        .output_path = app.cfg.output_path,
+        .fsync = HV_FSYNC_NEVER, /* one fsync at the end is enough for --once */
+    };
+    rc = hv_batch_new(app.engine, &opts, src, on_done, &app, &app.batch);
     if (rc != 0) {
         if (rc == UV_EEXIST)
             fprintf(stderr, "harvestd: output %s already exists; refusing to append to it\n",
@@ -210,6 +232,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "harvestd: cannot create output %s: %s\n", app.cfg.output_path,
                     hv_strerror(rc));
         hv_source_close(src);
+        hv_engine_close(app.engine, NULL, NULL);
         uv_run(&app.loop, UV_RUN_DEFAULT);
         uv_loop_close(&app.loop);
         hv_tls_ctx_free(app.tls);
@@ -225,7 +248,6 @@ int main(int argc, char **argv)
     HV_LOG(HV_LOG_INFO, "event=start version=%s input=%s output=%s concurrency=%u per_host=%u "
            "parse_jobs=%u", HV_VERSION, app.cfg.input_path, app.cfg.output_path,
            app.cfg.concurrency, app.cfg.per_host, app.cfg.parse_jobs);
-    hv_pipeline_set_source(app.pl, src, app.cfg.input_path);
     uv_run(&app.loop, UV_RUN_DEFAULT);
 
     /* Everything should be closed by now; anything left is a bug we still clean up. */
@@ -234,7 +256,6 @@ int main(int argc, char **argv)
     rc = uv_loop_close(&app.loop);
     assert(rc == 0);
     (void)rc;
-    hv_pipeline_free(app.pl);
     hv_tls_ctx_free(app.tls);
     return app.exit_code;
 }

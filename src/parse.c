@@ -12,6 +12,7 @@
 typedef struct work_s {
     uv_work_t req;
     hv_parse_t *p;
+    void *tag;
     hv_record_t *rec;
     char *body;
     size_t len;
@@ -56,9 +57,10 @@ static void after_work_cb(uv_work_t *req, int status)
     LIST_REMOVE(w, link);
     p->inflight--;
     if (status == UV_ECANCELED) {
+        void *tag = w->tag;
         free(w->body);
         free(w);
-        p->done(p->ud, rec, 1);
+        p->done(p->ud, tag, rec, 1);
         return;
     }
     if (w->rc == HV_ENESTING) {
@@ -72,14 +74,16 @@ static void after_work_cb(uv_work_t *req, int status)
         w->result.title = NULL;
     }
     hv_html_result_free(&w->result);
+    void *tag = w->tag;
     free(w);
-    p->done(p->ud, rec, 0);
+    p->done(p->ud, tag, rec, 0);
 }
 
-void hv_parse_submit(hv_parse_t *p, hv_record_t *rec, char *body, size_t len)
+void hv_parse_submit(hv_parse_t *p, void *tag, hv_record_t *rec, char *body, size_t len)
 {
     work_t *w = hv_xcalloc(1, sizeof(*w));
     w->p = p;
+    w->tag = tag;
     w->rec = rec;
     w->body = body;
     w->len = len;
@@ -96,11 +100,14 @@ unsigned hv_parse_inflight(const hv_parse_t *p)
     return p->inflight;
 }
 
-void hv_parse_cancel_pending(hv_parse_t *p)
+void hv_parse_cancel_pending(hv_parse_t *p, const void *tag)
 {
     work_t *w;
     LIST_FOREACH(w, &p->works, link)
-        uv_cancel((uv_req_t *)&w->req); /* fails harmlessly for running ones */
+    {
+        if (tag == NULL || w->tag == tag)
+            uv_cancel((uv_req_t *)&w->req); /* fails harmlessly for running ones */
+    }
 }
 
 void hv_parse_free(hv_parse_t *p)

@@ -24,6 +24,11 @@ struct hv_writer_s {
     hv_writer_cbs_t cbs;
     void *ud;
     uint64_t flush_ms;
+    int fsync_always;
+    uint64_t fsync_interval_ms;
+    uint64_t last_sync_ms;
+    int syncing;
+    int dirty;                /* written since the last fsync */
     hv_buf_t pending;
     hv_buf_t inflight;
     size_t inflight_off;
@@ -40,7 +45,7 @@ struct hv_writer_s {
 
 static void start_write(hv_writer_t *w);
 
-int hv_writer_open(uv_loop_t *loop, const char *path, uint64_t flush_ms,
+int hv_writer_open(uv_loop_t *loop, const char *path, const hv_writer_opts_t *opts,
                    const hv_writer_cbs_t *cbs, void *ud, hv_writer_t **out)
 {
     uv_fs_t req;
@@ -50,8 +55,8 @@ int hv_writer_open(uv_loop_t *loop, const char *path, uint64_t flush_ms,
     if (strcmp(path, "-") == 0) {
         fd = STDOUT_FILENO;
     } else {
-        fd = uv_fs_open(NULL, &req, path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-                        0644, NULL);
+        int flags = O_WRONLY | O_APPEND | O_CLOEXEC | (opts->append ? 0 : O_CREAT | O_EXCL);
+        fd = uv_fs_open(NULL, &req, path, flags, 0644, NULL);
         uv_fs_req_cleanup(&req);
         if (fd < 0)
             return fd;
@@ -62,7 +67,10 @@ int hv_writer_open(uv_loop_t *loop, const char *path, uint64_t flush_ms,
     w->is_stdout = fd == STDOUT_FILENO;
     w->cbs = *cbs;
     w->ud = ud;
-    w->flush_ms = flush_ms;
+    w->flush_ms = opts->flush_ms;
+    w->fsync_always = opts->fsync_always;
+    w->fsync_interval_ms = opts->fsync_interval_ms;
+    w->last_sync_ms = uv_now(loop);
     hv_buf_init(&w->pending, PENDING_MAX);
     hv_buf_init(&w->inflight, PENDING_MAX);
     uv_timer_init(loop, &w->timer);
@@ -80,11 +88,16 @@ static void fail(hv_writer_t *w, int err)
     w->cbs.on_error(w->ud, err);
 }
 
+static void start_sync(hv_writer_t *w);
+
 static void on_timer(uv_timer_t *t)
 {
     hv_writer_t *w = t->data;
     w->timer_armed = 0;
-    start_write(w);
+    if (w->pending.len > 0)
+        start_write(w);
+    else if (w->dirty && !w->writing && !w->syncing && w->err == 0)
+        start_sync(w);
 }
 
 static void on_timer_close(uv_handle_t *h)
@@ -120,7 +133,7 @@ static void on_fsync(uv_fs_t *req)
 
 static void maybe_finish(hv_writer_t *w)
 {
-    if (!w->finishing || w->writing || (w->pending.len > 0 && w->err == 0))
+    if (!w->finishing || w->writing || w->syncing || (w->pending.len > 0 && w->err == 0))
         return;
     w->finishing = 0; /* once */
     if (w->err != 0 || w->is_stdout) {
@@ -137,6 +150,7 @@ static void maybe_finish(hv_writer_t *w)
 }
 
 static void write_more(hv_writer_t *w);
+static void on_policy_fsync(uv_fs_t *req);
 
 static void on_write(uv_fs_t *req)
 {
@@ -168,7 +182,50 @@ static void on_write(uv_fs_t *req)
     w->writing = 0;
     hv_buf_reset(&w->inflight);
     w->inflight_off = 0;
+    w->dirty = !w->is_stdout;
+    if (w->dirty && !w->finishing && (w->fsync_always || w->fsync_interval_ms > 0)) {
+        uint64_t since = uv_now(w->loop) - w->last_sync_ms;
+        if (w->fsync_always || since >= w->fsync_interval_ms) {
+            start_sync(w);
+            if (w->syncing) {
+                w->cbs.on_drain(w->ud);
+                return;
+            }
+        } else if (!w->timer_armed && w->pending.len == 0) {
+            /* Nothing else to write soon: make sure these bytes reach the disk in time. */
+            uv_timer_start(&w->timer, on_timer, w->fsync_interval_ms - since, 0);
+            w->timer_armed = 1;
+        }
+    }
     /* Whatever arrived during this write has waited long enough already. */
+    if (w->pending.len > 0)
+        start_write(w);
+    w->cbs.on_drain(w->ud);
+    maybe_finish(w);
+}
+
+/* Durability policy: the next write waits for this fsync (one operation at a time). */
+static void start_sync(hv_writer_t *w)
+{
+    w->syncing = 1;
+    w->dirty = 0;
+    w->sync_req.data = w;
+    int rc = uv_fs_fsync(w->loop, &w->sync_req, w->fd, on_policy_fsync);
+    if (rc != 0) {
+        w->syncing = 0;
+        fail(w, rc);
+    }
+}
+
+static void on_policy_fsync(uv_fs_t *req)
+{
+    hv_writer_t *w = req->data;
+    int rc = (int)req->result;
+    uv_fs_req_cleanup(req);
+    w->syncing = 0;
+    w->last_sync_ms = uv_now(w->loop);
+    if (rc < 0)
+        fail(w, rc);
     if (w->pending.len > 0)
         start_write(w);
     w->cbs.on_drain(w->ud);
@@ -189,7 +246,7 @@ static void write_more(hv_writer_t *w)
 
 static void start_write(hv_writer_t *w)
 {
-    if (w->writing || w->err != 0 || w->pending.len == 0)
+    if (w->writing || w->syncing || w->err != 0 || w->pending.len == 0)
         return;
     if (w->timer_armed) {
         uv_timer_stop(&w->timer);
@@ -217,7 +274,10 @@ int hv_writer_push(hv_writer_t *w, hv_record_t *rec)
     }
     if (w->pending.len >= FLUSH_BYTES || w->flush_ms == 0) {
         start_write(w);
-    } else if (!w->timer_armed && !w->writing) {
+    } else if (!w->writing && !w->syncing &&
+               (!w->timer_armed || uv_timer_get_due_in(&w->timer) > w->flush_ms)) {
+        /* (An armed timer may be waiting for a distant fsync: records must not wait that
+         * long.) */
         uv_timer_start(&w->timer, on_timer, w->flush_ms, 0);
         w->timer_armed = 1;
     }

@@ -53,8 +53,8 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job);
 void hv_fetch_pause(hv_fetch_t *f);
 void hv_fetch_resume(hv_fetch_t *f);
 
-/** Abandon every in-flight request (their jobs go to on_cancelled). */
-void hv_fetch_cancel_all(hv_fetch_t *f);
+/** Abandon the in-flight requests of `flow` (NULL: all); their jobs go to on_cancelled. */
+void hv_fetch_cancel(hv_fetch_t *f, const struct hv_flow_s *flow);
 
 /** Requests in flight. */
 unsigned hv_fetch_active(const hv_fetch_t *f);

@@ -16,6 +16,7 @@
 #include "harvestd/url.h"
 
 struct hv_host_s;
+struct hv_flow_s;
 struct hv_req_s;
 
 typedef struct hv_job_s {
@@ -27,6 +28,7 @@ typedef struct hv_job_s {
     uint64_t deadline_ms;      /* loop time by which the whole download must end */
     int fresh_conn_retried;    /* a stale keep-alive connection already cost one retry */
     struct hv_host_s *host;    /* scheduler's host entry (set by hv_sched_submit) */
+    struct hv_flow_s *flow;    /* the batch's share of the scheduler */
     struct hv_req_s *req;      /* fetch's in-flight state, NULL while waiting */
     TAILQ_ENTRY(hv_job_s) link;
 } hv_job_t;

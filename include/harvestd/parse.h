@@ -17,20 +17,22 @@
 typedef struct hv_parse_s hv_parse_t;
 
 /** A parse ended: `rec` is complete (ok with a title, or a parse failure) and passes to the
- * callee. With `cancelled` set the record was abandoned instead (shutdown) and the callee
- * frees it. */
-typedef void (*hv_parse_done_cb)(void *ud, hv_record_t *rec, int cancelled);
+ * callee with the `tag` it was submitted with. With `cancelled` set the record was abandoned
+ * instead (shutdown) and the callee frees it. */
+typedef void (*hv_parse_done_cb)(void *ud, void *tag, hv_record_t *rec, int cancelled);
 
 hv_parse_t *hv_parse_new(uv_loop_t *loop, hv_parse_done_cb done, void *ud);
 
-/** Queue a parse of `body` (malloc'd, taken over) for `rec` (taken over). */
-void hv_parse_submit(hv_parse_t *p, hv_record_t *rec, char *body, size_t len);
+/** Queue a parse of `body` (malloc'd, taken over) for `rec` (taken over); `tag` comes back
+ * with the result. */
+void hv_parse_submit(hv_parse_t *p, void *tag, hv_record_t *rec, char *body, size_t len);
 
 /** Parses submitted and not yet done. */
 unsigned hv_parse_inflight(const hv_parse_t *p);
 
-/** Cancel parses that have not started yet (they end with `cancelled`). */
-void hv_parse_cancel_pending(hv_parse_t *p);
+/** Cancel parses with `tag` (NULL: all) that have not started yet (they end with
+ * `cancelled`). */
+void hv_parse_cancel_pending(hv_parse_t *p, const void *tag);
 
 /** Free the stage; no parse may be in flight. */
 void hv_parse_free(hv_parse_t *p);

@@ -26,11 +26,19 @@ typedef struct {
     void (*on_error)(void *ud, int err);
 } hv_writer_cbs_t;
 
+typedef struct {
+    int append;               /* reopen an existing file (resume) instead of creating one */
+    uint64_t flush_ms;        /* a pushed record starts its write within this delay */
+    int fsync_always;         /* fsync after every write */
+    uint64_t fsync_interval_ms; /* else fsync at most this often (0: only at the end) */
+} hv_writer_opts_t;
+
 /**
- * Open `path` for appending, created exclusively (an existing file is never reused:
- * UV_EEXIST), or standard output for "-". Returns 0 and *out, or a UV_E* error.
+ * Open `path` for appending: created exclusively (an existing file is never reused:
+ * UV_EEXIST) unless opts->append, or standard output for "-". Returns 0 and *out, or a UV_E*
+ * error.
  */
-int hv_writer_open(uv_loop_t *loop, const char *path, uint64_t flush_ms,
+int hv_writer_open(uv_loop_t *loop, const char *path, const hv_writer_opts_t *opts,
                    const hv_writer_cbs_t *cbs, void *ud, hv_writer_t **out);
 
 /** Serialise and take over `rec` (freed here). 0, or the writer's sticky error. */

@@ -1,0 +1,77 @@
+/*
+ * batch.h: one input and its output. A batch reads lines from its source, turns each into a
+ * job (or an input-failure record), lets the engine download and parse them, and writes one
+ * record per input line to its JSONL output as records complete.
+ *
+ * Its own bounds: at most queue_size jobs waiting for a slot (the source pauses beyond) and
+ * result_queue records waiting for its writer (its jobs stop starting and its source pauses).
+ *
+ * A batch ends exactly once, through `done`:
+ *   0             every line has its record, the output is flushed and synced;
+ *   HV_ECANCELLED stopped by hv_engine_stop() (interrupted: output incomplete);
+ *   other         internal failure (writing the output, reading the input): `detail` says
+ *                 which; the output is incomplete and must never be reported complete.
+ */
+#ifndef HARVESTD_BATCH_H
+#define HARVESTD_BATCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "harvestd/engine.h"
+#include "harvestd/record.h"
+#include "harvestd/source.h"
+
+typedef struct hv_batch_s hv_batch_t;
+
+typedef void (*hv_batch_done_cb)(void *ud, hv_batch_t *b, int status, const char *detail);
+
+/** Decides, per input line, whether it already has its record (resume). Returns 1 to skip. */
+typedef int (*hv_batch_skip_cb)(void *ud, const char *line, size_t len);
+
+typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
+
+typedef struct {
+    const char *name;          /* for logs and the summary */
+    const char *output_path;   /* created exclusively, or "-" */
+    int output_append;         /* open an existing output for appending (resume) */
+    hv_fsync_t fsync;
+    uint64_t fsync_interval_ms;
+    hv_batch_skip_cb skip;     /* optional */
+    void *skip_ud;
+} hv_batch_opts_t;
+
+typedef struct {
+    uint64_t lines;            /* input lines that produce (or produced) a record */
+    uint64_t skipped;          /* lines skipped because they already had an ok record */
+    uint64_t records;
+    uint64_t ok;
+    uint64_t failed;
+    uint64_t by_type[32];      /* indexed by hv_error_type_t */
+    uint64_t by_status[6];     /* http_status / 100 (0: none) */
+    uint64_t body_bytes;       /* sum of `bytes` over records that have it */
+    uint64_t with_bytes;
+    unsigned hwm_jobs;
+    unsigned hwm_results;
+    int64_t started_unix_ms;
+    uint64_t started_ms;
+} hv_batch_stats_t;
+
+/**
+ * Create a batch on `e` writing to opts->output_path. Returns 0 and *out, or the error opening
+ * the output (UV_EEXIST when it exists and output_append is 0); the source is not touched
+ * then. On success the batch takes over `src` and starts reading it.
+ */
+int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
+                 hv_batch_done_cb done, void *ud, hv_batch_t **out);
+
+const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
+const char *hv_batch_name(const hv_batch_t *b);
+
+/** Format the batch's key=value summary fields into `out`. */
+void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap);
+
+/** Free a batch after its done callback returned. */
+void hv_batch_free(hv_batch_t *b);
+
+#endif

@@ -1,0 +1,392 @@
+/*
+ * batch.c: one input file's way through the engine, and its output.
+ *
+ * States: RUNNING -> (DRAINING | STOPPING) -> FINISHING -> DONE. DRAINING lets in-flight
+ * requests finish; STOPPING abandons them. FINISHING waits for the writer to flush, sync and
+ * close; DONE has reported through the done callback.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/job.h"
+#include "harvestd/log.h"
+#include "harvestd/url.h"
+#include "pipeline_int.h"
+
+void hv_job_free(hv_job_t *job)
+{
+    hv_record_free(job->rec);
+    hv_url_free(&job->url);
+    free(job);
+}
+
+static int results_full(const hv_batch_t *b)
+{
+    return b->nresults >= b->e->cfg->result_queue;
+}
+
+int hv_batch__accepts_results(const hv_batch_t *b)
+{
+    return !results_full(b) || b->error != 0;
+}
+
+static int may_start(void *ud)
+{
+    hv_batch_t *b = ud;
+    return b->state == B_RUNNING && !results_full(b);
+}
+
+static int may_read_input(const hv_batch_t *b)
+{
+    return b->state == B_RUNNING && hv_sched_flow_waiting(b->flow) < b->e->cfg->queue_size &&
+           !results_full(b);
+}
+
+/* ---- records ---- */
+
+static void push_result(hv_batch_t *b, hv_record_t *rec)
+{
+    hv_batch_stats_t *s = &b->stats;
+    s->records++;
+    if (rec->ok) {
+        s->ok++;
+    } else {
+        s->failed++;
+        s->by_type[rec->error_type]++;
+    }
+    if (rec->http_status > 0)
+        s->by_status[HV_MIN(rec->http_status / 100, 5)]++;
+    if (rec->bytes >= 0) {
+        s->body_bytes += (uint64_t)rec->bytes;
+        s->with_bytes++;
+    }
+    TAILQ_INSERT_TAIL(&b->results, rec, link);
+    b->nresults++;
+    if (b->nresults > s->hwm_results)
+        s->hwm_results = b->nresults;
+}
+
+static void drop_results(hv_batch_t *b)
+{
+    hv_record_t *rec;
+    while ((rec = TAILQ_FIRST(&b->results)) != NULL) {
+        TAILQ_REMOVE(&b->results, rec, link);
+        b->nresults--;
+        hv_record_free(rec);
+    }
+}
+
+static void drop_job(void *ud, hv_job_t *job)
+{
+    hv_batch_t *b = ud;
+    b->jobs_alive--;
+    hv_job_free(job);
+}
+
+/* ---- the source ---- */
+
+static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong)
+{
+    hv_batch_t *b = ud;
+    const char *reason = "malformed";
+    hv_url_t url;
+    int rc;
+
+    if (b->skip != NULL && !overlong && b->skip(b->skip_ud, line, len)) {
+        b->stats.skipped++;
+        return may_read_input(b) ? 0 : (b->source_paused = 1);
+    }
+    b->stats.lines++;
+    hv_record_t *rec = hv_record_new(line, len);
+    if (overlong) {
+        rc = HV_EURL;
+        reason = "line_exceeds_8_kib";
+    } else {
+        rc = hv_url_parse(&url, line, len, &reason);
+    }
+    if (rc != 0) {
+        hv_error_type_t t = rc == HV_ESCHEME ? HV_ET_UNSUPPORTED_SCHEME : HV_ET_INVALID_URL;
+        hv_record_fail(rec, HV_STAGE_INPUT, t, reason);
+        HV_LOG(HV_LOG_INFO, "event=invalid_input batch=%s line=%" PRIu64 " error_type=%s error=%s",
+               b->name, lineno, hv_error_type_name(t), reason);
+        push_result(b, rec);
+    } else {
+        hv_job_t *job = hv_xcalloc(1, sizeof(*job));
+        job->id = ++b->e->next_job_id;
+        job->rec = rec;
+        job->url = url;
+        b->jobs_alive++;
+        hv_sched_submit(b->e->sched, b->flow, job, 0);
+        unsigned waiting = hv_sched_flow_waiting(b->flow);
+        if (waiting > b->stats.hwm_jobs)
+            b->stats.hwm_jobs = waiting;
+    }
+    hv_engine_update(b->e);
+    if (may_read_input(b))
+        return 0;
+    b->source_paused = 1;
+    return 1;
+}
+
+static void fail_batch(hv_batch_t *b, int err, const char *what)
+{
+    if (b->error != 0)
+        return;
+    b->error = err;
+    snprintf(b->detail, sizeof(b->detail), "%s", what);
+    HV_LOG(HV_LOG_ERROR, "event=batch_failed batch=%s what=\"%s\" err=%s (%s)", b->name, what,
+           hv_err_name(err), hv_strerror(err));
+    hv_batch__stop(b, 1);
+    hv_engine_update(b->e);
+}
+
+static void on_input_end(void *ud, int status)
+{
+    hv_batch_t *b = ud;
+    if (status != 0) {
+        char what[512];
+        snprintf(what, sizeof(what), "reading the input of %s", b->name);
+        fail_batch(b, status, what);
+        return;
+    }
+    b->input_done = 1;
+    HV_LOG(HV_LOG_INFO, "event=input_done batch=%s lines=%" PRIu64 " skipped=%" PRIu64, b->name,
+           b->stats.lines, b->stats.skipped);
+    hv_engine_update(b->e);
+}
+
+static const hv_sink_t sink = {on_line, on_input_end};
+
+static void close_source(hv_batch_t *b)
+{
+    if (b->source != NULL) {
+        hv_source_close(b->source);
+        b->source = NULL;
+    }
+}
+
+/* ---- engine callbacks ---- */
+
+void hv_batch__job_page(hv_batch_t *b, hv_job_t *job, char *body, size_t len)
+{
+    hv_page_t *pg = hv_xmalloc(sizeof(*pg));
+    pg->batch = b;
+    pg->rec = job->rec;
+    pg->body = body;
+    pg->len = len;
+    job->rec = NULL;
+    hv_job_free(job);
+    b->jobs_alive--;
+    b->pages++;
+    hv_engine__queue_page(b->e, pg);
+}
+
+void hv_batch__job_failed(hv_batch_t *b, hv_job_t *job)
+{
+    hv_record_t *rec = job->rec;
+    job->rec = NULL;
+    hv_job_free(job);
+    b->jobs_alive--;
+    push_result(b, rec);
+    hv_engine_update(b->e);
+}
+
+void hv_batch__job_cancelled(hv_batch_t *b, hv_job_t *job)
+{
+    hv_job_free(job);
+    b->jobs_alive--;
+    hv_engine_update(b->e);
+}
+
+void hv_batch__parsed(hv_batch_t *b, hv_record_t *rec, int cancelled)
+{
+    b->pages--;
+    if (cancelled || b->error != 0)
+        hv_record_free(rec);
+    else
+        push_result(b, rec);
+}
+
+/* ---- writer ---- */
+
+static void on_writer_drain(void *ud)
+{
+    hv_batch_t *b = ud;
+    hv_engine_update(b->e);
+}
+
+static void on_writer_error(void *ud, int err)
+{
+    hv_batch_t *b = ud;
+    char what[512];
+    snprintf(what, sizeof(what), "writing %s", b->output_path);
+    fail_batch(b, err, what);
+}
+
+static const hv_writer_cbs_t writer_cbs = {on_writer_drain, on_writer_error};
+
+static void on_writer_done(void *ud, int status)
+{
+    hv_batch_t *b = ud;
+    hv_engine_t *e = b->e;
+    b->writer = NULL;
+    if (status != 0 && b->error == 0) {
+        b->error = status;
+        snprintf(b->detail, sizeof(b->detail), "finishing %s", b->output_path);
+    }
+    b->state = B_DONE;
+    hv_sched_drop_waiting(e->sched, b->flow, drop_job, b);
+    hv_sched_flow_free(e->sched, b->flow);
+    b->flow = NULL;
+    hv_engine__detach(e, b);
+    int final = b->error != 0 ? b->error : b->interrupted ? HV_ECANCELLED : 0;
+    /* Last: the callee may free the batch and close the engine. */
+    b->done(b->ud, b, final, b->detail);
+}
+
+/* ---- lifecycle ---- */
+
+int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
+                 hv_batch_done_cb done, void *ud, hv_batch_t **out)
+{
+    hv_batch_t *b = hv_xcalloc(1, sizeof(*b));
+    hv_writer_opts_t wopts = {
+        .append = opts->output_append,
+        .flush_ms = e->cfg->flush_ms,
+        .fsync_always = opts->fsync == HV_FSYNC_ALWAYS,
+        .fsync_interval_ms = opts->fsync == HV_FSYNC_INTERVAL ? opts->fsync_interval_ms : 0,
+    };
+    int rc = hv_writer_open(e->loop, opts->output_path, &wopts, &writer_cbs, b, &b->writer);
+    if (rc != 0) {
+        free(b);
+        *out = NULL;
+        return rc;
+    }
+    b->e = e;
+    b->name = hv_xstrdup(opts->name);
+    b->output_path = hv_xstrdup(opts->output_path);
+    b->done = done;
+    b->ud = ud;
+    b->skip = opts->skip;
+    b->skip_ud = opts->skip_ud;
+    TAILQ_INIT(&b->results);
+    b->flow = hv_sched_flow_new(e->sched, may_start, b);
+    b->stats.started_ms = uv_now(e->loop);
+    b->stats.started_unix_ms = hv_now_unix_ms();
+    hv_engine__attach(e, b);
+    b->source = src;
+    *out = b;
+    hv_source_start(src, &sink, b);
+    return 0;
+}
+
+void hv_batch__stop(hv_batch_t *b, int force)
+{
+    hv_engine_t *e = b->e;
+    if (b->state >= B_FINISHING)
+        return;
+    if (b->error == 0)
+        b->interrupted = 1;
+    close_source(b);
+    hv_sched_drop_waiting(e->sched, b->flow, drop_job, b);
+    if (!force && b->state == B_RUNNING) {
+        b->state = B_DRAINING;
+        HV_LOG(HV_LOG_NOTICE, "event=drain_start batch=%s in_flight=%" PRIu64, b->name,
+               b->jobs_alive);
+        return;
+    }
+    if (b->state == B_STOPPING)
+        return;
+    b->state = B_STOPPING;
+    HV_LOG(HV_LOG_NOTICE, "event=stop_now batch=%s in_flight=%" PRIu64, b->name, b->jobs_alive);
+    hv_fetch_cancel(e->fetch, b->flow);
+    hv_engine__drop_pages(e, b);
+    hv_parse_cancel_pending(e->parse, b);
+    if (b->error != 0)
+        drop_results(b);
+}
+
+static void check_done(hv_batch_t *b)
+{
+    if (b->state == B_RUNNING && !b->input_done)
+        return;
+    if (b->state != B_RUNNING) {
+        /* Redirects that came back while stopping can no longer run. */
+        if (b->jobs_alive > hv_sched_flow_waiting(b->flow))
+            return; /* requests still in flight */
+        hv_sched_drop_waiting(b->e->sched, b->flow, drop_job, b);
+    }
+    if (b->jobs_alive > 0 || b->pages > 0 || b->nresults > 0)
+        return;
+    b->state = B_FINISHING;
+    close_source(b);
+    hv_writer_finish(b->writer, on_writer_done);
+}
+
+void hv_batch__update(hv_batch_t *b)
+{
+    if (b->state >= B_FINISHING)
+        return;
+    if (b->error != 0)
+        drop_results(b);
+    hv_record_t *rec;
+    while ((rec = TAILQ_FIRST(&b->results)) != NULL && !hv_writer_full(b->writer)) {
+        TAILQ_REMOVE(&b->results, rec, link);
+        b->nresults--;
+        hv_writer_push(b->writer, rec);
+    }
+    if (b->source != NULL && b->source_paused && may_read_input(b)) {
+        b->source_paused = 0;
+        hv_source_resume(b->source);
+    }
+    check_done(b);
+}
+
+const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b)
+{
+    return &b->stats;
+}
+
+const char *hv_batch_name(const hv_batch_t *b)
+{
+    return b->name;
+}
+
+void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap)
+{
+    const hv_batch_stats_t *s = &b->stats;
+    double elapsed = (double)(now_ms - s->started_ms) / 1000.0;
+    size_t n = 0;
+
+#define ADD(...)                                                                           \
+    do {                                                                                   \
+        int m_ = snprintf(out + n, cap - n, __VA_ARGS__);                                  \
+        if (m_ > 0 && (size_t)m_ < cap - n)                                                \
+            n += (size_t)m_;                                                               \
+    } while (0)
+
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    ADD("records=%" PRIu64 " ok=%" PRIu64 " failed=%" PRIu64, s->records, s->ok, s->failed);
+    for (int t = 1; t < HV_ET__COUNT; t++)
+        if (s->by_type[t] > 0)
+            ADD(" error_type.%s=%" PRIu64, hv_error_type_name((hv_error_type_t)t), s->by_type[t]);
+    if (s->skipped > 0)
+        ADD(" resumed=%" PRIu64, s->skipped);
+    ADD(" elapsed_s=%.3f pages_per_s=%.1f hwm_jobs=%u hwm_results=%u", elapsed,
+        elapsed > 0 ? (double)s->records / elapsed : 0.0, s->hwm_jobs, s->hwm_results);
+#undef ADD
+}
+
+void hv_batch_free(hv_batch_t *b)
+{
+    assert(b->state == B_DONE);
+    free(b->name);
+    free(b->output_path);
+    free(b);
+}

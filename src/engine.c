@@ -1,0 +1,301 @@
+/*
+ * engine.c: the shared middle of the pipeline. Every event ends in hv_engine_update(), which
+ * moves work forward as far as the bounds allow: pages to the parsers, records to their
+ * batches, waiting jobs to free slots. It is re-entrant safe: a call made while it runs only
+ * asks it to go round once more.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/job.h"
+#include "harvestd/log.h"
+#include "pipeline_int.h"
+
+static int pages_full(const hv_engine_t *e)
+{
+    return e->stats.pages >= e->cfg->page_queue || e->stats.page_bytes >= e->cfg->page_queue_bytes;
+}
+
+static int pages_low(const hv_engine_t *e)
+{
+    return e->stats.pages <= e->cfg->page_queue / 2 &&
+           e->stats.page_bytes <= e->cfg->page_queue_bytes / 2;
+}
+
+static int may_start_request(void *ud)
+{
+    hv_engine_t *e = ud;
+    return !e->reads_paused && !e->forced;
+}
+
+static hv_batch_t *batch_of(const hv_job_t *job)
+{
+    return hv_sched_flow_data(job->flow);
+}
+
+static void start_job(void *ud, hv_job_t *job)
+{
+    hv_engine_t *e = ud;
+    hv_fetch_start(e->fetch, job);
+}
+
+static void on_page(void *ud, hv_job_t *job, char *body, size_t len)
+{
+    (void)ud;
+    hv_batch__job_page(batch_of(job), job, body, len);
+}
+
+static void on_failed(void *ud, hv_job_t *job)
+{
+    (void)ud;
+    hv_batch__job_failed(batch_of(job), job);
+}
+
+static void on_cancelled(void *ud, hv_job_t *job)
+{
+    (void)ud;
+    hv_batch__job_cancelled(batch_of(job), job);
+}
+
+static const hv_fetch_cbs_t fetch_cbs = {on_page, on_failed, on_cancelled};
+
+static void on_parsed(void *ud, void *tag, hv_record_t *rec, int cancelled)
+{
+    hv_engine_t *e = ud;
+    hv_batch__parsed(tag, rec, cancelled);
+    hv_engine_update(e);
+}
+
+hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls)
+{
+    hv_engine_t *e = hv_xcalloc(1, sizeof(*e));
+    e->loop = loop;
+    e->cfg = cfg;
+    e->tls = tls;
+    TAILQ_INIT(&e->pages);
+    TAILQ_INIT(&e->batches);
+    e->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4096);
+    e->sched = hv_sched_new(cfg->concurrency, cfg->per_host, start_job, may_start_request, e);
+    e->fetch = hv_fetch_new(loop, cfg, e->sched, e->dns, tls, &fetch_cbs, e);
+    e->parse = hv_parse_new(loop, on_parsed, e);
+    uv_timer_init(loop, &e->drain_timer);
+    e->drain_timer.data = e;
+    return e;
+}
+
+/* ---- pages ---- */
+
+void hv_engine__queue_page(hv_engine_t *e, hv_page_t *pg)
+{
+    TAILQ_INSERT_TAIL(&e->pages, pg, link);
+    e->stats.pages++;
+    e->stats.page_bytes += pg->len;
+    if (e->stats.pages > e->stats.hwm_pages)
+        e->stats.hwm_pages = e->stats.pages;
+    if (e->stats.page_bytes > e->stats.hwm_page_bytes)
+        e->stats.hwm_page_bytes = e->stats.page_bytes;
+    /* Pause before anything else can read: the bound must hold exactly. */
+    if (!e->reads_paused && pages_full(e)) {
+        e->reads_paused = 1;
+        e->stats.read_pauses++;
+        hv_fetch_pause(e->fetch);
+        HV_LOG(HV_LOG_DEBUG, "event=reads_paused pages=%u bytes=%" PRIu64, e->stats.pages,
+               e->stats.page_bytes);
+    }
+    hv_engine_update(e);
+}
+
+static void unlink_page(hv_engine_t *e, hv_page_t *pg)
+{
+    TAILQ_REMOVE(&e->pages, pg, link);
+    e->stats.pages--;
+    e->stats.page_bytes -= pg->len;
+}
+
+void hv_engine__drop_pages(hv_engine_t *e, hv_batch_t *b)
+{
+    hv_page_t *pg, *next;
+    for (pg = TAILQ_FIRST(&e->pages); pg != NULL; pg = next) {
+        next = TAILQ_NEXT(pg, link);
+        if (b != NULL && pg->batch != b)
+            continue;
+        unlink_page(e, pg);
+        hv_batch__parsed(pg->batch, pg->rec, 1);
+        free(pg->body);
+        free(pg);
+    }
+}
+
+/* The oldest page whose batch can take another record; a batch whose writer is behind must
+ * not hold up the others. */
+static hv_page_t *next_page(hv_engine_t *e)
+{
+    hv_page_t *pg;
+    TAILQ_FOREACH(pg, &e->pages, link)
+    {
+        if (hv_batch__accepts_results(pg->batch))
+            return pg;
+    }
+    return NULL;
+}
+
+/* ---- batches ---- */
+
+void hv_engine__attach(hv_engine_t *e, hv_batch_t *b)
+{
+    TAILQ_INSERT_TAIL(&e->batches, b, link);
+    e->nbatches++;
+}
+
+void hv_engine__detach(hv_engine_t *e, hv_batch_t *b)
+{
+    TAILQ_REMOVE(&e->batches, b, link);
+    e->nbatches--;
+}
+
+unsigned hv_engine_batches(const hv_engine_t *e)
+{
+    return e->nbatches;
+}
+
+void hv_engine_update(hv_engine_t *e)
+{
+    if (e->in_update) {
+        e->update_again = 1;
+        return;
+    }
+    e->in_update = 1;
+    do {
+        e->update_again = 0;
+
+        hv_page_t *pg;
+        while (hv_parse_inflight(e->parse) < e->cfg->parse_jobs && (pg = next_page(e)) != NULL) {
+            unlink_page(e, pg);
+            hv_parse_submit(e->parse, pg->batch, pg->rec, pg->body, pg->len);
+            free(pg);
+        }
+
+        if (e->reads_paused && pages_low(e)) {
+            e->reads_paused = 0;
+            hv_fetch_resume(e->fetch);
+            HV_LOG(HV_LOG_DEBUG, "event=reads_resumed pages=%u bytes=%" PRIu64, e->stats.pages,
+                   e->stats.page_bytes);
+        }
+
+        hv_batch_t *b, *next;
+        for (b = TAILQ_FIRST(&e->batches); b != NULL; b = next) {
+            next = TAILQ_NEXT(b, link);
+            hv_batch__update(b);
+        }
+
+        hv_sched_kick(e->sched);
+    } while (e->update_again);
+    e->in_update = 0;
+}
+
+/* ---- stopping ---- */
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    hv_engine_t *e = t->data;
+    HV_LOG(HV_LOG_NOTICE, "event=drain_timeout in_flight=%u", hv_fetch_active(e->fetch));
+    hv_fetch_cancel(e->fetch, NULL);
+    hv_engine_update(e);
+}
+
+void hv_engine_stop(hv_engine_t *e, int force)
+{
+    hv_batch_t *b, *next;
+    if (force) {
+        e->forced = 1;
+        uv_timer_stop(&e->drain_timer);
+    } else if (!e->stopping) {
+        uv_timer_start(&e->drain_timer, on_drain_timeout, e->cfg->drain_timeout_ms, 0);
+    }
+    e->stopping = 1;
+    for (b = TAILQ_FIRST(&e->batches); b != NULL; b = next) {
+        next = TAILQ_NEXT(b, link);
+        hv_batch__stop(b, force);
+    }
+    if (force) {
+        hv_fetch_cancel(e->fetch, NULL);
+        hv_engine__drop_pages(e, NULL);
+        hv_parse_cancel_pending(e->parse, NULL);
+    }
+    hv_engine_update(e);
+}
+
+/* ---- stats and closing ---- */
+
+const hv_engine_stats_t *hv_engine_stats(const hv_engine_t *e)
+{
+    return &e->stats;
+}
+
+const hv_fetch_stats_t *hv_engine_fetch_stats(const hv_engine_t *e)
+{
+    return e->fetch != NULL ? hv_fetch_stats(e->fetch) : &e->fstats;
+}
+
+const hv_dns_stats_t *hv_engine_dns_stats(const hv_engine_t *e)
+{
+    return e->dns != NULL ? hv_dns_stats(e->dns) : &e->dstats;
+}
+
+hv_tls_ctx_t *hv_engine_tls(const hv_engine_t *e)
+{
+    return e->tls;
+}
+
+void hv_engine_format_stats(const hv_engine_t *e, char *out, size_t cap)
+{
+    const hv_fetch_stats_t *f = hv_engine_fetch_stats(e);
+    const hv_dns_stats_t *d = hv_engine_dns_stats(e);
+    int n = snprintf(out, cap,
+                     " hwm_pages=%u hwm_page_bytes=%" PRIu64 " read_pauses=%" PRIu64
+                     " connections_opened=%" PRIu64 " connections_reused=%" PRIu64
+                     " stale_retries=%" PRIu64 " redirects=%" PRIu64 " dns_lookups=%" PRIu64
+                     " dns_hits=%" PRIu64,
+                     e->stats.hwm_pages, e->stats.hwm_page_bytes, e->stats.read_pauses,
+                     f->connections_opened, f->connections_reused, f->stale_retries,
+                     f->redirects, d->lookups, d->hits);
+    if (e->tls != NULL && n > 0 && (size_t)n < cap) {
+        const hv_tls_stats_t *t = hv_tls_ctx_stats(e->tls);
+        snprintf(out + n, cap - (size_t)n,
+                 " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
+                 t->handshakes, t->resumed, t->failures);
+    }
+}
+
+static void on_drain_timer_close(uv_handle_t *h)
+{
+    hv_engine_t *e = h->data;
+    void (*closed)(void *) = e->closed;
+    void *ud = e->closed_ud;
+    free(e);
+    if (closed != NULL)
+        closed(ud);
+}
+
+void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
+{
+    assert(e->nbatches == 0);
+    e->closed = done;
+    e->closed_ud = ud;
+    uv_timer_stop(&e->drain_timer);
+    e->fstats = *hv_fetch_stats(e->fetch);
+    e->dstats = *hv_dns_stats(e->dns);
+    hv_fetch_free(e->fetch);
+    e->fetch = NULL;
+    hv_sched_free(e->sched);
+    e->sched = NULL;
+    hv_parse_free(e->parse);
+    e->parse = NULL;
+    hv_dns_close(e->dns);
+    e->dns = NULL;
+    uv_close((uv_handle_t *)&e->drain_timer, on_drain_timer_close);
+}
