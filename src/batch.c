@@ -58,8 +58,8 @@ static void push_result(hv_batch_t *b, hv_record_t *rec)
         s->failed++;
         s->by_type[rec->error_type]++;
     }
-    if (rec->http_status > 0)
-        s->by_status[HV_MIN(rec->http_status / 100, 5)]++;
+    if (rec->http_status >= 100 && rec->http_status < 600)
+        s->by_status[rec->http_status]++;
     if (rec->bytes >= 0) {
         s->body_bytes += (uint64_t)rec->bytes;
         s->with_bytes++;

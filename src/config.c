@@ -11,9 +11,11 @@
 #include <string.h>
 #include <uv.h>
 
+#include <ini.h>
+
 #include "harvestd/common.h"
 
-typedef enum { T_UINT, T_SIZE, T_DURATION, T_STRING, T_LEVEL, T_BOOL, T_PATH } dtype_t;
+typedef enum { T_UINT, T_SIZE, T_DURATION, T_STRING, T_LEVEL, T_BOOL, T_PATH, T_FSYNC } dtype_t;
 
 typedef struct {
     const char *name;
@@ -64,8 +66,18 @@ static const directive_t directives[] = {
      "how long a resolved host name is reused"},
     {"flush_ms", T_DURATION, F(flush_ms), 0, HOUR_MS, 1, "200ms",
      "a completed record is written within this delay"},
-    {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "5s",
-     "after SIGINT/SIGTERM, in-flight requests get this long to finish"},
+    {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "20s",
+     "after SIGINT/SIGTERM, in-flight requests get this long to finish (--once: 5s)"},
+    {"fsync", T_FSYNC, F(fsync_policy), 0, 2, 0, "interval",
+     "when outputs are fsynced: never, interval or always (daemon; --once syncs at the end)"},
+    {"fsync_interval", T_DURATION, F(fsync_interval_ms), 1, HOUR_MS, 1, "1000ms",
+     "with fsync = interval, the longest time written records stay unsynced"},
+    {"spool_dir", T_PATH, F(spool_dir), 0, 0, 0, "/var/spool/harvestd",
+     "the daemon's spool: incoming/, active/, done/, rejected/, out/"},
+    {"max_active_batches", T_UINT, F(max_active_batches), 1, 1000, 0, "4",
+     "spool files processed at once (they share the concurrency limits fairly)"},
+    {"rescan_interval", T_DURATION, F(rescan_interval_ms), 100, HOUR_MS, 1000, "5s",
+     "the spool is rescanned this often in case a file-system event was missed"},
     {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
      "PEM file of trusted CA certificates (default: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
@@ -221,6 +233,17 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
         memcpy(field, value, len + 1);
         return 0;
     }
+    case T_FSYNC:
+        if (strcmp(value, "never") == 0)
+            *(int *)field = 0;
+        else if (strcmp(value, "interval") == 0)
+            *(int *)field = 1;
+        else if (strcmp(value, "always") == 0)
+            *(int *)field = 2;
+        else
+            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
+                             d->name, value);
+        return 0;
     case T_BOOL:
         if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "on") == 0 ||
             strcmp(value, "1") == 0)
@@ -253,10 +276,136 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
     return 0;
 }
 
+static int directive_index(const directive_t *d)
+{
+    return (int)(d - directives);
+}
+
+void hv_config_where(const hv_config_t *cfg, const char *name, char *out, size_t cap)
+{
+    const directive_t *d = find_directive(name);
+    int o = d != NULL ? cfg->origin[directive_index(d)] : 0;
+    if (o > 0)
+        snprintf(out, cap, "%s:%d", cfg->config_file, o);
+    else if (o < 0)
+        snprintf(out, cap, "command line");
+    else
+        snprintf(out, cap, "default");
+}
+
+int hv_config_is_set(const hv_config_t *cfg, const char *name)
+{
+    const directive_t *d = find_directive(name);
+    return d != NULL && cfg->origin[directive_index(d)] != 0;
+}
+
+void hv_config_mark_cli(hv_config_t *cfg, const char *name)
+{
+    const directive_t *d = find_directive(name);
+    if (d != NULL)
+        cfg->origin[directive_index(d)] = -1;
+}
+
+/* ---- INI files (inih) ---- */
+
+typedef struct {
+    FILE *f;
+    const char *path;
+    int line;
+    int too_long;
+    hv_config_t *cfg;
+    char *err;
+    size_t errcap;
+    int failed;
+} ini_state_t;
+
+/* inih's reader: one line at a time, so that we know the line number, and so that an
+ * over-long line is an error instead of being cut (inih's own buffer is INI_MAX_LINE). */
+static char *ini_read_line(char *str, int num, void *stream)
+{
+    ini_state_t *st = stream;
+    char buf[4096];
+    if (st->failed || fgets(buf, sizeof(buf), st->f) == NULL)
+        return NULL;
+    st->line++;
+    size_t len = strlen(buf);
+    int complete = len > 0 && buf[len - 1] == '\n';
+    if (!complete && !feof(st->f)) {
+        st->too_long = 1;
+        return NULL;
+    }
+    /* Leading blanks would make inih read the line as a continuation of the previous
+     * value; a config line never means that here. */
+    char *p = buf;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    len = strlen(p);
+    if (len + 1 > (size_t)num) {
+        st->too_long = 1;
+        return NULL;
+    }
+    memcpy(str, p, len + 1);
+    return str;
+}
+
+static int on_ini_entry(void *user, const char *section, const char *name, const char *value)
+{
+    ini_state_t *st = user;
+    char msg[512];
+    if (st->failed)
+        return 0;
+    if (section[0] != '\0') {
+        snprintf(st->err, st->errcap, "%s:%d: unknown section [%s]", st->path, st->line, section);
+        st->failed = 1;
+        return 0;
+    }
+    int rc = hv_config_set(st->cfg, name, value, msg, sizeof(msg));
+    if (rc != 0) {
+        snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
+        st->failed = 1;
+        return 0;
+    }
+    const directive_t *d = find_directive(name);
+    st->cfg->origin[directive_index(d)] = st->line;
+    return 1;
+}
+
+int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t errcap)
+{
+    ini_state_t st;
+    memset(&st, 0, sizeof(st));
+    st.path = path;
+    st.cfg = cfg;
+    st.err = err;
+    st.errcap = errcap;
+    st.f = fopen(path, "r");
+    if (st.f == NULL) {
+        snprintf(err, errcap, "cannot read config file %s: %s", path, strerror(errno));
+        return UV_EINVAL;
+    }
+    snprintf(cfg->config_file, sizeof(cfg->config_file), "%s", path);
+    int rc = ini_parse_stream(ini_read_line, &st, on_ini_entry, &st);
+    fclose(st.f);
+    if (st.too_long) {
+        snprintf(err, errcap, "%s:%d: line too long (at most %d characters)", path, st.line,
+                 INI_MAX_LINE - 2);
+        return UV_EINVAL;
+    }
+    if (st.failed)
+        return UV_EINVAL;
+    if (rc != 0) {
+        snprintf(err, errcap, "%s:%d: syntax error (expected 'key = value' or a comment)", path,
+                 rc > 0 ? rc : st.line);
+        return UV_EINVAL;
+    }
+    return 0;
+}
+
 void hv_config_defaults(hv_config_t *cfg)
 {
     char err[256];
     memset(cfg, 0, sizeof(*cfg));
+    _Static_assert(HV_ARRAY_SIZE(directives) <= HV_ARRAY_SIZE(cfg->origin), "origin[] too small");
     for (size_t i = 0; i < HV_ARRAY_SIZE(directives); i++) {
         int rc = hv_config_set(cfg, directives[i].name, directives[i].def, err, sizeof(err));
         if (rc != 0) {

@@ -4,18 +4,35 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
 hv_log_level_t hv_log_level = HV_LOG_NOTICE;
 
 static const char *const level_names[] = {"debug", "info", "notice", "warning", "error"};
+/* syslog priorities of the levels above (debug 7 ... err 3) */
+static const int level_priority[] = {7, 6, 5, 4, 3};
+static int to_journal;
+
+void hv_log_init(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    struct stat st;
+    unsigned long long dev, ino;
+    if (js == NULL || sscanf(js, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) != 0)
+        return;
+    to_journal = (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
 
 void hv_log_write(hv_log_level_t lvl, const char *fmt, ...)
 {
     char line[4096];
-    int n = snprintf(line, sizeof(line), "harvestd: level=%s ", level_names[lvl]);
+    int n = to_journal ? snprintf(line, sizeof(line), "<%d>level=%s ", level_priority[lvl],
+                                  level_names[lvl])
+                       : snprintf(line, sizeof(line), "harvestd: level=%s ", level_names[lvl]);
     if (n < 0)
         return;
     size_t room = sizeof(line) - (size_t)n - 1; /* keep one byte for '\n' */

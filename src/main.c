@@ -1,67 +1,99 @@
 /*
- * main.c: command line, the loop, signals and exit status.
+ * main.c: command line, the loop, signals, systemd notification and exit status.
  *
- * Exit status: 0 every input line has its record; 1 internal failure (the output is
- * incomplete); 2 usage error; 3 interrupted by SIGINT/SIGTERM after a graceful drain.
+ *   harvestd -c FILE              the spool daemon (foreground; systemd supervises it)
+ *   harvestd --check-config -c FILE
+ *   harvestd --once FILE -o OUT   one URL list, then exit
+ *
+ * Exit status: 0 done (--once: every input line has its record; daemon: drained after
+ * SIGTERM); 1 internal failure (an output could not be written...); 2 usage or configuration
+ * error; 3 --once interrupted by SIGINT/SIGTERM after a graceful drain.
  */
 #include <assert.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <systemd/sd-daemon.h>
 #include <uv.h>
 
+#include "harvestd/batch.h"
 #include "harvestd/common.h"
 #include "harvestd/config.h"
-#include "harvestd/log.h"
-#include "harvestd/batch.h"
 #include "harvestd/engine.h"
+#include "harvestd/log.h"
 #include "harvestd/reader.h"
+#include "harvestd/spool.h"
 #include "harvestd/tls.h"
 
 enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 3 };
 
+#define STATUS_INTERVAL_MS 5000
+
 typedef struct {
     uv_loop_t loop;
     hv_config_t cfg;
+    const char *config_path;
+    int check_only;
     hv_engine_t *engine;
-    hv_batch_t *batch;
+    hv_batch_t *batch;    /* --once */
+    hv_spool_t *spool;    /* daemon */
     hv_tls_ctx_t *tls;
     uv_signal_t sigint;
     uv_signal_t sigterm;
+    uv_signal_t sighup;
+    uv_timer_t status_timer;
+    uv_timer_t watchdog_timer;
+    int daemon_handles;
     int signals;
+    int stopping;
     int exit_code;
 } app_t;
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: harvestd --once FILE -o OUTPUT [options]\n"
+            "usage: harvestd -c CONFIG                 run the spool daemon (foreground)\n"
+            "       harvestd --check-config -c CONFIG  validate the configuration and exit\n"
+            "       harvestd --once FILE -o OUTPUT     fetch one URL list, then exit\n"
             "\n"
-            "Fetch every URL listed in FILE (one per line, '-' for standard input) and write one\n"
-            "JSON record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
+            "--once reads FILE (one URL per line, '-' for standard input) and writes one JSON\n"
+            "record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
             "\n"
-            "  --once FILE            the URL list\n"
-            "  -o, --output FILE      the JSONL output\n"
+            "  -c, --config FILE      INI configuration (command-line options override it)\n"
             "  --insecure             do not verify TLS certificates (prints a warning)\n"
             "  -v                     more logging (-vv for debug); -q for warnings only\n"
             "  --help, --version\n"
             "\n"
-            "Tunables (--name VALUE or --name=VALUE; sizes take k/m/g, durations ms/s/m/h):\n");
+            "Directives (config 'name = value', or --name VALUE / --name=VALUE here;\n"
+            "sizes take k/m/g, durations ms/s/m/h):\n");
     hv_config_print_help(out);
-    fprintf(out, "\nExit status: 0 done, 1 internal failure, 2 usage error, 3 interrupted.\n");
+    fprintf(out, "\nExit status: 0 done, 1 internal failure, 2 usage or configuration error,\n"
+                 "3 --once interrupted.\n");
 }
 
 static int usage_error(const char *msg, const char *arg)
 {
-    fprintf(stderr, "harvestd: %s%s%s\n", msg, arg ? arg : "", "\nTry 'harvestd --help'.");
+    fprintf(stderr, "harvestd: %s%s\nTry 'harvestd --help'.\n", msg, arg ? arg : "");
     return EXIT_USAGE;
 }
 
+typedef struct {
+    char *name;
+    const char *value;
+} opt_t;
+
+/* Two passes: find the mode and the config file first, so that the file is read before the
+ * command line overrides it. */
 static int parse_args(app_t *app, int argc, char **argv)
 {
     hv_config_t *cfg = &app->cfg;
-    char err[512];
+    char err[1200];
+    opt_t *opts = hv_xcalloc((size_t)argc + 1, sizeof(*opts));
+    size_t nopts = 0;
+    int rc = EXIT_OK;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -73,21 +105,28 @@ static int parse_args(app_t *app, int argc, char **argv)
             printf("harvestd %s\n", HV_VERSION);
             exit(EXIT_OK);
         }
-        if (strcmp(a, "-v") == 0 || strcmp(a, "-vv") == 0 || strcmp(a, "-q") == 0) {
-            cfg->log_level = a[1] == 'q' ? HV_LOG_WARNING : a[2] ? HV_LOG_DEBUG : HV_LOG_INFO;
+        if (strcmp(a, "--check-config") == 0) {
+            app->check_only = 1;
             continue;
         }
-        if (strncmp(a, "--", 2) != 0 && strcmp(a, "-o") != 0)
-            return usage_error("unexpected argument: ", a);
-
-        /* --name=value or --name value */
+        if (strcmp(a, "-v") == 0 || strcmp(a, "-vv") == 0 || strcmp(a, "-q") == 0) {
+            opts[nopts].name = hv_xstrdup("log_level");
+            opts[nopts++].value = a[1] == 'q' ? "warning" : a[2] ? "debug" : "info";
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0 && strcmp(a, "-o") != 0 && strcmp(a, "-c") != 0) {
+            rc = usage_error("unexpected argument: ", a);
+            goto out;
+        }
         char name[64];
-        const char *value = NULL;
+        const char *value;
         const char *eq = strchr(a, '=');
         const char *n = a[1] == '-' ? a + 2 : a + 1;
         size_t nlen = eq ? (size_t)(eq - n) : strlen(n);
-        if (nlen == 0 || nlen >= sizeof(name))
-            return usage_error("unknown option: ", a);
+        if (nlen == 0 || nlen >= sizeof(name)) {
+            rc = usage_error("unknown option: ", a);
+            goto out;
+        }
         memcpy(name, n, nlen);
         name[nlen] = '\0';
         if (eq != NULL) {
@@ -95,29 +134,65 @@ static int parse_args(app_t *app, int argc, char **argv)
         } else if (hv_config_is_flag(name)) {
             value = "yes";
         } else {
-            if (i + 1 >= argc)
-                return usage_error("missing value for ", a);
+            if (i + 1 >= argc) {
+                rc = usage_error("missing value for ", a);
+                goto out;
+            }
             value = argv[++i];
         }
         if (strcmp(name, "once") == 0) {
             cfg->input_path = value;
         } else if (strcmp(name, "o") == 0 || strcmp(name, "output") == 0) {
             cfg->output_path = value;
+        } else if (strcmp(name, "c") == 0 || strcmp(name, "config") == 0) {
+            app->config_path = value;
         } else {
-            int rc = hv_config_set(cfg, name, value, err, sizeof(err));
-            if (rc == UV_ENOENT)
-                return usage_error("unknown option: ", a);
-            if (rc != 0)
-                return usage_error(err, NULL);
+            opts[nopts].name = hv_xstrndup(n, nlen);
+            opts[nopts++].value = value;
         }
     }
-    if (cfg->input_path == NULL)
-        return usage_error("no input: give --once FILE", NULL);
-    if (cfg->output_path == NULL)
-        return usage_error("no output: give -o FILE (or -o - for standard output)", NULL);
+
+    if (app->config_path != NULL &&
+        hv_config_load_file(cfg, app->config_path, err, sizeof(err)) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    for (size_t i = 0; i < nopts; i++) {
+        int r = hv_config_set(cfg, opts[i].name, opts[i].value, err, sizeof(err));
+        if (r == UV_ENOENT) {
+            rc = usage_error("unknown option: --", opts[i].name);
+            goto out;
+        }
+        if (r != 0) {
+            rc = usage_error(err, NULL);
+            goto out;
+        }
+        hv_config_mark_cli(cfg, opts[i].name);
+    }
+    if (cfg->input_path != NULL && cfg->output_path == NULL) {
+        rc = usage_error("no output: give -o FILE (or -o - for standard output)", NULL);
+        goto out;
+    }
+    if (cfg->input_path == NULL && cfg->output_path != NULL) {
+        rc = usage_error("-o is for --once FILE", NULL);
+        goto out;
+    }
+    if (cfg->input_path == NULL && app->config_path == NULL) {
+        rc = usage_error("nothing to do: give -c CONFIG (daemon) or --once FILE -o OUTPUT", NULL);
+        goto out;
+    }
+    /* --once finishes or gives up in seconds; the daemon's default drain is longer. */
+    if (cfg->input_path != NULL && !hv_config_is_set(cfg, "drain_timeout"))
+        cfg->drain_timeout_ms = 5000;
     if (hv_config_finish(cfg, err, sizeof(err)) != 0)
-        return usage_error(err, NULL);
-    return EXIT_OK;
+        rc = usage_error(err, NULL);
+
+out:
+    for (size_t i = 0; i < nopts; i++)
+        free(opts[i].name);
+    free(opts);
+    return rc;
 }
 
 static void close_walk_cb(uv_handle_t *h, void *arg)
@@ -129,15 +204,39 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     }
 }
 
+/* The threadpool is shared by parses, file I/O and DNS lookups; it must be larger than the
+ * parse limit or lookups would queue behind parses. Set before the first request. */
+static void size_threadpool(unsigned parse_jobs)
+{
+    if (getenv("UV_THREADPOOL_SIZE") != NULL)
+        return;
+    char n[16];
+    snprintf(n, sizeof(n), "%u", HV_MIN(parse_jobs + 4, 1024u));
+    setenv("UV_THREADPOOL_SIZE", n, 1);
+}
+
+/* Use every file descriptor we are allowed: connections, outputs and inputs all need one. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+/* ---- --once ---- */
+
 static void on_engine_closed(void *ud)
 {
     app_t *app = ud;
     app->engine = NULL;
     uv_close((uv_handle_t *)&app->sigint, NULL);
     uv_close((uv_handle_t *)&app->sigterm, NULL);
+    uv_close((uv_handle_t *)&app->sighup, NULL);
 }
 
-static void on_done(void *ud, hv_batch_t *b, int status, const char *detail)
+static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail)
 {
     app_t *app = ud;
     char line[4096], engine_stats[1024];
@@ -160,94 +259,238 @@ static void on_done(void *ud, hv_batch_t *b, int status, const char *detail)
     hv_engine_close(app->engine, on_engine_closed, app);
 }
 
+static int start_once(app_t *app)
+{
+    hv_source_t *src = NULL;
+    int rc = hv_reader_open(&app->loop, app->cfg.input_path, &src);
+    if (rc != 0) {
+        fprintf(stderr, "harvestd: cannot open input %s: %s\n", app->cfg.input_path,
+                hv_strerror(rc));
+        return EXIT_USAGE;
+    }
+    app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
+    hv_batch_opts_t opts = {
+        .name = app->cfg.input_path,
+        .output_path = app->cfg.output_path,
+        .fsync = HV_FSYNC_NEVER, /* one fsync at the end is enough for --once */
+    };
+    rc = hv_batch_new(app->engine, &opts, src, on_once_done, app, &app->batch);
+    if (rc != 0) {
+        if (rc == UV_EEXIST)
+            fprintf(stderr, "harvestd: output %s already exists; refusing to append to it\n",
+                    app->cfg.output_path);
+        else
+            fprintf(stderr, "harvestd: cannot create output %s: %s\n", app->cfg.output_path,
+                    hv_strerror(rc));
+        hv_source_close(src);
+        hv_engine_close(app->engine, NULL, NULL);
+        app->engine = NULL;
+        return EXIT_USAGE;
+    }
+    HV_LOG(HV_LOG_INFO,
+           "event=start mode=once version=%s input=%s output=%s concurrency=%u per_host=%u "
+           "parse_jobs=%u",
+           HV_VERSION, app->cfg.input_path, app->cfg.output_path, app->cfg.concurrency,
+           app->cfg.per_host, app->cfg.parse_jobs);
+    return EXIT_OK;
+}
+
+/* ---- the daemon ---- */
+
+static void notify_status(app_t *app)
+{
+    const hv_spool_stats_t *s = hv_spool_stats(app->spool);
+    sd_notifyf(0,
+               "STATUS=%s: %u active, %" PRIu64 " done, %" PRIu64 " rejected, %" PRIu64
+               " records written",
+               app->stopping ? "draining" : "running", s->active, s->completed, s->rejected,
+               s->records);
+}
+
+static void on_daemon_handle_close(uv_handle_t *h)
+{
+    app_t *app = h->data;
+    app->daemon_handles--;
+}
+
+static void on_spool_closed(void *ud)
+{
+    app_t *app = ud;
+    app->spool = NULL;
+    hv_engine_close(app->engine, on_engine_closed, app);
+    uv_close((uv_handle_t *)&app->status_timer, on_daemon_handle_close);
+    uv_close((uv_handle_t *)&app->watchdog_timer, on_daemon_handle_close);
+}
+
+static void on_spool_progress(void *ud);
+
+static void daemon_stop(app_t *app, int force)
+{
+    if (!app->stopping) {
+        app->stopping = 1;
+        sd_notify(0, "STOPPING=1");
+        HV_LOG(HV_LOG_NOTICE, "event=stopping drain_timeout_ms=%" PRIu64 " force=%d",
+               app->cfg.drain_timeout_ms, force);
+        hv_spool_stop(app->spool);
+    }
+    hv_engine_stop(app->engine, force);
+    notify_status(app);
+    on_spool_progress(app); /* closes at once when no batch is running */
+}
+
+static void on_spool_progress(void *ud)
+{
+    app_t *app = ud;
+    if (app->spool == NULL)
+        return;
+    notify_status(app);
+    if (app->stopping && hv_engine_batches(app->engine) == 0 && hv_spool_stats(app->spool)->active == 0)
+        hv_spool_close(app->spool, on_spool_closed, app);
+}
+
+static void on_spool_fatal(void *ud, int err, const char *detail)
+{
+    app_t *app = ud;
+    fprintf(stderr, "harvestd: error: %s: %s; stopping (the batch resumes after a restart)\n",
+            detail, hv_strerror(err));
+    app->exit_code = EXIT_INTERNAL;
+    daemon_stop(app, 0);
+}
+
+static void on_status_timer(uv_timer_t *t)
+{
+    notify_status(t->data);
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+    (void)t;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static int start_daemon(app_t *app)
+{
+    char err[1500];
+    static const hv_spool_cbs_t cbs = {on_spool_fatal, on_spool_progress};
+
+    app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
+    int rc = hv_spool_open(&app->loop, &app->cfg, app->engine, &cbs, app, &app->spool, err,
+                           sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        hv_engine_close(app->engine, NULL, NULL);
+        app->engine = NULL;
+        return EXIT_USAGE;
+    }
+    uv_timer_init(&app->loop, &app->status_timer);
+    uv_timer_init(&app->loop, &app->watchdog_timer);
+    app->status_timer.data = app;
+    app->watchdog_timer.data = app;
+    app->daemon_handles = 2;
+    rc = hv_spool_start(app->spool, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        app->exit_code = EXIT_USAGE;
+        daemon_stop(app, 1);
+        return EXIT_USAGE;
+    }
+    uv_timer_start(&app->status_timer, on_status_timer, STATUS_INTERVAL_MS, STATUS_INTERVAL_MS);
+    uint64_t usec = 0;
+    if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+        uint64_t ms = usec / 2000; /* ping twice per period */
+        uv_timer_start(&app->watchdog_timer, on_watchdog, 0, ms > 0 ? ms : 1);
+    }
+    HV_LOG(HV_LOG_NOTICE,
+           "event=start mode=daemon version=%s config=%s spool_dir=%s concurrency=%u per_host=%u "
+           "max_active_batches=%u",
+           HV_VERSION, app->config_path, app->cfg.spool_dir, app->cfg.concurrency,
+           app->cfg.per_host, app->cfg.max_active_batches);
+    sd_notify(0, "READY=1");
+    notify_status(app);
+    return EXIT_OK;
+}
+
+/* ---- signals ---- */
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     app_t *app = h->data;
+    if (signum == SIGHUP) {
+        HV_LOG(HV_LOG_NOTICE, "event=signal signal=HUP action=ignored (restart to reload)");
+        return;
+    }
     app->signals++;
     HV_LOG(HV_LOG_NOTICE, "event=signal signal=%s action=%s", signum == SIGINT ? "INT" : "TERM",
            app->signals == 1 ? "drain" : "stop");
-    if (app->engine != NULL)
-        hv_engine_stop(app->engine, app->signals > 1);
-}
-
-/* The threadpool is shared by parses, file I/O and DNS lookups; it must be larger than the
- * parse limit or lookups would queue behind parses. Set before the first request. */
-static void size_threadpool(unsigned parse_jobs)
-{
-    if (getenv("UV_THREADPOOL_SIZE") != NULL)
+    if (app->engine == NULL)
         return;
-    char n[16];
-    snprintf(n, sizeof(n), "%u", HV_MIN(parse_jobs + 4, 1024u));
-    setenv("UV_THREADPOOL_SIZE", n, 1);
+    if (app->spool != NULL)
+        daemon_stop(app, app->signals > 1);
+    else
+        hv_engine_stop(app->engine, app->signals > 1);
 }
 
 int main(int argc, char **argv)
 {
     app_t app;
-    hv_source_t *src = NULL;
+    char err[1200];
     int rc;
 
     memset(&app, 0, sizeof(app));
+    hv_log_init();
     hv_config_defaults(&app.cfg);
     rc = parse_args(&app, argc, argv);
     if (rc != EXIT_OK)
         return rc;
     hv_log_level = app.cfg.log_level;
-    size_threadpool(app.cfg.parse_jobs);
-    /* A reader that went away must surface as a write error (EPIPE), not kill us. */
-    signal(SIGPIPE, SIG_IGN);
 
-    char err[512];
     rc = hv_tls_ctx_new(app.cfg.ca_file[0] ? app.cfg.ca_file : NULL, app.cfg.insecure, &app.tls,
                         err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "harvestd: %s\n", err);
         return EXIT_USAGE;
     }
+    if (app.check_only) {
+        rc = EXIT_OK;
+        if (app.cfg.input_path == NULL) {
+            uv_fs_t req;
+            char where[1100];
+            hv_config_where(&app.cfg, "spool_dir", where, sizeof(where));
+            if (uv_fs_stat(NULL, &req, app.cfg.spool_dir, NULL) != 0 ||
+                !S_ISDIR(req.statbuf.st_mode)) {
+                fprintf(stderr, "harvestd: %s: spool_dir: %s is not a directory\n", where,
+                        app.cfg.spool_dir);
+                rc = EXIT_USAGE;
+            }
+            uv_fs_req_cleanup(&req);
+        }
+        if (rc == EXIT_OK)
+            printf("harvestd: configuration OK%s%s\n", app.config_path ? ": " : "",
+                   app.config_path ? app.config_path : "");
+        hv_tls_ctx_free(app.tls);
+        return rc;
+    }
     if (app.cfg.insecure)
         fprintf(stderr, "harvestd: warning: --insecure: TLS certificates are NOT verified; "
                         "any server can impersonate any site\n");
+    size_threadpool(app.cfg.parse_jobs);
+    raise_nofile();
+    /* A reader that went away must surface as a write error (EPIPE), not kill us. */
+    signal(SIGPIPE, SIG_IGN);
 
     uv_loop_init(&app.loop);
-    rc = hv_reader_open(&app.loop, app.cfg.input_path, &src);
-    if (rc != 0) {
-        fprintf(stderr, "harvestd: cannot open input %s: %s\n", app.cfg.input_path,
-                hv_strerror(rc));
-        uv_loop_close(&app.loop);
-        hv_tls_ctx_free(app.tls);
-        return EXIT_USAGE;
+    rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);
+    if (rc == EXIT_OK || app.spool != NULL) {
+        uv_signal_init(&app.loop, &app.sigint);
+        uv_signal_init(&app.loop, &app.sigterm);
+        uv_signal_init(&app.loop, &app.sighup);
+        app.sigint.data = app.sigterm.data = app.sighup.data = &app;
+        uv_signal_start(&app.sigint, on_signal, SIGINT);
+        uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+        uv_signal_start(&app.sighup, on_signal, SIGHUP);
     }
-    app.engine = hv_engine_new(&app.loop, &app.cfg, app.tls);
-    hv_batch_opts_t opts = {
-        .name = app.cfg.input_path,
-        .output_path = app.cfg.output_path,
-        .fsync = HV_FSYNC_NEVER, /* one fsync at the end is enough for --once */
-    };
-    rc = hv_batch_new(app.engine, &opts, src, on_done, &app, &app.batch);
-    if (rc != 0) {
-        if (rc == UV_EEXIST)
-            fprintf(stderr, "harvestd: output %s already exists; refusing to append to it\n",
-                    app.cfg.output_path);
-        else
-            fprintf(stderr, "harvestd: cannot create output %s: %s\n", app.cfg.output_path,
-                    hv_strerror(rc));
-        hv_source_close(src);
-        hv_engine_close(app.engine, NULL, NULL);
-        uv_run(&app.loop, UV_RUN_DEFAULT);
-        uv_loop_close(&app.loop);
-        hv_tls_ctx_free(app.tls);
-        return EXIT_USAGE;
-    }
-    uv_signal_init(&app.loop, &app.sigint);
-    uv_signal_init(&app.loop, &app.sigterm);
-    app.sigint.data = &app;
-    app.sigterm.data = &app;
-    uv_signal_start(&app.sigint, on_signal, SIGINT);
-    uv_signal_start(&app.sigterm, on_signal, SIGTERM);
-
-    HV_LOG(HV_LOG_INFO, "event=start version=%s input=%s output=%s concurrency=%u per_host=%u "
-           "parse_jobs=%u", HV_VERSION, app.cfg.input_path, app.cfg.output_path,
-           app.cfg.concurrency, app.cfg.per_host, app.cfg.parse_jobs);
+    if (rc != EXIT_OK)
+        app.exit_code = rc;
     uv_run(&app.loop, UV_RUN_DEFAULT);
 
     /* Everything should be closed by now; anything left is a bug we still clean up. */

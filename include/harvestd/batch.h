@@ -48,7 +48,7 @@ typedef struct {
     uint64_t ok;
     uint64_t failed;
     uint64_t by_type[32];      /* indexed by hv_error_type_t */
-    uint64_t by_status[6];     /* http_status / 100 (0: none) */
+    uint64_t by_status[600];   /* by http_status (100..599) */
     uint64_t body_bytes;       /* sum of `bytes` over records that have it */
     uint64_t with_bytes;
     unsigned hwm_jobs;

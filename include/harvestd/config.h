@@ -45,6 +45,17 @@ typedef struct {
     /* output and shutdown */
     uint64_t flush_ms;          /* a completed record reaches the kernel within this */
     uint64_t drain_timeout_ms;  /* in-flight requests get this long after SIGINT/SIGTERM */
+    int fsync_policy;           /* 0 never, 1 interval, 2 always */
+    uint64_t fsync_interval_ms;
+
+    /* the spool daemon */
+    char spool_dir[1024];
+    unsigned max_active_batches;
+    uint64_t rescan_interval_ms;
+
+    /* where each directive was last set: 0 default, >0 line of config_file, -1 command line */
+    int origin[64];
+    char config_file[1024];
 
     hv_log_level_t log_level;
 } hv_config_t;
@@ -58,6 +69,22 @@ void hv_config_defaults(hv_config_t *cfg);
  * source location into `err` (e.g. "max_bytes: '12q' is not a size (use k, m or g)").
  */
 int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *err, size_t errcap);
+
+/**
+ * Read an INI config file: `key = value` lines (directives as above), `#` or `;` comments.
+ * Errors name the file and line: unknown keys, bad values, over-long lines (never silently
+ * truncated). Returns 0, or UV_EINVAL with the message in `err`.
+ */
+int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t errcap);
+
+/** "file:line" or "command line" or "default" for where `name` got its value. */
+void hv_config_where(const hv_config_t *cfg, const char *name, char *out, size_t cap);
+
+/** Whether `name` was set explicitly (file or command line). */
+int hv_config_is_set(const hv_config_t *cfg, const char *name);
+
+/** Mark `name` as set from the command line (after a successful hv_config_set). */
+void hv_config_mark_cli(hv_config_t *cfg, const char *name);
 
 /** Whether directive `name` is a yes/no switch (on the command line it takes no value). */
 int hv_config_is_flag(const char *name);

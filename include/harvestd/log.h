@@ -18,6 +18,10 @@ typedef enum {
 
 extern hv_log_level_t hv_log_level;
 
+/** Detect whether stderr is the systemd journal (JOURNAL_STREAM): lines then carry a
+ * "<N>" priority prefix instead of the program name. Call once at start-up. */
+void hv_log_init(void);
+
 #define HV_LOG(lvl, ...)                                                                   \
     do {                                                                                   \
         if ((lvl) >= hv_log_level)                                                         \

@@ -1,0 +1,44 @@
+/*
+ * resume.h: picking a batch up again after a crash or a kill.
+ *
+ * The output of an interrupted batch is repaired (a torn last line, i.e. one without its
+ * newline or not valid JSON, is truncated away) and read to learn which requested URLs
+ * already have an `ok` record. Those input lines are skipped when the batch runs again; every
+ * other line (no record, or a failed one) is processed again and appended, so for one URL the
+ * last record wins.
+ *
+ * Duplicated input lines are counted: two `ok` records for a URL skip two of its lines, one
+ * skips one. The set keeps a 64-bit hash and a count per URL (16 bytes), not the URL itself.
+ */
+#ifndef HARVESTD_RESUME_H
+#define HARVESTD_RESUME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hv_okset_s hv_okset_t;
+
+hv_okset_t *hv_okset_new(void);
+void hv_okset_add(hv_okset_t *s, const char *url, size_t len);
+/** If `url` has an unused ok record, use it up and return 1; else 0. */
+int hv_okset_take(hv_okset_t *s, const char *url, size_t len);
+/** ok records not used up yet. */
+uint64_t hv_okset_count(const hv_okset_t *s);
+void hv_okset_free(hv_okset_t *s);
+
+typedef struct {
+    uint64_t records;        /* complete records kept */
+    uint64_t ok;             /* of which ok (added to the set) */
+    uint64_t truncated;      /* bytes cut off the end (a torn last line) */
+    uint64_t bad_lines;      /* invalid lines before the last one (kept, reported) */
+} hv_repair_t;
+
+/**
+ * Repair the JSONL output at `path` in place and add its ok records to `set` (may be NULL).
+ * A missing file is not an error (nothing to resume). Returns 0, or a UV_E* error with a
+ * message in `err`.
+ */
+int hv_output_repair(const char *path, hv_okset_t *set, hv_repair_t *out, char *err,
+                     size_t errcap);
+
+#endif

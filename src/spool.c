@@ -1,0 +1,717 @@
+/* spool.c: claiming, resuming, completing and rejecting spool files. */
+#include "harvestd/spool.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/queue.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harvestd/batch.h"
+#include "harvestd/common.h"
+#include "harvestd/log.h"
+#include "harvestd/reader.h"
+#include "harvestd/record.h"
+#include "harvestd/resume.h"
+#include "harvestd/utf8.h"
+
+#define MAX_SUFFIX 10000
+#define SCAN_MAX 10000
+#define SCAN_DEBOUNCE_MS 20
+
+typedef struct sbatch_s {
+    hv_spool_t *sp;
+    char *name;
+    char *active_path;
+    char *out_path;
+    char *summary_path;
+    int lock_fd;
+    int resumed;
+    hv_okset_t *okset;
+    hv_batch_t *batch;
+    TAILQ_ENTRY(sbatch_s) link;
+} sbatch_t;
+
+struct hv_spool_s {
+    uv_loop_t *loop;
+    const hv_config_t *cfg;
+    hv_engine_t *engine;
+    hv_spool_cbs_t cbs;
+    void *ud;
+    char *incoming;
+    char *active;
+    char *done;
+    char *rejected;
+    char *out;
+    uv_fs_event_t event;
+    uv_timer_t timer;
+    int started;
+    int stopping;
+    int closing;
+    int handles;
+    void (*closed)(void *ud);
+    void *closed_ud;
+    TAILQ_HEAD(, sbatch_s) batches;
+    unsigned nactive;
+    hv_spool_stats_t stats;
+};
+
+static void scan(hv_spool_t *sp);
+
+static char *join(const char *dir, const char *name, const char *suffix)
+{
+    size_t n = strlen(dir) + strlen(name) + strlen(suffix) + 2;
+    char *p = hv_xmalloc(n);
+    snprintf(p, n, "%s/%s%s", dir, name, suffix);
+    return p;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static int ensure_dir(const char *path, char *err, size_t errcap)
+{
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        snprintf(err, errcap, "%s exists and is not a directory", path);
+        return UV_ENOTDIR;
+    }
+    if (mkdir(path, 0750) != 0 && errno != EEXIST) {
+        snprintf(err, errcap, "cannot create %s: %s", path, strerror(errno));
+        return UV_EIO;
+    }
+    return 0;
+}
+
+int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
+                  const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,
+                  size_t errcap)
+{
+    struct stat st;
+    char where[1100];
+
+    *out = NULL;
+    hv_config_where(cfg, "spool_dir", where, sizeof(where));
+    if (stat(cfg->spool_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errcap, "%s: spool_dir: %s is not a directory (%s)", where, cfg->spool_dir,
+                 stat(cfg->spool_dir, &st) != 0 ? strerror(errno) : "not a directory");
+        return UV_ENOENT;
+    }
+    hv_spool_t *sp = hv_xcalloc(1, sizeof(*sp));
+    sp->loop = loop;
+    sp->cfg = cfg;
+    sp->engine = engine;
+    sp->cbs = *cbs;
+    sp->ud = ud;
+    sp->incoming = join(cfg->spool_dir, "incoming", "");
+    sp->active = join(cfg->spool_dir, "active", "");
+    sp->done = join(cfg->spool_dir, "done", "");
+    sp->rejected = join(cfg->spool_dir, "rejected", "");
+    sp->out = join(cfg->spool_dir, "out", "");
+    TAILQ_INIT(&sp->batches);
+    const char *dirs[] = {sp->incoming, sp->active, sp->done, sp->rejected, sp->out};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(dirs); i++) {
+        int rc = ensure_dir(dirs[i], err, errcap);
+        if (rc != 0) {
+            free(sp->incoming);
+            free(sp->active);
+            free(sp->done);
+            free(sp->rejected);
+            free(sp->out);
+            free(sp);
+            return rc;
+        }
+    }
+    *out = sp;
+    return 0;
+}
+
+/* ---- moving files ---- */
+
+/* Rename `from` into `dir` as `name`, or `name.1`, `name.2`... whichever is free; never
+ * replaces a file. Returns 0 with the final name in *final (malloc'd), or -errno. */
+static int move_unique(const char *from, const char *dir, const char *name, char **final)
+{
+    char suffix[32];
+    for (int i = 0; i < MAX_SUFFIX; i++) {
+        if (i == 0)
+            suffix[0] = '\0';
+        else
+            snprintf(suffix, sizeof(suffix), ".%d", i);
+        char *to = join(dir, name, suffix);
+        int rc = renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+        int e = errno;
+        free(to);
+        if (rc == 0) {
+            if (final != NULL) {
+                size_t n = strlen(name) + strlen(suffix) + 1;
+                *final = hv_xmalloc(n);
+                snprintf(*final, n, "%s%s", name, suffix);
+            }
+            return 0;
+        }
+        if (e != EEXIST)
+            return -e;
+    }
+    return -EEXIST;
+}
+
+static void fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+static void reject(hv_spool_t *sp, const char *from, const char *name, const char *reason)
+{
+    char *final = NULL;
+    int rc = move_unique(from, sp->rejected, name, &final);
+    if (rc != 0) {
+        HV_LOG(HV_LOG_WARNING, "event=reject_failed file=\"%s\" reason=\"%s\" err=%s", from,
+               reason, uv_err_name(rc));
+        return;
+    }
+    char *reason_path = join(sp->rejected, final, ".reason");
+    FILE *f = fopen(reason_path, "w");
+    if (f != NULL) {
+        fprintf(f, "%s\n", reason);
+        fclose(f);
+    }
+    HV_LOG(HV_LOG_WARNING, "event=rejected file=\"%s\" reason=\"%s\"", final, reason);
+    sp->stats.rejected++;
+    free(reason_path);
+    free(final);
+}
+
+/* ---- summaries ---- */
+
+static void add_uint(cJSON *obj, const char *key, uint64_t v)
+{
+    char digits[32];
+    snprintf(digits, sizeof(digits), "%" PRIu64, v);
+    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(digits));
+}
+
+static int write_summary(sbatch_t *sb, int64_t finished_ms, char *err, size_t errcap)
+{
+    hv_spool_t *sp = sb->sp;
+    const hv_batch_stats_t *s = hv_batch_stats(sb->batch);
+    char ts[32], digits[64];
+    int rc = 0;
+
+    cJSON *root = cJSON_CreateObject();
+    size_t name_len;
+    char *name = hv_utf8_sanitize(sb->name, strlen(sb->name), &name_len);
+    cJSON_AddStringToObject(root, "batch", name);
+    free(name);
+    add_uint(root, "records", s->records + s->skipped);
+    add_uint(root, "ok", s->ok + s->skipped);
+    add_uint(root, "failed", s->failed);
+    add_uint(root, "resumed", s->skipped);
+    cJSON *types = cJSON_AddObjectToObject(root, "error_types");
+    for (int t = 1; t < HV_ET__COUNT; t++)
+        if (s->by_type[t] > 0)
+            add_uint(types, hv_error_type_name((hv_error_type_t)t), s->by_type[t]);
+    cJSON *statuses = cJSON_AddObjectToObject(root, "http_statuses");
+    for (int code = 100; code < 600; code++) {
+        if (s->by_status[code] > 0) {
+            snprintf(digits, sizeof(digits), "%d", code);
+            add_uint(statuses, digits, s->by_status[code]);
+        }
+    }
+    add_uint(root, "body_bytes_total", s->body_bytes);
+    add_uint(root, "body_bytes_mean", s->with_bytes ? s->body_bytes / s->with_bytes : 0);
+    hv_format_rfc3339_ms(ts, s->started_unix_ms);
+    cJSON_AddStringToObject(root, "started_at", ts);
+    hv_format_rfc3339_ms(ts, finished_ms);
+    cJSON_AddStringToObject(root, "finished_at", ts);
+    double elapsed = (double)(finished_ms - s->started_unix_ms) / 1000.0;
+    snprintf(digits, sizeof(digits), "%.3f", elapsed);
+    cJSON_AddItemToObject(root, "elapsed_s", cJSON_CreateRaw(digits));
+    snprintf(digits, sizeof(digits), "%.1f", elapsed > 0 ? (double)s->records / elapsed : 0.0);
+    cJSON_AddItemToObject(root, "pages_per_s", cJSON_CreateRaw(digits));
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+
+    /* temporary file, fsync, rename, fsync the directory: all or nothing */
+    size_t n = strlen(sp->out) + strlen(sb->name) + 32;
+    char *tmp = hv_xmalloc(n);
+    snprintf(tmp, n, "%s/.%s.summary.tmp", sp->out, sb->name);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            rc = w < 0 ? -errno : UV_EIO;
+            break;
+        }
+        off += (size_t)w;
+    }
+    if (rc == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) != 0))
+        rc = errno != 0 ? -errno : UV_EIO;
+    close(fd);
+    if (rc == 0 && rename(tmp, sb->summary_path) != 0)
+        rc = -errno;
+    if (rc == 0)
+        fsync_dir(sp->out);
+    else
+        unlink(tmp);
+
+out:
+    if (rc != 0)
+        snprintf(err, errcap, "writing %s: %s", sb->summary_path, uv_strerror(rc));
+    free(tmp);
+    free(text);
+    return rc;
+}
+
+/* ---- batches ---- */
+
+static void sbatch_free(sbatch_t *sb)
+{
+    if (sb->lock_fd >= 0)
+        close(sb->lock_fd); /* releases the flock */
+    hv_okset_free(sb->okset);
+    free(sb->name);
+    free(sb->active_path);
+    free(sb->out_path);
+    free(sb->summary_path);
+    free(sb);
+}
+
+static void maybe_closed(hv_spool_t *sp)
+{
+    if (sp->closing && sp->handles == 0 && sp->nactive == 0) {
+        void (*closed)(void *) = sp->closed;
+        void *ud = sp->closed_ud;
+        free(sp->incoming);
+        free(sp->active);
+        free(sp->done);
+        free(sp->rejected);
+        free(sp->out);
+        free(sp);
+        if (closed != NULL)
+            closed(ud);
+    }
+}
+
+static void finish_complete(sbatch_t *sb)
+{
+    hv_spool_t *sp = sb->sp;
+    int rc = move_unique(sb->active_path, sp->done, sb->name, NULL);
+    if (rc != 0)
+        HV_LOG(HV_LOG_WARNING, "event=move_to_done_failed batch=\"%s\" err=%s", sb->name,
+               uv_err_name(rc));
+    else
+        fsync_dir(sp->done);
+}
+
+static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
+{
+    sbatch_t *sb = ud;
+    hv_spool_t *sp = sb->sp;
+    char line[2048], err[1200];
+    hv_batch_format_stats(b, uv_now(sp->loop), line, sizeof(line));
+
+    if (status == 0) {
+        int rc = write_summary(sb, hv_now_unix_ms(), err, sizeof(err));
+        if (rc != 0) {
+            HV_LOG(HV_LOG_ERROR, "event=summary_failed batch=\"%s\" error=\"%s\"", sb->name, err);
+            sp->cbs.on_fatal(sp->ud, rc, err);
+        } else {
+            finish_complete(sb);
+            sp->stats.completed++;
+            sp->stats.records += hv_batch_stats(b)->records;
+            HV_LOG(HV_LOG_NOTICE, "event=batch_done batch=\"%s\" %s", sb->name, line);
+        }
+    } else if (status == HV_ECANCELLED) {
+        HV_LOG(HV_LOG_NOTICE, "event=batch_interrupted batch=\"%s\" %s", sb->name, line);
+    } else {
+        HV_LOG(HV_LOG_ERROR, "event=batch_failed batch=\"%s\" error=\"%s failed: %s\" %s",
+               sb->name, detail, hv_strerror(status), line);
+        sp->cbs.on_fatal(sp->ud, status, detail);
+    }
+    hv_batch_free(b);
+    TAILQ_REMOVE(&sp->batches, sb, link);
+    sp->nactive--;
+    sbatch_free(sb);
+    sp->cbs.on_progress(sp->ud);
+    if (!sp->stopping && !sp->closing)
+        scan(sp); /* a slot is free */
+    maybe_closed(sp);
+}
+
+static int skip_line(void *ud, const char *line, size_t len)
+{
+    sbatch_t *sb = ud;
+    return sb->okset != NULL && hv_okset_take(sb->okset, line, len);
+}
+
+/* Look at the start of the input: a NUL byte means it is not a URL list. */
+static int looks_binary(int fd, char *reason, size_t cap)
+{
+    char buf[65536];
+    ssize_t n = pread(fd, buf, sizeof(buf), 0);
+    if (n < 0) {
+        snprintf(reason, cap, "unreadable: %s", strerror(errno));
+        return 1;
+    }
+    const char *nul = memchr(buf, '\0', (size_t)n);
+    if (nul != NULL) {
+        snprintf(reason, cap, "binary file: NUL byte at offset %zu", (size_t)(nul - buf));
+        return 1;
+    }
+    return 0;
+}
+
+/* Start (or resume) the batch for active/<name>, whose lock we hold in lock_fd. */
+static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resume)
+{
+    sbatch_t *sb = hv_xcalloc(1, sizeof(*sb));
+    char reason[256], err[1200];
+    hv_source_t *src = NULL;
+    int rc;
+
+    sb->sp = sp;
+    sb->name = hv_xstrdup(name);
+    sb->lock_fd = lock_fd;
+    sb->resumed = resume;
+    sb->active_path = join(sp->active, name, "");
+    sb->out_path = join(sp->out, name, ".jsonl");
+    sb->summary_path = join(sp->out, name, ".summary.json");
+
+    if (resume && exists(sb->summary_path)) {
+        /* Completed, then interrupted before the input moved to done/. */
+        HV_LOG(HV_LOG_NOTICE, "event=batch_already_complete batch=\"%s\"", name);
+        finish_complete(sb);
+        sbatch_free(sb);
+        return;
+    }
+    if (looks_binary(lock_fd, reason, sizeof(reason))) {
+        reject(sp, sb->active_path, name, reason);
+        sbatch_free(sb);
+        return;
+    }
+    if (resume) {
+        hv_repair_t rep;
+        sb->okset = hv_okset_new();
+        rc = hv_output_repair(sb->out_path, sb->okset, &rep, err, sizeof(err));
+        if (rc != 0) {
+            HV_LOG(HV_LOG_ERROR, "event=resume_failed batch=\"%s\" error=\"%s\"", name, err);
+            sp->cbs.on_fatal(sp->ud, rc, err);
+            sbatch_free(sb);
+            return;
+        }
+        HV_LOG(HV_LOG_NOTICE,
+               "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
+               " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
+               name, rep.records, rep.ok, rep.truncated, rep.bad_lines);
+        sp->stats.resumed++;
+    }
+    rc = hv_reader_open(sp->loop, sb->active_path, &src);
+    if (rc != 0) {
+        snprintf(reason, sizeof(reason), "unreadable: %s", uv_strerror(rc));
+        reject(sp, sb->active_path, name, reason);
+        sbatch_free(sb);
+        return;
+    }
+    hv_batch_opts_t opts = {
+        .name = name,
+        .output_path = sb->out_path,
+        .output_append = resume,
+        .fsync = sp->cfg->fsync_policy == 2   ? HV_FSYNC_ALWAYS
+                 : sp->cfg->fsync_policy == 1 ? HV_FSYNC_INTERVAL
+                                              : HV_FSYNC_NEVER,
+        .fsync_interval_ms = sp->cfg->fsync_interval_ms,
+        .skip = resume ? skip_line : NULL,
+        .skip_ud = sb,
+    };
+    if (resume && !exists(sb->out_path)) {
+        /* Nothing was written before the interruption: start the output afresh. */
+        opts.output_append = 0;
+    }
+    TAILQ_INSERT_TAIL(&sp->batches, sb, link);
+    sp->nactive++;
+    rc = hv_batch_new(sp->engine, &opts, src, on_batch_done, sb, &sb->batch);
+    if (rc != 0) {
+        TAILQ_REMOVE(&sp->batches, sb, link);
+        sp->nactive--;
+        hv_source_close(src);
+        snprintf(err, sizeof(err), "opening %s: %s", sb->out_path, uv_strerror(rc));
+        HV_LOG(HV_LOG_ERROR, "event=batch_start_failed batch=\"%s\" error=\"%s\"", name, err);
+        sbatch_free(sb);
+        sp->cbs.on_fatal(sp->ud, rc, err);
+        return;
+    }
+    HV_LOG(HV_LOG_NOTICE, "event=batch_start batch=\"%s\" output=\"%s\" resume=%d", name,
+           sb->out_path, resume);
+    sp->cbs.on_progress(sp->ud);
+}
+
+/* Open and lock active/<name>: the fd, -1 if another daemon holds it, or -2 (unreadable,
+ * with the reason). */
+static int lock_input(const char *path, char *reason, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        snprintf(reason, cap, "unreadable: %s", strerror(errno));
+        return -2;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int name_in_use(hv_spool_t *sp, const char *name)
+{
+    char *paths[4] = {join(sp->out, name, ".jsonl"), join(sp->out, name, ".summary.json"),
+                      join(sp->active, name, ""), join(sp->done, name, "")};
+    int used = 0;
+    for (int i = 0; i < 4; i++) {
+        used |= exists(paths[i]);
+        free(paths[i]);
+    }
+    return used;
+}
+
+static void claim(hv_spool_t *sp, const char *name)
+{
+    char *from = join(sp->incoming, name, "");
+    char *target = NULL;
+    char suffix[32], reason[256];
+
+    for (int i = 0; i < MAX_SUFFIX && target == NULL; i++) {
+        if (i == 0)
+            suffix[0] = '\0';
+        else
+            snprintf(suffix, sizeof(suffix), ".%d", i);
+        size_t n = strlen(name) + strlen(suffix) + 1;
+        char *cand = hv_xmalloc(n);
+        snprintf(cand, n, "%s%s", name, suffix);
+        if (name_in_use(sp, cand)) {
+            free(cand);
+            continue;
+        }
+        char *to = join(sp->active, cand, "");
+        int rc = renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+        int e = errno;
+        free(to);
+        if (rc == 0) {
+            target = cand;
+            break;
+        }
+        free(cand);
+        if (e == ENOENT)
+            goto out; /* another daemon took it first */
+        if (e != EEXIST) {
+            HV_LOG(HV_LOG_WARNING, "event=claim_failed file=\"%s\" err=%s", name,
+                   uv_err_name(-e));
+            goto out;
+        }
+    }
+    if (target == NULL)
+        goto out;
+    char *path = join(sp->active, target, "");
+    int fd = lock_input(path, reason, sizeof(reason));
+    if (fd == -2)
+        reject(sp, path, target, reason);
+    else if (fd >= 0)
+        start_batch(sp, target, fd, 0);
+    free(path);
+
+out:
+    free(target);
+    free(from);
+}
+
+typedef struct {
+    char *name;
+    int64_t mtime_ns;
+} entry_t;
+
+static int by_age(const void *a, const void *b)
+{
+    const entry_t *x = a, *y = b;
+    if (x->mtime_ns != y->mtime_ns)
+        return x->mtime_ns < y->mtime_ns ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static int ignored_name(const char *name)
+{
+    size_t n = strlen(name);
+    return name[0] == '.' || (n >= 4 && strcmp(name + n - 4, ".tmp") == 0);
+}
+
+/* List regular files of `dir` (oldest first); returns how many, *out malloc'd. */
+static size_t list_files(const char *dir, entry_t **out)
+{
+    uv_fs_t req;
+    uv_dirent_t ent;
+    size_t n = 0, cap = 0;
+    entry_t *v = NULL;
+
+    *out = NULL;
+    if (uv_fs_scandir(NULL, &req, dir, 0, NULL) < 0) {
+        uv_fs_req_cleanup(&req);
+        return 0;
+    }
+    while (n < SCAN_MAX && uv_fs_scandir_next(&req, &ent) != UV_EOF) {
+        if (ignored_name(ent.name))
+            continue;
+        if (ent.type != UV_DIRENT_FILE && ent.type != UV_DIRENT_UNKNOWN)
+            continue;
+        char *path = join(dir, ent.name, "");
+        struct stat st;
+        int ok = lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+        free(path);
+        if (!ok)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = hv_xrealloc(v, cap * sizeof(*v));
+        }
+        v[n].name = hv_xstrdup(ent.name);
+        v[n].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        n++;
+    }
+    uv_fs_req_cleanup(&req);
+    if (n > 1)
+        qsort(v, n, sizeof(*v), by_age);
+    *out = v;
+    return n;
+}
+
+static void free_list(entry_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+}
+
+static void scan(hv_spool_t *sp)
+{
+    if (sp->stopping || sp->closing || sp->nactive >= sp->cfg->max_active_batches)
+        return;
+    entry_t *v;
+    size_t n = list_files(sp->incoming, &v);
+    for (size_t i = 0; i < n && !sp->stopping && sp->nactive < sp->cfg->max_active_batches; i++)
+        claim(sp, v[i].name);
+    free_list(v, n);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    scan(t->data);
+}
+
+static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+    hv_spool_t *sp = h->data;
+    (void)filename;
+    (void)events;
+    if (status < 0) {
+        HV_LOG(HV_LOG_WARNING, "event=watch_error dir=\"%s\" err=%s", sp->incoming,
+               uv_err_name(status));
+        return;
+    }
+    /* Events come in bursts (one per file, and our own renames): scan once shortly after,
+     * then keep the periodic rescan going. */
+    uv_timer_start(&sp->timer, on_timer, SCAN_DEBOUNCE_MS, sp->cfg->rescan_interval_ms);
+}
+
+int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
+{
+    entry_t *v;
+    char reason[256];
+    size_t n = list_files(sp->active, &v);
+    for (size_t i = 0; i < n; i++) {
+        char *path = join(sp->active, v[i].name, "");
+        int fd = lock_input(path, reason, sizeof(reason));
+        if (fd == -2)
+            reject(sp, path, v[i].name, reason);
+        else if (fd == -1)
+            HV_LOG(HV_LOG_INFO, "event=skip_locked batch=\"%s\"", v[i].name);
+        else
+            start_batch(sp, v[i].name, fd, 1);
+        free(path);
+    }
+    free_list(v, n);
+
+    uv_timer_init(sp->loop, &sp->timer);
+    sp->timer.data = sp;
+    sp->handles++;
+    uv_fs_event_init(sp->loop, &sp->event);
+    sp->event.data = sp;
+    sp->handles++;
+    int rc = uv_fs_event_start(&sp->event, on_fs_event, sp->incoming, 0);
+    if (rc != 0) {
+        snprintf(err, errcap, "cannot watch %s: %s", sp->incoming, uv_strerror(rc));
+        return rc;
+    }
+    uv_timer_start(&sp->timer, on_timer, sp->cfg->rescan_interval_ms, sp->cfg->rescan_interval_ms);
+    sp->started = 1;
+    scan(sp);
+    return 0;
+}
+
+void hv_spool_stop(hv_spool_t *sp)
+{
+    sp->stopping = 1;
+    if (sp->started) {
+        uv_timer_stop(&sp->timer);
+        uv_fs_event_stop(&sp->event);
+    }
+}
+
+const hv_spool_stats_t *hv_spool_stats(const hv_spool_t *sp)
+{
+    static hv_spool_stats_t copy;
+    copy = sp->stats;
+    copy.active = sp->nactive;
+    return &copy;
+}
+
+static void on_handle_close(uv_handle_t *h)
+{
+    hv_spool_t *sp = h->data;
+    sp->handles--;
+    maybe_closed(sp);
+}
+
+void hv_spool_close(hv_spool_t *sp, void (*done)(void *ud), void *ud)
+{
+    hv_spool_stop(sp);
+    sp->closing = 1;
+    sp->closed = done;
+    sp->closed_ud = ud;
+    if (sp->started) {
+        uv_close((uv_handle_t *)&sp->timer, on_handle_close);
+        uv_close((uv_handle_t *)&sp->event, on_handle_close);
+    } else {
+        sp->handles = 0;
+        maybe_closed(sp);
+    }
+}
