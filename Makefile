@@ -9,6 +9,10 @@ PKG_CONFIG ?= pkg-config
 PYTHON     ?= /usr/bin/python3
 ERR        ?= 1
 PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SYSCONFDIR ?= /etc
+UNITDIR    ?= /lib/systemd/system
+DOCDIR     ?= $(PREFIX)/share/doc/harvestd
 
 STD   = -std=c11 -D_GNU_SOURCE
 WARN  = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
@@ -84,13 +88,16 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(FINAL_CFLAGS) $(FINAL_LDFLAGS) -o $@ $< $(LIB_OBJS) $(DEPS_LIBS)
 
-# `make run`: until the spool daemon exists, fetch the sample list once into a new file under var/.
-RUN_OUT = var/sample-$(shell date -u +%Y%m%dT%H%M%SZ).jsonl
+# `make run`: the daemon in the foreground with its spool under var/ (conf/harvestd-dev.conf),
+# fed the sample URL list; drop more files into var/spool/incoming/ from another terminal.
+RUN_STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 run: deps
 	@$(MAKE) --no-print-directory all
-	@mkdir -p var
-	./$(BIN) --once conf/sample-urls.txt -o $(RUN_OUT)
-	@echo "output: $(RUN_OUT)"
+	@mkdir -p var/spool/incoming
+	@cp conf/sample-urls.txt var/spool/incoming/.sample-$(RUN_STAMP).tmp
+	@mv var/spool/incoming/.sample-$(RUN_STAMP).tmp var/spool/incoming/sample-$(RUN_STAMP).txt
+	@echo "harvestd: dropped var/spool/incoming/sample-$(RUN_STAMP).txt; output in var/spool/out/ (Ctrl-C stops)"
+	./$(BIN) -c conf/harvestd-dev.conf
 
 test: $(UNIT_BIN)
 	./$(UNIT_BIN)
@@ -119,7 +126,19 @@ tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread test
 
 install: $(BIN)
-	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/harvestd
+	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/harvestd
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/harvestd
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/harvestd/harvestd.conf ]; then \
+	    install -m 0644 conf/harvestd.conf $(DESTDIR)$(SYSCONFDIR)/harvestd/harvestd.conf.new; \
+	    echo "kept $(SYSCONFDIR)/harvestd/harvestd.conf; new default in harvestd.conf.new"; \
+	else install -m 0644 conf/harvestd.conf $(DESTDIR)$(SYSCONFDIR)/harvestd/harvestd.conf; fi
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' \
+	    systemd/harvestd.service.in > $(DESTDIR)$(UNITDIR)/harvestd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/harvestd.service
+	install -D -m 0644 systemd/harvestd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/harvestd.conf
+	install -D -m 0644 systemd/harvestd.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/harvestd.conf
+	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 
 clean:
 	rm -rf build build-asan build-ubsan build-tsan

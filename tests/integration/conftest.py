@@ -2,6 +2,7 @@
 origin in origin.py."""
 
 import os
+import socket
 import sys
 
 import pytest
@@ -10,6 +11,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from harness import HARVESTD_BIN, SANITIZER, Harvestd  # noqa: E402
 from origin import BlackHole, Origin, free_port  # noqa: E402
+from tls import PkiError, RawTlsPeer, TestPki, TlsOrigin  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -72,6 +74,63 @@ def black_hole():
     b = BlackHole().start()
     yield b
     b.stop()
+
+
+# ---------------------------------------------------------------------------- TLS (see tls.py)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """The test PKI, made once per session: pki.ca_file, pki.cert(kind) -> (cert, key)."""
+    try:
+        loopback = {a[4][0] for a in socket.getaddrinfo("localhost", None, socket.AF_INET)}
+    except OSError:
+        loopback = set()
+    if "127.0.0.1" not in loopback:
+        pytest.fail("the TLS tests need \"localhost\" to resolve to 127.0.0.1 (got %r)" % loopback)
+    try:
+        return TestPki.create(tmp_path_factory.mktemp("pki"))
+    except PkiError as e:
+        pytest.fail("cannot make the test PKI (the openssl CLI is needed): %s" % e)
+
+
+@pytest.fixture
+def tls_origins(pki):
+    """tls_origins(kind="localhost", host="localhost", name=None) -> a started TlsOrigin serving
+    the certificate `kind` (see tls.KINDS) with counters of its own; all are stopped after the
+    test."""
+    started = []
+
+    def make(kind="localhost", host="localhost", name=None):
+        o = TlsOrigin(name or "tls-" + kind, *pki.cert(kind), host=host).start()
+        started.append(o)
+        return o
+
+    yield make
+    for o in started:
+        o.stop()
+
+
+@pytest.fixture
+def tls_origin(tls_origins):
+    """A TLS origin of the test's own with the good certificate (localhost, IP 127.0.0.1)."""
+    return tls_origins("localhost")
+
+
+@pytest.fixture
+def raw_tls_peers():
+    """raw_tls_peers(mode) -> a started RawTlsPeer (close, reset, garbage, alert, silent); all are
+    stopped after the test."""
+    started = []
+
+    def make(mode):
+        p = RawTlsPeer(mode).start()
+        started.append(p)
+        return p
+
+    yield make
+    for p in started:
+        p.stop()
 
 
 def pytest_report_header(config):

@@ -1,5 +1,6 @@
-"""Self-tests of the scripted origin (no harvestd needed): the other tests rely on these
-behaviours, so a broken origin shows up here and not as a puzzling harvestd failure."""
+"""Self-tests of the scripted origin, the TLS servers and test PKI of tls.py, and the harness (no
+harvestd needed): the other tests rely on these behaviours, so a broken origin shows up here and
+not as a puzzling harvestd failure."""
 
 import gzip
 import http.client
@@ -162,3 +163,153 @@ def test_00_11_sanitizer_reports_fail_the_test():
                    "==1==ERROR: LeakSanitizer: detected memory leaks"):
         with pytest.raises(pytest.fail.Exception):
             check_sanitizer("harvestd: notice: x\n" + report + "\n")
+
+
+# ---------------------------------------------------------------------------- TLS self-tests (tls.py)
+
+# kind, host the client asks for, fragment of Python's verification error (None: verifies)
+PKI_CASES = [
+    ("localhost", "localhost", None),
+    ("localhost", "127.0.0.1", None),
+    ("self-signed", "localhost", "self-signed certificate"),
+    ("expired", "localhost", "certificate has expired"),
+    ("not-yet-valid", "localhost", "certificate is not yet valid"),
+    ("wrong-name", "localhost", "Hostname mismatch"),
+    ("localhost-noip", "127.0.0.1", "IP address mismatch"),
+    ("wrong-name", "127.0.0.1", "IP address mismatch"),
+]
+
+
+@pytest.mark.parametrize("kind,host,error", PKI_CASES,
+                         ids=["%s@%s" % (c[0], c[1]) for c in PKI_CASES])
+def test_00_12_pki_certificates_verify_as_intended(pki, tls_origins, kind, host, error):
+    import ssl
+    from tls import client_context, https_get
+    o = tls_origins(kind, host=host)
+    ctx = client_context(pki.ca_file)
+    if error is None:
+        r = https_get(o.port, "/page?title=Secure&size=3000", host=host, ctx=ctx)
+        assert r.status == 200 and r.body == html_page("Secure", 3000)
+        assert r.version == "TLSv1.2" and r.alpn == "http/1.1"
+    else:
+        with pytest.raises(ssl.SSLCertVerificationError) as info:
+            https_get(o.port, "/page", host=host, ctx=ctx)
+        assert error in str(info.value), info.value
+        assert o.requests == []
+
+
+def test_00_13_tls_origin_counts_handshakes_and_sessions(pki, tls_origins):
+    from tls import client_context, https_get, wait_for
+    o = tls_origins("localhost")
+    ctx = client_context(pki.ca_file)
+    first = https_get(o.port, "/page?title=one", ctx=ctx)
+    assert not first.session_reused
+    again = https_get(o.port, "/page?title=two", ctx=ctx, session=first.session)
+    assert again.session_reused
+    https_get(o.port, "/page?title=three", host="127.0.0.1", ctx=ctx)
+    assert wait_for(lambda: len(o.snapshot()["tls_sessions"]) == 3)
+    snap = o.snapshot()
+    assert snap["tcp_accepted"] == snap["connections_accepted"] == 3
+    assert (snap["tls_full"], snap["tls_resumed"], snap["tls_failures"]) == (2, 1, 0)
+    s1, s2, s3 = snap["tls_sessions"]
+    assert (s1.sni, s1.alpn, s1.version, s1.resumed) == ("localhost", "http/1.1", "TLSv1.2", False)
+    assert s2.resumed and s2.sni == "localhost"
+    assert s3.sni is None, "Python sends no SNI for an IP address, and the origin must see none"
+    assert [r.header("host") for r in snap["requests"]] == \
+        ["localhost:%d" % o.port] * 2 + ["127.0.0.1:%d" % o.port]
+
+
+@pytest.mark.parametrize("tickets", [True, False], ids=["ticket", "session-id"])
+@pytest.mark.parametrize("path", ["/page", "/page?close=1"], ids=["keep-alive", "close"])
+def test_00_14_tls_resumption_survives_a_close_without_close_notify(pki, tls_origins, tickets, path):
+    # The client drops TCP without a TLS close_notify (as many clients do); the session must stay
+    # resumable both by ticket and by session ID.
+    import ssl
+    from tls import client_context, wait_for
+    o = tls_origins("localhost")
+    ctx = client_context(pki.ca_file)
+    if not tickets:
+        ctx.options |= ssl.OP_NO_TICKET
+
+    def rude_get(session=None):
+        s = socket.create_connection(("127.0.0.1", o.port), timeout=5)
+        t = ctx.wrap_socket(s, server_hostname="localhost", session=session)
+        t.sendall(("GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % path).encode())
+        data = b""
+        while b"</html>" not in data:
+            data += t.recv(65536)
+        out = (t.session, t.session_reused)
+        socket.socket(fileno=t.detach()).close()
+        return out
+
+    session, reused = rude_get()
+    assert not reused and session.has_ticket == tickets
+    assert wait_for(lambda: o.snapshot()["open_connections"] == 0 and o.tcp_accepted == 1)
+    _, reused = rude_get(session)
+    assert reused
+    assert wait_for(lambda: o.snapshot()["tls_resumed"] == 1)
+    assert o.snapshot()["tls_full"] == 1
+
+
+def test_00_15_tls_keep_alive_and_close_delimited_body(pki, tls_origins):
+    import http.client
+    from tls import client_context
+    o = tls_origins("localhost")
+    c = http.client.HTTPSConnection("localhost", o.port, timeout=5, context=client_context(pki.ca_file))
+    for i in range(5):
+        c.request("GET", "/page?title=k%d&size=%d" % (i, 20000 * i))
+        r = c.getresponse()
+        assert r.status == 200 and len(r.read()) == max(20000 * i, len(html_page("k%d" % i)))
+    c.request("GET", "/big?size=300000&cl=0")
+    r = c.getresponse()
+    assert r.getheader("Content-Length") is None and len(r.read()) == 300000
+    c.close()
+    snap = o.snapshot()
+    assert snap["tcp_accepted"] == 1 and snap["requests_served"] == 6 and snap["tls_full"] == 1
+
+
+@pytest.mark.parametrize("mode", ["close", "reset", "garbage", "alert"])
+def test_00_16_raw_tls_peer_breaks_the_handshake(pki, raw_tls_peers, mode):
+    import ssl
+    from tls import client_context, https_get
+    peer = raw_tls_peers(mode)
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        https_get(peer.port, "/", ctx=client_context(pki.ca_file))
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        https_get(peer.port, "/", host="127.0.0.1", ctx=client_context(pki.ca_file, max_version=None))
+    assert peer.tcp_accepted == 2 and not peer.errors
+    tls12, tls13 = peer.hellos
+    assert (tls12.sni, tls12.alpn, tls12.max_version()) == ("localhost", ("http/1.1",), 0x0303)
+    assert (tls13.sni, tls13.max_version()) == (None, 0x0304)
+    assert 0x0304 not in tls12.supported_versions
+
+
+def test_00_17_raw_tls_peer_silent_mode_and_stop(pki, raw_tls_peers):
+    import ssl
+    from tls import client_context, https_get
+    peer = raw_tls_peers("silent")
+    t0 = time.monotonic()
+    with pytest.raises((socket.timeout, ssl.SSLError)):
+        https_get(peer.port, "/", ctx=client_context(pki.ca_file), timeout=0.5)
+    assert time.monotonic() - t0 < 2
+    assert len(peer.hellos) == 1
+    # A connection still waiting in the handshake does not hold up stop().
+    s = socket.create_connection(("127.0.0.1", peer.port), timeout=5)
+    t0 = time.monotonic()
+    peer.stop()
+    assert time.monotonic() - t0 < 2
+    s.close()
+
+
+def test_00_18_tls_origin_stops_with_a_pending_handshake(pki):
+    from tls import TlsOrigin
+    o = TlsOrigin("pending", *pki.cert("localhost")).start()
+    s = socket.create_connection(("127.0.0.1", o.port), timeout=5)
+    s.sendall(b"\x16\x03\x01")  # the start of a record, never finished
+    time.sleep(0.05)
+    t0 = time.monotonic()
+    o.stop()
+    assert time.monotonic() - t0 < 2
+    assert s.recv(100) == b""
+    s.close()
+    assert o.tcp_accepted == 1 and o.tls_full == 0
