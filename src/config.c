@@ -79,7 +79,7 @@ static const directive_t directives[] = {
     {"rescan_interval", T_DURATION, F(rescan_interval_ms), 100, HOUR_MS, 1000, "5s",
      "the spool is rescanned this often in case a file-system event was missed"},
     {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
-     "PEM file of trusted CA certificates (default: /etc/ssl/certs/ca-certificates.crt)"},
+     "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
      "do not verify TLS certificates (never do this in production)"},
     {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
@@ -437,6 +437,7 @@ void hv_config_print_help(FILE *out)
         for (char *p = opt + 2; *p; p++)
             if (*p == '_')
                 *p = '-';
-        fprintf(out, "  %-22s %s (default %s)\n", opt, directives[i].help, directives[i].def);
+        fprintf(out, "  %-22s %s (default %s)\n", opt, directives[i].help,
+                directives[i].def[0] ? directives[i].def : "none");
     }
 }

@@ -337,6 +337,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread < 0) {
         hv_conn_read_stop(c);
         if (c->state == HV_CONN_HANDSHAKING) {
+            hv_tls_count_failure(c->_tls);
             snprintf(c->_error, sizeof(c->_error), "%s",
                      nread == UV_EOF ? "tls_closed_during_handshake"
                                      : "tls_connection_reset_during_handshake");

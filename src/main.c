@@ -63,7 +63,6 @@ static void usage(FILE *out)
             "record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
             "\n"
             "  -c, --config FILE      INI configuration (command-line options override it)\n"
-            "  --insecure             do not verify TLS certificates (prints a warning)\n"
             "  -v                     more logging (-vv for debug); -q for warnings only\n"
             "  --help, --version\n"
             "\n"

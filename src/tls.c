@@ -481,6 +481,11 @@ void hv_tls_out_clear(hv_tls_t *t)
     hv_buf_reset(&t->out);
 }
 
+void hv_tls_count_failure(hv_tls_t *t)
+{
+    t->ctx->stats.failures++;
+}
+
 const char *hv_tls_error(const hv_tls_t *t)
 {
     return t->error;

@@ -75,6 +75,9 @@ int hv_tls_write(hv_tls_t *t, const char *data, size_t len);
 void hv_tls_out(const hv_tls_t *t, const char **ptr, size_t *len);
 void hv_tls_out_clear(hv_tls_t *t);
 
+/** Count a handshake that failed outside mbedtls (the peer closed or reset the socket). */
+void hv_tls_count_failure(hv_tls_t *t);
+
 /** Machine-readable detail of the last failure ("certificate_expired", "tls_alert_40"). */
 const char *hv_tls_error(const hv_tls_t *t);
 
