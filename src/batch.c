@@ -14,6 +14,7 @@
 #include "harvestd/common.h"
 #include "harvestd/job.h"
 #include "harvestd/log.h"
+#include "harvestd/metrics.h"
 #include "harvestd/url.h"
 #include "pipeline_int.h"
 
@@ -51,6 +52,7 @@ static int may_read_input(const hv_batch_t *b)
 static void push_result(hv_batch_t *b, hv_record_t *rec)
 {
     hv_batch_stats_t *s = &b->stats;
+    hv_metrics_record(rec);
     s->records++;
     if (rec->ok) {
         s->ok++;
@@ -349,6 +351,11 @@ void hv_batch__update(hv_batch_t *b)
 const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b)
 {
     return &b->stats;
+}
+
+int hv_batch_input_done(const hv_batch_t *b)
+{
+    return b->input_done;
 }
 
 const char *hv_batch_name(const hv_batch_t *b)

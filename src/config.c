@@ -82,6 +82,8 @@ static const directive_t directives[] = {
      "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
      "do not verify TLS certificates (never do this in production)"},
+    {"metrics_listen", T_PATH, F(metrics_listen), 0, 0, 0, "",
+     "ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: off"},
     {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
      "debug, info, notice, warning or error"},
 };

@@ -13,6 +13,7 @@
 #include "harvestd/common.h"
 #include "harvestd/job.h"
 #include "harvestd/log.h"
+#include "harvestd/metrics.h"
 #include "pipeline_int.h"
 
 static int pages_full(const hv_engine_t *e)
@@ -268,6 +269,55 @@ void hv_engine_format_stats(const hv_engine_t *e, char *out, size_t cap)
         snprintf(out + n, cap - (size_t)n,
                  " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
                  t->handshakes, t->resumed, t->failures);
+    }
+}
+
+void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out)
+{
+    const hv_fetch_stats_t *f = hv_engine_fetch_stats(e);
+    const hv_dns_stats_t *d = hv_engine_dns_stats(e);
+    unsigned waiting = e->sched != NULL ? hv_sched_waiting(e->sched) : 0;
+    unsigned inflight = e->sched != NULL ? hv_sched_inflight(e->sched) : 0;
+
+    hv_metrics_gauge(out, "harvestd_requests_in_flight", "Requests being downloaded.", inflight);
+    hv_metrics_gauge(out, "harvestd_jobs_waiting", "URLs waiting for a request slot.", waiting);
+    hv_metrics_gauge(out, "harvestd_page_queue_depth", "Pages waiting for a parser.",
+                     e->stats.pages);
+    hv_metrics_gauge(out, "harvestd_page_queue_bytes", "Bytes of pages waiting for a parser.",
+                     (double)e->stats.page_bytes);
+    hv_metrics_gauge(out, "harvestd_page_queue_high_water", "Most pages ever waiting at once.",
+                     e->stats.hwm_pages);
+    hv_metrics_gauge(out, "harvestd_page_queue_high_water_bytes",
+                     "Most page bytes ever waiting at once.", (double)e->stats.hwm_page_bytes);
+    hv_metrics_counter(out, "harvestd_read_pauses_total",
+                       "Times the page queue filled and every connection stopped reading.",
+                       e->stats.read_pauses);
+    hv_metrics_gauge(out, "harvestd_batches_active", "Batches running.", e->nbatches);
+    hv_metrics_counter(out, "harvestd_connections_opened_total", "TCP connections opened.",
+                       f->connections_opened);
+    hv_metrics_counter(out, "harvestd_connections_reused_total",
+                       "Requests sent on a pooled keep-alive connection.",
+                       f->connections_reused);
+    hv_metrics_counter(out, "harvestd_stale_connection_retries_total",
+                       "Requests retried because a pooled connection had been closed.",
+                       f->stale_retries);
+    hv_metrics_counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
+    hv_metrics_counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);
+    hv_metrics_counter(out, "harvestd_dns_cache_hits_total",
+                       "Lookups answered by the cache or a lookup in flight.", d->hits);
+    if (e->tls != NULL) {
+        const hv_tls_stats_t *t = hv_tls_ctx_stats(e->tls);
+        static const char head[] = "# HELP harvestd_tls_handshakes_total TLS handshakes completed.\n"
+                                   "# TYPE harvestd_tls_handshakes_total counter\n";
+        hv_buf_append(out, head, sizeof(head) - 1);
+        char line[160];
+        int n = snprintf(line, sizeof(line),
+                         "harvestd_tls_handshakes_total{kind=\"full\"} %" PRIu64 "\n"
+                         "harvestd_tls_handshakes_total{kind=\"resumed\"} %" PRIu64 "\n",
+                         t->handshakes, t->resumed);
+        hv_buf_append(out, line, (size_t)n);
+        hv_metrics_counter(out, "harvestd_tls_failures_total", "TLS handshakes that failed.",
+                           t->failures);
     }
 }
 

@@ -330,11 +330,11 @@ typedef struct {
     size_t depth;
     size_t max;
     int refused;
-    int frameset_ok;  /* a frameset would still replace the body */
-    int frameset_doc; /* it did: only framesets nest from here on */
-    size_t templates; /* template elements open (a frameset is ignored inside one) */
-    int form_pointer; /* the parser's form element pointer is set: <form> is ignored */
-    int in_head;      /* nothing has started the body yet */
+    int frameset_ok;        /* a frameset would still replace the body */
+    int frameset_doc;       /* it did: only framesets nest from here on */
+    size_t templates;       /* template elements open (a frameset is ignored inside one) */
+    int form_pointer;       /* the parser's form element pointer is set: <form> is ignored */
+    int in_head;            /* nothing has started the body yet */
     uint32_t head_noscript; /* serial of a noscript open in the head, or 0 */
     size_t clones;          /* elements reopened by reconstruction so far */
     size_t work;            /* sum of the depth at every tag */
@@ -348,7 +348,7 @@ typedef struct {
 typedef struct {
     size_t name;
     size_t name_len;
-    size_t attrs;     /* from the end of the name to the '>' */
+    size_t attrs; /* from the end of the name to the '>' */
     size_t attrs_end;
     int id;
     unsigned flags;
@@ -454,8 +454,8 @@ static size_t hv_html_skip_attrs(const char *s, size_t len, size_t p, int *self_
         }
         /* An attribute name; its first character may be anything, even '=' or a quote. */
         p++;
-        while (p < len && !hv_html_is_space((unsigned char)s[p]) && s[p] != '/' &&
-               s[p] != '>' && s[p] != '=')
+        while (p < len && !hv_html_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '>' &&
+               s[p] != '=')
             p++;
         while (p < len && hv_html_is_space((unsigned char)s[p]))
             p++;
@@ -836,8 +836,7 @@ static void hv_html_pop_to(hv_html_scan_t *sc, long index)
     size_t old = sc->depth;
     sc->depth = (size_t)index;
     /* The current node is the last element still in the stack. */
-    while (sc->depth > 0 && sc->depth <= HV_HTML_STACK &&
-           (sc->stack[sc->depth - 1].flags & E_GONE))
+    while (sc->depth > 0 && sc->depth <= HV_HTML_STACK && (sc->stack[sc->depth - 1].flags & E_GONE))
         sc->depth--;
 
     /* Back in a template, the mode follows from what closed: after a cell the template
@@ -1174,6 +1173,27 @@ static void hv_html_leave_foreign(hv_html_scan_t *sc)
  * annotation-xml is one only when its encoding says its content is HTML. */
 static int hv_html_push_foreign(hv_html_scan_t *sc, const hv_html_token_t *t, int math)
 {
+    /* gumbo 0.10 works out its insertion mode from tag names alone, so an SVG or MathML
+     * element named select, tr, td, template... puts it in a select or table mode inside
+     * foreign content, from where it aborts on an assertion ("<table><svg><select><title>
+     * <select><td>", "<math><tr><mi><template></template><svg><title><![CDATA[x]]>y").
+     * Neither SVG nor MathML has such elements, so refusing costs nothing real. */
+    switch (t->kind) {
+    case K_SELECT:
+    case K_TABLE:
+    case K_TSECTION:
+    case K_TROW:
+    case K_TCELL:
+    case K_CAPTION:
+    case K_COLGROUP:
+    case K_TEMPLATE:
+    case K_FRAMESET:
+        return hv_html_refuse(sc);
+    default:
+        if (t->flags & T_IGNORE) /* html, head, body */
+            return hv_html_refuse(sc);
+        break;
+    }
     unsigned eflags = E_FOREIGN | (math ? E_MATH : 0);
     if (!math && (t->flags & T_SVG_IP))
         eflags |= E_IP;
@@ -1193,9 +1213,9 @@ static int hv_html_breaks_out(hv_html_scan_t *sc, const hv_html_token_t *t)
     if (t->flags & T_BREAKOUT)
         return 1;
     hv_html_attr_t a;
-    return t->kind == K_FONT && (hv_html_get_attr(sc->s, t, "color", &a) ||
-                                 hv_html_get_attr(sc->s, t, "face", &a) ||
-                                 hv_html_get_attr(sc->s, t, "size", &a));
+    return t->kind == K_FONT &&
+           (hv_html_get_attr(sc->s, t, "color", &a) || hv_html_get_attr(sc->s, t, "face", &a) ||
+            hv_html_get_attr(sc->s, t, "size", &a));
 }
 
 /* ---- tree building ---- */
@@ -1405,9 +1425,9 @@ static void hv_html_close_implied(hv_html_scan_t *sc, int keep_rtc)
 /* Tags that the head keeps (inside a head noscript only the first group). */
 static int hv_html_head_tag(const hv_html_token_t *t, int in_noscript)
 {
-    static const char *const noscript_ok[] = {"basefont", "bgsound", "html",
-                                              "link",     "meta",    "noframes", "style"};
-    static const char *const head_ok[] = {"base",  "head",   "menuitem", "noscript",
+    static const char *const noscript_ok[] = {"basefont", "bgsound",  "html", "link",
+                                              "meta",     "noframes", "style"};
+    static const char *const head_ok[] = {"base",   "head",     "menuitem", "noscript",
                                           "script", "template", "title"};
     for (size_t i = 0; i < HV_ARRAY_SIZE(noscript_ok); i++)
         if (hv_html_is_named(t->id, noscript_ok[i]))
@@ -1529,8 +1549,8 @@ static int hv_html_start_html(hv_html_scan_t *sc, const hv_html_token_t *t, int 
         return hv_html_push(sc, t, 0);
     }
     /* In an open colgroup anything but col and template closes it. */
-    if (hv_html_kind(hv_html_top(sc)) == K_COLGROUP && t->kind != K_COL &&
-        t->kind != K_TEMPLATE && !hv_html_is_named(t->id, "html"))
+    if (hv_html_kind(hv_html_top(sc)) == K_COLGROUP && t->kind != K_COL && t->kind != K_TEMPLATE &&
+        !hv_html_is_named(t->id, "html"))
         hv_html_pop(sc);
     if (t->flags & T_IGNORE)
         return 0;
@@ -1588,8 +1608,8 @@ static int hv_html_start_html(hv_html_scan_t *sc, const hv_html_token_t *t, int 
     case K_RUBYTEXT:
         /* Inside a ruby these close what has an implied end tag (p, li, dd, option...). */
         if (hv_html_find_name_str(sc, "ruby") >= 0)
-            hv_html_close_implied(sc, hv_html_is_named(t->id, "rt") ||
-                                          hv_html_is_named(t->id, "rp"));
+            hv_html_close_implied(sc,
+                                  hv_html_is_named(t->id, "rt") || hv_html_is_named(t->id, "rp"));
         break;
     case K_PLAINTEXT:
         /* Everything after <plaintext> is text. */
@@ -1706,6 +1726,18 @@ static int hv_html_end_html(hv_html_scan_t *sc, const hv_html_token_t *t)
         if (hv_html_kind(hv_html_top(sc)) == K_COLGROUP)
             hv_html_pop(sc);
         return 0;
+    case K_TEMPLATE: {
+        /* </template> closes the nearest template whatever lies in between. */
+        size_t stop = hv_html_window_stop(sc);
+        for (size_t j = sc->depth; j-- > stop;) {
+            if (!(sc->stack[j].flags & E_GONE) && sc->stack[j].kind == K_TEMPLATE) {
+                hv_html_pop_to(sc, (long)j);
+                hv_html_afe_clear_to_marker(sc);
+                break;
+            }
+        }
+        return 0;
+    }
     default:
         break;
     }
@@ -1811,6 +1843,31 @@ static int hv_html_end_tag(hv_html_scan_t *sc, const hv_html_token_t *t)
     return 0;
 }
 
+/* (In an integration point directly in a table, gumbo 0.10 mixes up a CDATA section with
+ * its pending table text and aborts on an assertion: "<table><svg><desc><![CDATA[ ]]> ".)
+ * Whether a CDATA section here would hit gumbo 0.10's table-text assertion: the nearest
+ * SVG/MathML element is an integration point and the parser is in a table mode (not in a
+ * cell or caption, where text is ordinary). HTML elements above it are looked through, in
+ * case gumbo has already closed one that the model keeps. */
+static int hv_html_cdata_crashes(hv_html_scan_t *sc)
+{
+    if (sc->depth > HV_HTML_STACK)
+        return 0;
+    size_t stop = hv_html_window_stop(sc);
+    const hv_html_entry_t *near = NULL;
+    for (size_t j = sc->depth; j-- > stop;) {
+        if (hv_html_foreign(&sc->stack[j])) {
+            near = &sc->stack[j];
+            break;
+        }
+    }
+    if (near == NULL || !(near->flags & E_IP))
+        return 0;
+    int ctx;
+    hv_html_table_context(sc, &ctx);
+    return ctx == K_TABLE || ctx == K_TSECTION || ctx == K_TROW || ctx == K_TEMPLATE;
+}
+
 /* Text [from, to) reopens formatting elements, as in "<p><b>x</p>y", and text other than
  * whitespace rules out a frameset. */
 static int hv_html_text(hv_html_scan_t *sc, size_t from, size_t to)
@@ -1873,6 +1930,10 @@ size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit)
             hv_html_entry_t *top = hv_html_top(&sc);
             if (i + 3 < len && s[i + 2] == '-' && s[i + 3] == '-') {
                 i = hv_html_skip_comment(s, len, i + 4);
+            } else if (len - i >= 9 && memcmp(s + i + 2, "[CDATA[", 7) == 0 &&
+                       hv_html_cdata_crashes(&sc)) {
+                sc.refused = 1;
+                break;
             } else if (top != NULL && hv_html_foreign(top) && len - i >= 9 &&
                        memcmp(s + i + 2, "[CDATA[", 7) == 0) {
                 /* CDATA sections exist only in foreign content; elsewhere they are bogus

@@ -24,6 +24,7 @@
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
 #include "harvestd/log.h"
+#include "harvestd/metrics.h"
 #include "harvestd/reader.h"
 #include "harvestd/spool.h"
 #include "harvestd/tls.h"
@@ -46,6 +47,10 @@ typedef struct {
     uv_signal_t sighup;
     uv_timer_t status_timer;
     uv_timer_t watchdog_timer;
+    uv_timer_t progress_timer;
+    int progress;         /* -1 auto (a terminal), 0 off, 1 on */
+    int progress_shown;
+    hv_metrics_server_t *metrics;
     int daemon_handles;
     int signals;
     int stopping;
@@ -63,6 +68,7 @@ static void usage(FILE *out)
             "record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
             "\n"
             "  -c, --config FILE      INI configuration (command-line options override it)\n"
+            "  --progress, --no-progress  live progress line on stderr (default: when a terminal)\n"
             "  -v                     more logging (-vv for debug); -q for warnings only\n"
             "  --help, --version\n"
             "\n"
@@ -106,6 +112,10 @@ static int parse_args(app_t *app, int argc, char **argv)
         }
         if (strcmp(a, "--check-config") == 0) {
             app->check_only = 1;
+            continue;
+        }
+        if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
+            app->progress = a[2] == 'p';
             continue;
         }
         if (strcmp(a, "-v") == 0 || strcmp(a, "-vv") == 0 || strcmp(a, "-q") == 0) {
@@ -230,9 +240,67 @@ static void on_engine_closed(void *ud)
 {
     app_t *app = ud;
     app->engine = NULL;
+    if (app->metrics != NULL) {
+        hv_metrics_close(app->metrics, NULL, NULL);
+        app->metrics = NULL;
+    }
     uv_close((uv_handle_t *)&app->sigint, NULL);
     uv_close((uv_handle_t *)&app->sigterm, NULL);
     uv_close((uv_handle_t *)&app->sighup, NULL);
+}
+
+static void render_metrics(void *ud, hv_buf_t *out)
+{
+    app_t *app = ud;
+    if (app->engine != NULL)
+        hv_engine_render_metrics(app->engine, out);
+    if (app->spool != NULL) {
+        const hv_spool_stats_t *s = hv_spool_stats(app->spool);
+        hv_metrics_counter(out, "harvestd_batches_completed_total", "Spool batches completed.",
+                           s->completed);
+        hv_metrics_counter(out, "harvestd_batches_rejected_total", "Spool files rejected.",
+                           s->rejected);
+        hv_metrics_counter(out, "harvestd_batches_resumed_total",
+                           "Spool batches resumed at start-up.", s->resumed);
+    }
+}
+
+/* ---- the --once progress line ---- */
+
+static void format_eta(char *out, size_t cap, double seconds)
+{
+    if (seconds < 0 || seconds > 99 * 3600)
+        snprintf(out, cap, "--:--");
+    else if (seconds >= 3600)
+        snprintf(out, cap, "%dh%02dm", (int)seconds / 3600, ((int)seconds / 60) % 60);
+    else
+        snprintf(out, cap, "%dm%02ds", (int)seconds / 60, (int)seconds % 60);
+}
+
+static void on_progress(uv_timer_t *t)
+{
+    app_t *app = t->data;
+    if (app->batch == NULL)
+        return;
+    const hv_batch_stats_t *s = hv_batch_stats(app->batch);
+    double elapsed = (double)(uv_now(&app->loop) - s->started_ms) / 1000.0;
+    double rate = elapsed > 0 ? (double)s->records / elapsed : 0;
+    char eta[32];
+    int known = hv_batch_input_done(app->batch);
+    format_eta(eta, sizeof(eta), known && rate > 0 ? (double)(s->lines - s->records) / rate : -1);
+    fprintf(stderr, "\r\033[K%" PRIu64 "/%" PRIu64 "%s  ok %" PRIu64 "  failed %" PRIu64
+                    "  %.0f pages/s  ETA %s",
+            s->records, s->lines, known ? "" : "+", s->ok, s->failed, rate, eta);
+    fflush(stderr);
+    app->progress_shown = 1;
+}
+
+static void progress_clear(app_t *app)
+{
+    if (app->progress_shown) {
+        fprintf(stderr, "\r\033[K");
+        app->progress_shown = 0;
+    }
 }
 
 static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail)
@@ -240,6 +308,11 @@ static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail
     app_t *app = ud;
     char line[4096], engine_stats[1024];
 
+    if (app->progress == 1) {
+        uv_timer_stop(&app->progress_timer);
+        uv_close((uv_handle_t *)&app->progress_timer, NULL);
+        progress_clear(app);
+    }
     hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
     hv_engine_format_stats(app->engine, engine_stats, sizeof(engine_stats));
     fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
@@ -285,6 +358,14 @@ static int start_once(app_t *app)
         hv_engine_close(app->engine, NULL, NULL);
         app->engine = NULL;
         return EXIT_USAGE;
+    }
+    if (app->progress < 0)
+        app->progress = uv_guess_handle(2) == UV_TTY;
+    if (app->progress == 1) {
+        /* At most four redraws a second. */
+        uv_timer_init(&app->loop, &app->progress_timer);
+        app->progress_timer.data = app;
+        uv_timer_start(&app->progress_timer, on_progress, 250, 250);
     }
     HV_LOG(HV_LOG_INFO,
            "event=start mode=once version=%s input=%s output=%s concurrency=%u per_host=%u "
@@ -436,6 +517,7 @@ int main(int argc, char **argv)
     int rc;
 
     memset(&app, 0, sizeof(app));
+    app.progress = -1;
     hv_log_init();
     hv_config_defaults(&app.cfg);
     rc = parse_args(&app, argc, argv);
@@ -478,7 +560,22 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     uv_loop_init(&app.loop);
+    if (app.cfg.metrics_listen[0] != '\0') {
+        rc = hv_metrics_start(&app.loop, app.cfg.metrics_listen, render_metrics, &app,
+                              &app.metrics, err, sizeof(err));
+        if (rc != 0) {
+            fprintf(stderr, "harvestd: %s\n", err);
+            uv_run(&app.loop, UV_RUN_DEFAULT);
+            uv_loop_close(&app.loop);
+            hv_tls_ctx_free(app.tls);
+            return EXIT_USAGE;
+        }
+    }
     rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);
+    if (rc != EXIT_OK && app.spool == NULL && app.metrics != NULL) {
+        hv_metrics_close(app.metrics, NULL, NULL);
+        app.metrics = NULL;
+    }
     if (rc == EXIT_OK || app.spool != NULL) {
         uv_signal_init(&app.loop, &app.sigint);
         uv_signal_init(&app.loop, &app.sigterm);

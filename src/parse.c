@@ -8,6 +8,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/html.h"
+#include "harvestd/metrics.h"
 
 typedef struct work_s {
     uv_work_t req;
@@ -17,6 +18,7 @@ typedef struct work_s {
     char *body;
     size_t len;
     int rc;                   /* written by the worker */
+    uint64_t ns;              /* written by the worker: time spent parsing */
     hv_html_result_t result;  /* written by the worker */
     LIST_ENTRY(work_s) link;
 } work_t;
@@ -43,7 +45,9 @@ hv_parse_t *hv_parse_new(uv_loop_t *loop, hv_parse_done_cb done, void *ud)
 static void work_cb(uv_work_t *req)
 {
     work_t *w = hv_container_of(req, work_t, req);
+    uint64_t t0 = uv_hrtime();
     w->rc = hv_html_analyse(w->body, w->len, &w->result);
+    w->ns = uv_hrtime() - t0;
     free(w->body);
     w->body = NULL;
 }
@@ -63,6 +67,7 @@ static void after_work_cb(uv_work_t *req, int status)
         p->done(p->ud, tag, rec, 1);
         return;
     }
+    hv_metrics_parse_time((double)w->ns / 1e9);
     if (w->rc == HV_ENESTING) {
         char text[64];
         snprintf(text, sizeof(text), "nesting_exceeds_%d", HV_HTML_MAX_DEPTH);

@@ -74,7 +74,8 @@ void hv_record_free(hv_record_t *r)
 
 const char *hv_error_type_name(hv_error_type_t t)
 {
-    if ((unsigned)t >= HV_ET__COUNT)
+    /* A value past the table, or a hole left when the enum grew: "" rather than NULL. */
+    if ((unsigned)t >= HV_ET__COUNT || hv_error_type_names[t] == NULL)
         return "";
     return hv_error_type_names[t];
 }
@@ -106,9 +107,8 @@ void hv_format_rfc3339_ms(char out[32], int64_t unix_ms)
     struct tm tm;
     int n = -1;
     if (gmtime_r(&t, &tm) != NULL)
-        n = snprintf(out, 32, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
-                     (long long)tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, (int)ms);
+        n = snprintf(out, 32, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", (long long)tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)ms);
     /* Only instants gmtime_r cannot represent get here: say so, not print a wrong date. */
     if (n < 0 || n >= 32)
         snprintf(out, 32, "%s", "invalid-time");

@@ -17,10 +17,10 @@ _Static_assert(HV_URL_MAX == 8192, "reason \"line_exceeds_8_kib\" names HV_URL_M
 
 /* Where the parts of a reference start and end, found without a full parse. */
 typedef struct {
-    size_t len;          /* bytes before the fragment ('#' and after are dropped) */
-    size_t scheme_len;   /* 0 if there is no scheme */
-    size_t path_end;     /* first '?' (or len): '\\' counts as '/' before it */
-    size_t auth_start;   /* authority range; auth_start == auth_end == 0 if absent */
+    size_t len;        /* bytes before the fragment ('#' and after are dropped) */
+    size_t scheme_len; /* 0 if there is no scheme */
+    size_t path_end;   /* first '?' (or len): '\\' counts as '/' before it */
+    size_t auth_start; /* authority range; auth_start == auth_end == 0 if absent */
     size_t auth_end;
     int has_authority;
 } hv_url_layout_t;
@@ -107,9 +107,9 @@ static void hv_url_layout(const char *s, size_t len, hv_url_layout_t *l)
     size_t i = 0;
     if (l->len > 0 && hv_url_is_alpha((unsigned char)s[0])) {
         i = 1;
-        while (i < l->len && (hv_url_is_alpha((unsigned char)s[i]) ||
-                              hv_url_is_digit((unsigned char)s[i]) || s[i] == '+' ||
-                              s[i] == '-' || s[i] == '.'))
+        while (i < l->len &&
+               (hv_url_is_alpha((unsigned char)s[i]) || hv_url_is_digit((unsigned char)s[i]) ||
+                s[i] == '+' || s[i] == '-' || s[i] == '.'))
             i++;
         if (i < l->len && s[i] == ':') {
             l->scheme_len = i;
@@ -476,8 +476,7 @@ int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t 
         goto out;
     }
     have_base = 1;
-    if (uriParseSingleUriExA(&ref_uri, prepared, prepared + prepared_len, NULL) !=
-        URI_SUCCESS) {
+    if (uriParseSingleUriExA(&ref_uri, prepared, prepared + prepared_len, NULL) != URI_SUCCESS) {
         why = "malformed";
         rc = HV_EURL;
         goto out;

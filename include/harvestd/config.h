@@ -57,6 +57,7 @@ typedef struct {
     int origin[64];
     char config_file[1024];
 
+    char metrics_listen[128];   /* "127.0.0.1:9464"; empty: no endpoint */
     hv_log_level_t log_level;
 } hv_config_t;
 

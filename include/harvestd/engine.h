@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <uv.h>
 
+#include "harvestd/buf.h"
 #include "harvestd/config.h"
 #include "harvestd/dns.h"
 #include "harvestd/fetch.h"
@@ -53,6 +54,9 @@ const hv_engine_stats_t *hv_engine_stats(const hv_engine_t *e);
 const hv_fetch_stats_t *hv_engine_fetch_stats(const hv_engine_t *e);
 const hv_dns_stats_t *hv_engine_dns_stats(const hv_engine_t *e);
 hv_tls_ctx_t *hv_engine_tls(const hv_engine_t *e);
+
+/** Append the engine's Prometheus lines (queues, connections, TLS, DNS) to `out`. */
+void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out);
 
 /** Append engine-wide summary fields (" hwm_pages=... tls_resumed=...") to `out`. */
 void hv_engine_format_stats(const hv_engine_t *e, char *out, size_t cap);

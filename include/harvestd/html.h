@@ -4,13 +4,18 @@
  *
  * gumbo 0.10 costs time quadratic in nesting depth and its destructor recurses, so every
  * document is pre-scanned and refused above HV_HTML_MAX_DEPTH levels before gumbo sees it.
+ * The pre-scan is an estimate; a tree that still comes out deeper is refused after parsing
+ * and flattened before it is freed, so the destructor never recurses deeply.
  */
 #ifndef HARVESTD_HTML_H
 #define HARVESTD_HTML_H
 
 #include <stddef.h>
 
-/** Deepest element nesting we hand to gumbo (about 30 ms of parse time at this depth). */
+/**
+ * Deepest element nesting we hand to gumbo (about 30 ms of parse time for one chain this
+ * deep; gumbo's time also grows with the depth at every tag, which the pre-scan caps).
+ */
 #define HV_HTML_MAX_DEPTH 4096
 
 typedef struct {
@@ -30,8 +35,11 @@ typedef struct {
  * Stops as soon as the depth exceeds `limit` and returns limit + 1; also returns limit + 1
  * (without exceeding it) for documents that would cost gumbo far more than their depth
  * suggests: more than 256 formatting elements left open in one scope, reopened formatting
- * elements beyond len/2 + 4096, or a sum of depths over all tags above 2^27. O(len) with a
- * bounded factor, no allocation, about 70 KiB of stack.
+ * elements beyond len/2 + 4096, or a sum of depths over all tags above 2^27; and for an
+ * SVG/MathML element named like an HTML select, table part, template, frameset, html,
+ * head or body, or a CDATA section in an SVG/MathML integration point directly in a table:
+ * those make gumbo 0.10 abort on an assertion. O(len)
+ * with a bounded factor, no allocation, about 70 KiB of stack.
  */
 size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit);
 

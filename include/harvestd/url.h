@@ -28,24 +28,47 @@ typedef struct {
 
 /**
  * Parse an absolute http/https URL (an input line, already trimmed). Non-ASCII bytes in the
- * path, query or fragment are percent-encoded first (IRIs work); the scheme and host are
- * lower-cased, a default port is dropped, an empty path becomes "/", dot segments are
- * removed and the fragment is dropped.
+ * path, query or fragment are percent-encoded first (IRIs work), as are the other bytes
+ * uriparser refuses there ('"', '<', '>', '^', '`', '{', '|', '}', '[', ']') and a '%' that
+ * starts no valid escape ("100%" becomes "100%25"); valid escapes are kept. '\' before the
+ * query becomes '/', as browsers read http(s) URLs ("http:\\h\p" is "http://h/p"); after
+ * it, '\' is encoded. The scheme and host are lower-cased, a default port (also an empty
+ * one, "http://h:/") is dropped, an empty path becomes "/", dot segments are removed (path
+ * escapes of unreserved characters are decoded, hex digits upper-cased), an empty query
+ * "?" is kept and the fragment is dropped. The host keeps its original text: an IPv6
+ * literal is not expanded. host_is_ip is set for dotted-quad IPv4 and for IPv6 literals.
  *
- * Returns 0 and fills `u`, or
- *   HV_EURL    (*reason e.g. "line_exceeds_8_kib", "invalid_utf8", "control_character",
- *               "contains_space", "not_absolute", "empty_host", "invalid_port", "malformed")
- *   HV_ESCHEME (*reason "unsupported_scheme") for a scheme other than http/https.
+ * Returns 0 and fills `u`, or HV_EURL with *reason one of (roughly in the order checked):
+ *   "line_exceeds_8_kib"     len > HV_URL_MAX
+ *   "invalid_utf8"           not well-formed UTF-8
+ *   "control_character"      a byte below 0x20, or 0x7F
+ *   "contains_space"
+ *   "not_absolute"           no scheme ("example.com/x", "//example.com/x", "/x")
+ *   "non_ascii_host"         non-ASCII bytes in the authority (IDN is not supported)
+ *   "malformed"              rejected by uriparser; also IPvFuture literals ("[v1.x]")
+ *   "userinfo_not_supported" "user:pw@" present, even empty ("http://@h/"): credentials
+ *                            would end up in records and logs, so such URLs are refused
+ *   "empty_host"             "http:///x", "http://:80/", "http:x"
+ *   "invalid_host"           a '%' in the host
+ *   "invalid_port"           0, above 65535
+ *   "url_too_long"           the normalised URL (after encoding) exceeds HV_URL_MAX
+ * or HV_ESCHEME (*reason "unsupported_scheme") for a scheme other than http/https, which
+ * is checked before anything after the scheme ("ftp://x/{" is unsupported, not malformed).
  * *reason, when non-NULL, receives a static machine-readable string on error. On error `u`
- * holds nothing to free.
+ * is zeroed and holds nothing to free.
  */
 int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason);
 
 /**
  * Resolve a redirect target `ref` (a Location header value: absolute, scheme-relative,
- * absolute-path or relative) against `base` per RFC 3986 section 5. Before parsing, bytes
- * that uriparser rejects (space, non-ASCII, '"', '<', '>', '\\', '^', '`', '{', '|', '}',
- * controls) are percent-encoded, as browsers do. Same results and errors as hv_url_parse().
+ * absolute-path, relative, "?query" only, or "" for the same document) against `base` per
+ * RFC 3986 section 5. As the WHATWG URL parser does, leading and trailing C0 controls and
+ * spaces are stripped and tabs and newlines removed first. Then the same rewriting as in
+ * hv_url_parse() applies, except that spaces, controls and invalid UTF-8 in the path and
+ * query are percent-encoded rather than refused ("/a b" becomes "/a%20b"). A reference
+ * with the base's scheme and no authority ("http:g") is relative, as in browsers (the
+ * RFC's backward-compatible reading). A reference longer than HV_URL_MAX after cleaning is
+ * refused with "url_too_long". Otherwise the same results and errors as hv_url_parse().
  */
 int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t len,
                    const char **reason);

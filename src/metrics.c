@@ -1,0 +1,423 @@
+/*
+ * metrics.c: counters and a small Prometheus endpoint on the loop.
+ *
+ * Each client owns a tcp handle and a timer (the whole exchange must finish within
+ * CLIENT_TIMEOUT_MS); the client is freed when both are closed. One request per connection:
+ * the response is written, then the connection closes.
+ */
+#include "harvestd/metrics.h"
+
+#include <inttypes.h>
+#include <llhttp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "harvestd/common.h"
+#include "harvestd/log.h"
+
+#define MAX_REQUEST 8192
+#define MAX_CLIENTS 64
+#define CLIENT_TIMEOUT_MS 10000
+#define LAG_PROBE_MS 500
+
+hv_metrics_t hv_metrics;
+
+static const double parse_bounds[HV_METRICS_PARSE_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                              0.05,  0.1,    0.25,  0.5,  1.0};
+
+void hv_metrics_record(const hv_record_t *rec)
+{
+    if (rec->ok)
+        hv_metrics.records_ok++;
+    else
+        hv_metrics.records_failed[rec->error_type]++;
+    if (rec->http_status >= 100 && rec->http_status < 600)
+        hv_metrics.http_status_class[rec->http_status / 100]++;
+    if (rec->bytes > 0)
+        hv_metrics.body_bytes += (uint64_t)rec->bytes;
+}
+
+void hv_metrics_parse_time(double seconds)
+{
+    int i = 0;
+    while (i < HV_METRICS_PARSE_BUCKETS && seconds > parse_bounds[i])
+        i++;
+    hv_metrics.parse_buckets[i]++;
+    hv_metrics.parse_seconds_sum += seconds;
+    hv_metrics.parse_count++;
+}
+
+static void appendf(hv_buf_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void appendf(hv_buf_t *out, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        hv_buf_append(out, line, HV_MIN((size_t)n, sizeof(line) - 1));
+}
+
+void hv_metrics_counter(hv_buf_t *out, const char *name, const char *help, uint64_t v)
+{
+    appendf(out, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
+}
+
+void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double v)
+{
+    appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name, v);
+}
+
+static void render_page(hv_buf_t *out)
+{
+    const hv_metrics_t *m = &hv_metrics;
+    uint64_t failed = 0;
+    for (int t = 0; t < HV_ET__COUNT; t++)
+        failed += m->records_failed[t];
+
+    appendf(out, "# HELP harvestd_records_total Records written, by status.\n"
+                 "# TYPE harvestd_records_total counter\n"
+                 "harvestd_records_total{status=\"ok\"} %" PRIu64 "\n"
+                 "harvestd_records_total{status=\"failed\"} %" PRIu64 "\n",
+            m->records_ok, failed);
+    appendf(out, "# HELP harvestd_record_errors_total Failed records, by error_type.\n"
+                 "# TYPE harvestd_record_errors_total counter\n");
+    for (int t = 1; t < HV_ET__COUNT; t++)
+        appendf(out, "harvestd_record_errors_total{error_type=\"%s\"} %" PRIu64 "\n",
+                hv_error_type_name((hv_error_type_t)t), m->records_failed[t]);
+    appendf(out, "# HELP harvestd_http_responses_total Final HTTP responses, by status class.\n"
+                 "# TYPE harvestd_http_responses_total counter\n");
+    for (int c = 1; c <= 5; c++)
+        appendf(out, "harvestd_http_responses_total{class=\"%dxx\"} %" PRIu64 "\n", c,
+                m->http_status_class[c]);
+    hv_metrics_counter(out, "harvestd_downloaded_bytes_total",
+                       "Decoded body bytes of the pages downloaded.", m->body_bytes);
+    appendf(out, "# HELP harvestd_parse_duration_seconds Time to parse one page.\n"
+                 "# TYPE harvestd_parse_duration_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int i = 0; i < HV_METRICS_PARSE_BUCKETS; i++) {
+        cum += m->parse_buckets[i];
+        appendf(out, "harvestd_parse_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+                parse_bounds[i], cum);
+    }
+    cum += m->parse_buckets[HV_METRICS_PARSE_BUCKETS];
+    appendf(out,
+            "harvestd_parse_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+            "harvestd_parse_duration_seconds_sum %.6f\n"
+            "harvestd_parse_duration_seconds_count %" PRIu64 "\n",
+            cum, m->parse_seconds_sum, m->parse_count);
+    hv_metrics_gauge(out, "harvestd_event_loop_lag_seconds",
+                     "Delay of the event loop at the last probe.", m->loop_lag_seconds);
+    hv_metrics_gauge(out, "harvestd_event_loop_lag_max_seconds",
+                     "Largest event-loop delay seen.", m->loop_lag_max_seconds);
+}
+
+/* ---- server ---- */
+
+typedef struct client_s {
+    struct hv_metrics_server_s *srv;
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t wreq;
+    llhttp_t parser;
+    char url[64];
+    size_t url_len;
+    int url_bad;
+    size_t bytes;
+    int responded;
+    int nhandles;
+    hv_buf_t response;
+    char rbuf[2048];
+    LIST_ENTRY(client_s) link;
+} client_t;
+
+struct hv_metrics_server_s {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    int listening;
+    uv_timer_t lag;
+    uint64_t lag_expected_ns;
+    hv_metrics_render_cb render;
+    void *ud;
+    LIST_HEAD(, client_s) clients;
+    unsigned nclients;
+    unsigned handles;
+    int closing;
+    void (*done)(void *ud);
+    void *done_ud;
+};
+
+static llhttp_settings_t req_settings;
+static int req_settings_ready;
+
+static void maybe_done(struct hv_metrics_server_s *m)
+{
+    if (m->closing && m->handles == 0 && m->nclients == 0) {
+        void (*done)(void *) = m->done;
+        void *ud = m->done_ud;
+        free(m);
+        if (done != NULL)
+            done(ud);
+    }
+}
+
+static void on_client_handle_close(uv_handle_t *h)
+{
+    client_t *c = h->data;
+    if (--c->nhandles > 0)
+        return;
+    struct hv_metrics_server_s *m = c->srv;
+    LIST_REMOVE(c, link);
+    m->nclients--;
+    hv_buf_free(&c->response);
+    free(c);
+    maybe_done(m);
+}
+
+static void client_close(client_t *c)
+{
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        uv_close((uv_handle_t *)&c->tcp, on_client_handle_close);
+    if (!uv_is_closing((uv_handle_t *)&c->timer))
+        uv_close((uv_handle_t *)&c->timer, on_client_handle_close);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    client_t *c = req->data;
+    (void)status;
+    client_close(c);
+}
+
+static void respond(client_t *c, int code, const char *reason, const char *ctype, hv_buf_t *body)
+{
+    char head[256];
+    if (c->responded)
+        return;
+    c->responded = 1;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    size_t blen = body != NULL ? body->len : strlen(reason) + 1;
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n",
+                     code, reason, ctype, blen);
+    hv_buf_init(&c->response, (size_t)64 << 20);
+    hv_buf_append(&c->response, head, (size_t)n);
+    if (body != NULL) {
+        hv_buf_append(&c->response, body->data, body->len);
+    } else {
+        hv_buf_append(&c->response, reason, strlen(reason));
+        hv_buf_append(&c->response, "\n", 1);
+    }
+    uv_buf_t b = uv_buf_init(c->response.data, (unsigned)c->response.len);
+    c->wreq.data = c;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_written) != 0)
+        client_close(c);
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len)
+{
+    client_t *c = p->data;
+    if (c->url_len + len >= sizeof(c->url)) {
+        c->url_bad = 1;
+        return 0;
+    }
+    memcpy(c->url + c->url_len, at, len);
+    c->url_len += len;
+    c->url[c->url_len] = '\0';
+    return 0;
+}
+
+static int on_request_complete(llhttp_t *p)
+{
+    client_t *c = p->data;
+    struct hv_metrics_server_s *m = c->srv;
+    if (llhttp_get_method(p) != HTTP_GET) {
+        respond(c, 405, "Method Not Allowed", "text/plain", NULL);
+    } else if (c->url_bad || (strcmp(c->url, "/metrics") != 0 &&
+                              strncmp(c->url, "/metrics?", 9) != 0)) {
+        respond(c, 404, "Not Found", "text/plain", NULL);
+    } else {
+        hv_buf_t body;
+        hv_buf_init(&body, (size_t)16 << 20);
+        render_page(&body);
+        if (m->render != NULL)
+            m->render(m->ud, &body);
+        respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", &body);
+        hv_buf_free(&body);
+    }
+    return HPE_PAUSED;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    client_t *c = h->data;
+    (void)suggested;
+    buf->base = c->rbuf;
+    buf->len = sizeof(c->rbuf);
+}
+
+static void on_client_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    client_t *c = s->data;
+    (void)buf;
+    if (nread == 0 || c->responded)
+        return;
+    if (nread < 0) {
+        client_close(c);
+        return;
+    }
+    c->bytes += (size_t)nread;
+    if (c->bytes > MAX_REQUEST) {
+        respond(c, 400, "Bad Request", "text/plain", NULL);
+        return;
+    }
+    llhttp_errno_t e = llhttp_execute(&c->parser, c->rbuf, (size_t)nread);
+    if (e != HPE_OK && e != HPE_PAUSED)
+        respond(c, 400, "Bad Request", "text/plain", NULL);
+}
+
+static void on_client_timeout(uv_timer_t *t)
+{
+    client_close(t->data);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct hv_metrics_server_s *m = server->data;
+    if (status != 0 || m->closing)
+        return;
+    client_t *c = hv_xcalloc(1, sizeof(*c));
+    c->srv = m;
+    uv_tcp_init(m->loop, &c->tcp);
+    uv_timer_init(m->loop, &c->timer);
+    c->tcp.data = c;
+    c->timer.data = c;
+    c->nhandles = 2;
+    LIST_INSERT_HEAD(&m->clients, c, link);
+    m->nclients++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || m->nclients > MAX_CLIENTS) {
+        client_close(c);
+        return;
+    }
+    llhttp_init(&c->parser, HTTP_REQUEST, &req_settings);
+    c->parser.data = c;
+    uv_timer_start(&c->timer, on_client_timeout, CLIENT_TIMEOUT_MS, 0);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_client_read);
+}
+
+static void on_lag_probe(uv_timer_t *t)
+{
+    struct hv_metrics_server_s *m = t->data;
+    uint64_t now = uv_hrtime();
+    double lag = now > m->lag_expected_ns ? (double)(now - m->lag_expected_ns) / 1e9 : 0.0;
+    hv_metrics.loop_lag_seconds = lag;
+    if (lag > hv_metrics.loop_lag_max_seconds)
+        hv_metrics.loop_lag_max_seconds = lag;
+    m->lag_expected_ns = now + (uint64_t)LAG_PROBE_MS * 1000000u;
+}
+
+static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
+{
+    struct hv_metrics_server_s *m = hv_xcalloc(1, sizeof(*m));
+    m->loop = loop;
+    LIST_INIT(&m->clients);
+    uv_timer_init(loop, &m->lag);
+    m->lag.data = m;
+    m->handles = 1;
+    m->lag_expected_ns = uv_hrtime() + (uint64_t)LAG_PROBE_MS * 1000000u;
+    uv_timer_start(&m->lag, on_lag_probe, LAG_PROBE_MS, LAG_PROBE_MS);
+    uv_unref((uv_handle_t *)&m->lag); /* the probe alone never keeps the loop alive */
+    return m;
+}
+
+int hv_metrics_probe_start(uv_loop_t *loop, hv_metrics_server_t **out)
+{
+    *out = server_new(loop);
+    return 0;
+}
+
+static int parse_listen(const char *listen, struct sockaddr_storage *ss)
+{
+    char host[128];
+    const char *colon = strrchr(listen, ':');
+    if (colon == NULL || colon == listen)
+        return UV_EINVAL;
+    size_t hlen = (size_t)(colon - listen);
+    if (listen[0] == '[' && hlen >= 2 && listen[hlen - 1] == ']') {
+        listen++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof(host))
+        return UV_EINVAL;
+    memcpy(host, listen, hlen);
+    host[hlen] = '\0';
+    char *end;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || colon[1] == '\0' || port > 65535)
+        return UV_EINVAL;
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0 ||
+        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
+        return 0;
+    return UV_EINVAL;
+}
+
+int hv_metrics_start(uv_loop_t *loop, const char *listen, hv_metrics_render_cb render, void *ud,
+                     hv_metrics_server_t **out, char *err, size_t errcap)
+{
+    struct sockaddr_storage ss;
+    *out = NULL;
+    if (!req_settings_ready) {
+        llhttp_settings_init(&req_settings);
+        req_settings.on_url = on_url;
+        req_settings.on_message_complete = on_request_complete;
+        req_settings_ready = 1;
+    }
+    if (parse_listen(listen, &ss) != 0) {
+        snprintf(err, errcap, "metrics_listen: '%s' is not ADDRESS:PORT (e.g. 127.0.0.1:9464)",
+                 listen);
+        return UV_EINVAL;
+    }
+    struct hv_metrics_server_s *m = server_new(loop);
+    m->render = render;
+    m->ud = ud;
+    uv_tcp_init(loop, &m->listener);
+    m->listener.data = m;
+    m->handles++;
+    m->listening = 1;
+    int rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&m->listener, 64, on_connection);
+    if (rc != 0) {
+        snprintf(err, errcap, "metrics_listen: cannot listen on %s: %s", listen, uv_strerror(rc));
+        hv_metrics_close(m, NULL, NULL);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+static void on_server_handle_close(uv_handle_t *h)
+{
+    struct hv_metrics_server_s *m = h->data;
+    m->handles--;
+    maybe_done(m);
+}
+
+void hv_metrics_close(hv_metrics_server_t *m, void (*done)(void *ud), void *ud)
+{
+    client_t *c;
+    m->closing = 1;
+    m->done = done;
+    m->done_ud = ud;
+    LIST_FOREACH(c, &m->clients, link)
+        client_close(c);
+    uv_close((uv_handle_t *)&m->lag, on_server_handle_close);
+    if (m->listening)
+        uv_close((uv_handle_t *)&m->listener, on_server_handle_close);
+}
