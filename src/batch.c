@@ -43,7 +43,10 @@ static int may_start(void *ud)
 
 static int may_read_input(const hv_batch_t *b)
 {
-    return b->state == B_RUNNING && hv_sched_flow_waiting(b->flow) < b->e->cfg->queue_size &&
+    /* Jobs waiting out a retry count against the bound too: memory must not grow while a
+     * host keeps failing. */
+    return b->state == B_RUNNING &&
+           hv_sched_flow_waiting(b->flow) + b->delayed < b->e->cfg->queue_size &&
            !results_full(b);
 }
 
@@ -119,6 +122,8 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
     } else {
         hv_job_t *job = hv_xcalloc(1, sizeof(*job));
         job->id = ++b->e->next_job_id;
+        job->attempts = 1;
+        job->retry_after_ms = -1;
         job->rec = rec;
         job->url = url;
         b->jobs_alive++;
@@ -295,6 +300,7 @@ void hv_batch__stop(hv_batch_t *b, int force)
         b->interrupted = 1;
     close_source(b);
     hv_sched_drop_waiting(e->sched, b->flow, drop_job, b);
+    hv_engine__drop_delayed(e, b, drop_job, b);
     if (!force && b->state == B_RUNNING) {
         b->state = B_DRAINING;
         HV_LOG(HV_LOG_NOTICE, "event=drain_start batch=%s in_flight=%" PRIu64, b->name,
@@ -318,9 +324,10 @@ static void check_done(hv_batch_t *b)
         return;
     if (b->state != B_RUNNING) {
         /* Redirects that came back while stopping can no longer run. */
-        if (b->jobs_alive > hv_sched_flow_waiting(b->flow))
+        if (b->jobs_alive > hv_sched_flow_waiting(b->flow) + b->delayed)
             return; /* requests still in flight */
         hv_sched_drop_waiting(b->e->sched, b->flow, drop_job, b);
+        hv_engine__drop_delayed(b->e, b, drop_job, b);
     }
     if (b->jobs_alive > 0 || b->pages > 0 || b->nresults > 0)
         return;

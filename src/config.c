@@ -15,7 +15,17 @@
 
 #include "harvestd/common.h"
 
-typedef enum { T_UINT, T_SIZE, T_DURATION, T_STRING, T_LEVEL, T_BOOL, T_PATH, T_FSYNC } dtype_t;
+typedef enum {
+    T_UINT,
+    T_SIZE,
+    T_DURATION,
+    T_STRING,
+    T_LEVEL,
+    T_BOOL,
+    T_PATH,
+    T_FSYNC,
+    T_STATUSES
+} dtype_t;
 
 typedef struct {
     const char *name;
@@ -64,6 +74,17 @@ static const directive_t directives[] = {
      "idle pooled connections are closed after this"},
     {"dns_ttl", T_DURATION, F(dns_ttl_ms), 0, 24 * HOUR_MS, 1000, "60s",
      "how long a resolved host name is reused"},
+    {"retries", T_UINT, F(retries), 0, 20, 0, "3",
+     "further attempts after a transient failure (429/5xx in retry_statuses, connect errors, "
+     "resets, timeouts)"},
+    {"retry_base", T_DURATION, F(retry_base_ms), 1, HOUR_MS, 1, "1000ms",
+     "first backoff delay; each retry doubles it, plus up to as much again in random jitter"},
+    {"retry_max", T_DURATION, F(retry_max_ms), 1, 24 * HOUR_MS, 1, "60000ms",
+     "longest backoff delay"},
+    {"retry_after_max", T_DURATION, F(retry_after_max_ms), 0, 24 * HOUR_MS, 1000, "300s",
+     "a Retry-After (on 429/503) longer than this fails the URL at once"},
+    {"retry_statuses", T_STATUSES, F(retry_status), 0, 0, 0, "429,500,502,503,504",
+     "HTTP statuses worth retrying (comma-separated)"},
     {"flush_ms", T_DURATION, F(flush_ms), 0, HOUR_MS, 1, "200ms",
      "a completed record is written within this delay"},
     {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "20s",
@@ -233,6 +254,33 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
         if (len >= d->width)
             return set_error(err, errcap, UV_EINVAL, "%s: path too long", d->name);
         memcpy(field, value, len + 1);
+        return 0;
+    }
+    case T_STATUSES: {
+        unsigned char set[600];
+        memset(set, 0, sizeof(set));
+        const char *p = value;
+        while (*p != '\0') {
+            char *end;
+            while (*p == ' ' || *p == ',')
+                p++;
+            if (*p == '\0')
+                break;
+            unsigned long code = strtoul(p, &end, 10);
+            if (end == p || code < 100 || code > 599)
+                return set_error(err, errcap, UV_EINVAL,
+                                 "%s: '%s' is not a list of HTTP statuses (e.g. 429,503)",
+                                 d->name, value);
+            set[code] = 1;
+            p = end;
+            while (*p == ' ')
+                p++;
+            if (*p != ',' && *p != '\0')
+                return set_error(err, errcap, UV_EINVAL,
+                                 "%s: '%s' is not a list of HTTP statuses (e.g. 429,503)",
+                                 d->name, value);
+        }
+        memcpy(field, set, sizeof(set));
         return 0;
     }
     case T_FSYNC:

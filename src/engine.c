@@ -50,10 +50,198 @@ static void on_page(void *ud, hv_job_t *job, char *body, size_t len)
     hv_batch__job_page(batch_of(job), job, body, len);
 }
 
+/* ---- retries ---- */
+
+static int heap_less(const hv_engine_t *e, unsigned a, unsigned b)
+{
+    return e->retry_heap[a]->retry_at < e->retry_heap[b]->retry_at;
+}
+
+static void heap_swap(hv_engine_t *e, unsigned a, unsigned b)
+{
+    hv_job_t *t = e->retry_heap[a];
+    e->retry_heap[a] = e->retry_heap[b];
+    e->retry_heap[b] = t;
+    e->retry_heap[a]->heap_idx = a;
+    e->retry_heap[b]->heap_idx = b;
+}
+
+static void heap_up(hv_engine_t *e, unsigned i)
+{
+    while (i > 0 && heap_less(e, i, (i - 1) / 2)) {
+        heap_swap(e, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(hv_engine_t *e, unsigned i)
+{
+    for (;;) {
+        unsigned l = 2 * i + 1, r = l + 1, m = i;
+        if (l < e->nretry && heap_less(e, l, m))
+            m = l;
+        if (r < e->nretry && heap_less(e, r, m))
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(e, i, m);
+        i = m;
+    }
+}
+
+static void heap_push(hv_engine_t *e, hv_job_t *job)
+{
+    if (e->nretry == e->retry_cap) {
+        e->retry_cap = e->retry_cap ? e->retry_cap * 2 : 64;
+        e->retry_heap = hv_xrealloc(e->retry_heap, e->retry_cap * sizeof(*e->retry_heap));
+    }
+    job->heap_idx = e->nretry;
+    e->retry_heap[e->nretry++] = job;
+    heap_up(e, job->heap_idx);
+}
+
+static void heap_remove(hv_engine_t *e, unsigned i)
+{
+    e->nretry--;
+    if (i != e->nretry) {
+        heap_swap(e, i, e->nretry);
+        heap_down(e, i);
+        heap_up(e, i);
+    }
+}
+
+static void on_retry_timer(uv_timer_t *t);
+
+static void arm_retry_timer(hv_engine_t *e)
+{
+    if (e->nretry == 0) {
+        uv_timer_stop(&e->retry_timer);
+        return;
+    }
+    uint64_t now = uv_now(e->loop), at = e->retry_heap[0]->retry_at;
+    uv_timer_start(&e->retry_timer, on_retry_timer, at > now ? at - now : 0, 0);
+}
+
+/* A record that failed is going to be tried again: forget what the failed attempt said. */
+static void reset_for_retry(hv_record_t *rec)
+{
+    rec->ok = 1;
+    rec->stage = HV_STAGE_NONE;
+    rec->error_type = HV_ET_NONE;
+    free(rec->error);
+    rec->error = NULL;
+    rec->http_status = 0;
+    free(rec->content_type);
+    rec->content_type = NULL;
+}
+
+static void on_retry_timer(uv_timer_t *t)
+{
+    hv_engine_t *e = t->data;
+    uint64_t now = uv_now(e->loop);
+    while (e->nretry > 0 && e->retry_heap[0]->retry_at <= now) {
+        hv_job_t *job = e->retry_heap[0];
+        heap_remove(e, 0);
+        hv_batch_t *b = batch_of(job);
+        b->delayed--;
+        reset_for_retry(job->rec);
+        job->attempts++;
+        job->deadline_ms = 0;
+        job->fresh_conn_retried = 0;
+        /* Ahead of the batch's other jobs for that host: it has waited already. */
+        hv_sched_submit(e->sched, job->flow, job, 1);
+    }
+    arm_retry_timer(e);
+    hv_engine_update(e);
+}
+
+/* Is this failure worth another attempt? 1 with job->retry_at set, or 0. */
+static int plan_retry(hv_engine_t *e, hv_job_t *job)
+{
+    const hv_config_t *cfg = e->cfg;
+    const hv_record_t *rec = job->rec;
+    uint64_t delay;
+
+    if (e->stopping || job->attempts > cfg->retries)
+        return 0;
+    switch (rec->error_type) {
+    case HV_ET_HTTP_STATUS:
+        if (rec->http_status < 100 || rec->http_status > 599 || !cfg->retry_status[rec->http_status])
+            return 0;
+        break;
+    case HV_ET_CONNECT:
+    case HV_ET_CONNECT_TIMEOUT:
+    case HV_ET_READ_TIMEOUT:
+    case HV_ET_TOTAL_TIMEOUT:
+    case HV_ET_CONNECTION_RESET:
+        break;
+    case HV_ET_DNS:
+        /* A name that does not exist will not exist in a second either. */
+        if (rec->error == NULL || (strcmp(rec->error, "dns_temporary_failure") != 0 &&
+                                   strncmp(rec->error, "dns_lookup_exceeded", 19) != 0))
+            return 0;
+        break;
+    case HV_ET_TLS:
+        /* Broken handshakes can be transient; alerts and protocol errors are not. */
+        if (rec->error == NULL || (strcmp(rec->error, "tls_closed_during_handshake") != 0 &&
+                                   strcmp(rec->error, "tls_connection_reset_during_handshake") != 0))
+            return 0;
+        break;
+    default:
+        return 0;
+    }
+    uint64_t base = cfg->retry_base_ms << HV_MIN(job->attempts - 1, 30u);
+    if (base > cfg->retry_max_ms || base < cfg->retry_base_ms)
+        base = cfg->retry_max_ms;
+    /* Exponential backoff plus up to as much again at random, so that many URLs failing
+     * together do not all come back at the same instant. */
+    delay = base + (uint64_t)((double)base * ((double)random() / (double)RAND_MAX));
+    if (delay > cfg->retry_max_ms)
+        delay = cfg->retry_max_ms;
+    int honour = rec->error_type == HV_ET_HTTP_STATUS &&
+                 (rec->http_status == 429 || rec->http_status == 503) && job->retry_after_ms >= 0;
+    if (honour) {
+        if ((uint64_t)job->retry_after_ms > cfg->retry_after_max_ms)
+            return 0; /* the server asks for longer than we wait: fail now with its status */
+        delay = (uint64_t)job->retry_after_ms;
+    }
+    job->retry_at = uv_now(e->loop) + delay;
+    HV_LOG(HV_LOG_INFO,
+           "event=retry job=%" PRIu64 " attempt=%u delay_ms=%" PRIu64 " error_type=%s error=%s%s",
+           job->id, job->attempts + 1, delay, hv_error_type_name(rec->error_type),
+           rec->error ? rec->error : "", honour ? " retry_after=1" : "");
+    return 1;
+}
+
 static void on_failed(void *ud, hv_job_t *job)
 {
-    (void)ud;
-    hv_batch__job_failed(batch_of(job), job);
+    hv_engine_t *e = ud;
+    hv_batch_t *b = batch_of(job);
+    if (plan_retry(e, job)) {
+        e->retries++;
+        b->delayed++;
+        heap_push(e, job);
+        arm_retry_timer(e);
+        hv_engine_update(e);
+        return;
+    }
+    hv_batch__job_failed(b, job);
+}
+
+void hv_engine__drop_delayed(hv_engine_t *e, hv_batch_t *b, void (*drop)(void *, hv_job_t *),
+                             void *ud)
+{
+    for (unsigned i = 0; i < e->nretry;) {
+        hv_job_t *job = e->retry_heap[i];
+        if (b != NULL && batch_of(job) != b) {
+            i++;
+            continue;
+        }
+        heap_remove(e, i);
+        batch_of(job)->delayed--;
+        drop(ud, job);
+    }
+    arm_retry_timer(e);
 }
 
 static void on_cancelled(void *ud, hv_job_t *job)
@@ -85,6 +273,9 @@ hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t
     e->parse = hv_parse_new(loop, on_parsed, e);
     uv_timer_init(loop, &e->drain_timer);
     e->drain_timer.data = e;
+    uv_timer_init(loop, &e->retry_timer);
+    e->retry_timer.data = e;
+    e->handles = 2;
     return e;
 }
 
@@ -259,11 +450,11 @@ void hv_engine_format_stats(const hv_engine_t *e, char *out, size_t cap)
     int n = snprintf(out, cap,
                      " hwm_pages=%u hwm_page_bytes=%" PRIu64 " read_pauses=%" PRIu64
                      " connections_opened=%" PRIu64 " connections_reused=%" PRIu64
-                     " stale_retries=%" PRIu64 " redirects=%" PRIu64 " dns_lookups=%" PRIu64
-                     " dns_hits=%" PRIu64,
+                     " stale_retries=%" PRIu64 " redirects=%" PRIu64 " retries=%" PRIu64
+                     " dns_lookups=%" PRIu64 " dns_hits=%" PRIu64,
                      e->stats.hwm_pages, e->stats.hwm_page_bytes, e->stats.read_pauses,
                      f->connections_opened, f->connections_reused, f->stale_retries,
-                     f->redirects, d->lookups, d->hits);
+                     f->redirects, e->retries, d->lookups, d->hits);
     if (e->tls != NULL && n > 0 && (size_t)n < cap) {
         const hv_tls_stats_t *t = hv_tls_ctx_stats(e->tls);
         snprintf(out + n, cap - (size_t)n,
@@ -302,6 +493,8 @@ void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out)
                        "Requests retried because a pooled connection had been closed.",
                        f->stale_retries);
     hv_metrics_counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
+    hv_metrics_counter(out, "harvestd_retries_total", "Retries scheduled after a transient failure.",
+                       e->retries);
     hv_metrics_counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);
     hv_metrics_counter(out, "harvestd_dns_cache_hits_total",
                        "Lookups answered by the cache or a lookup in flight.", d->hits);
@@ -324,6 +517,8 @@ void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out)
 static void on_drain_timer_close(uv_handle_t *h)
 {
     hv_engine_t *e = h->data;
+    if (--e->handles > 0)
+        return;
     void (*closed)(void *) = e->closed;
     void *ud = e->closed_ud;
     free(e);
@@ -333,7 +528,7 @@ static void on_drain_timer_close(uv_handle_t *h)
 
 void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
 {
-    assert(e->nbatches == 0);
+    assert(e->nbatches == 0 && e->nretry == 0);
     e->closed = done;
     e->closed_ud = ud;
     uv_timer_stop(&e->drain_timer);
@@ -347,5 +542,8 @@ void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
     e->parse = NULL;
     hv_dns_close(e->dns);
     e->dns = NULL;
+    free(e->retry_heap);
+    e->retry_heap = NULL;
     uv_close((uv_handle_t *)&e->drain_timer, on_drain_timer_close);
+    uv_close((uv_handle_t *)&e->retry_timer, on_drain_timer_close);
 }

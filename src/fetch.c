@@ -210,6 +210,7 @@ static void fill_common(hv_req_t *r)
     free(rec->url);
     rec->url = hv_xstrdup(job->url.href);
     rec->redirects = (int)job->redirects;
+    rec->attempts = (int)(job->attempts > 0 ? job->attempts : 1);
     rec->elapsed_ms = (int64_t)(uv_now(r->f->loop) - job->started_ms);
     rec->fetched_at_ms = hv_now_unix_ms();
 }
@@ -357,10 +358,10 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
     hv_req_t *r = hv_xcalloc(1, sizeof(*r));
     uint64_t now = uv_now(f->loop);
 
-    if (job->started_ms == 0) {
+    if (job->started_ms == 0)
         job->started_ms = now;
+    if (job->deadline_ms == 0) /* per attempt; redirects stay within it */
         job->deadline_ms = now + f->cfg->total_timeout_ms;
-    }
     r->f = f;
     r->job = job;
     job->req = r;
@@ -468,6 +469,7 @@ static void response_complete(hv_req_t *r)
     else
         hv_conn_close(c);
 
+    r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
     if (r->fail_type != HV_ET_NONE)
         finish_fail(r, r->fail_type, r->fail_text);
     else if (r->is_redirect)

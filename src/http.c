@@ -10,10 +10,11 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "harvestd/common.h"
 
-enum { H_NONE, H_CONTENT_TYPE, H_CONTENT_ENCODING, H_LOCATION, H_SKIP };
+enum { H_NONE, H_CONTENT_TYPE, H_CONTENT_ENCODING, H_LOCATION, H_RETRY_AFTER, H_SKIP };
 
 /* A body bigger than our drain allowance is not worth reading just to reuse the connection;
  * the response is complete for us, the connection is not reusable. */
@@ -79,6 +80,7 @@ static void reset_response(hv_http_t *h)
     h->content_length = -1;
     hv_buf_reset(&h->content_type);
     hv_buf_reset(&h->location);
+    hv_buf_reset(&h->retry_after);
     hv_buf_reset(&h->_field);
     h->_header = H_NONE;
     h->encoding = HV_ENC_IDENTITY;
@@ -96,6 +98,7 @@ void hv_http_init(hv_http_t *h, const hv_http_limits_t *limits, hv_http_head_cb 
     h->content_length = -1;
     hv_buf_init(&h->content_type, CONTENT_TYPE_MAX);
     hv_buf_init(&h->location, HV_URL_MAX);
+    hv_buf_init(&h->retry_after, 64);
     hv_buf_init(&h->body, limits->max_body);
     hv_buf_init(&h->_field, FIELD_MAX);
     llhttp_init(&h->_parser, HTTP_RESPONSE, &settings);
@@ -106,6 +109,7 @@ void hv_http_free(hv_http_t *h)
 {
     hv_buf_free(&h->content_type);
     hv_buf_free(&h->location);
+    hv_buf_free(&h->retry_after);
     hv_buf_free(&h->body);
     hv_buf_free(&h->_field);
     if (h->_z_init) {
@@ -181,6 +185,8 @@ static int on_header_field_complete(llhttp_t *p)
         h->_header = H_CONTENT_ENCODING;
     } else if (field_is(&h->_field, "location")) {
         h->_header = h->location.len == 0 ? H_LOCATION : H_SKIP;
+    } else if (field_is(&h->_field, "retry-after")) {
+        h->_header = h->retry_after.len == 0 ? H_RETRY_AFTER : H_SKIP;
     } else {
         h->_header = H_SKIP;
     }
@@ -201,6 +207,11 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     case H_LOCATION:
         if (hv_buf_append(&h->location, at, len) != 0)
             return fail(h, HV_EPROTO, "location_too_long");
+        break;
+    case H_RETRY_AFTER:
+        /* Only advice: an absurd value is dropped, never an error. */
+        if (hv_buf_append(&h->retry_after, at, len) != 0)
+            h->_header = H_SKIP;
         break;
     case H_CONTENT_ENCODING:
         /* Collected in _field (free again once the name is classified). */
@@ -242,8 +253,11 @@ static int on_header_value_complete(llhttp_t *p)
     hv_http_t *h = from_parser(p);
     if (h->_header == H_CONTENT_ENCODING && h->encoding != HV_ENC_UNSUPPORTED)
         classify_encoding(h);
-    if (h->_header == H_CONTENT_TYPE || h->_header == H_LOCATION) {
-        hv_buf_t *b = h->_header == H_CONTENT_TYPE ? &h->content_type : &h->location;
+    if (h->_header == H_CONTENT_TYPE || h->_header == H_LOCATION ||
+        h->_header == H_RETRY_AFTER) {
+        hv_buf_t *b = h->_header == H_CONTENT_TYPE ? &h->content_type
+                      : h->_header == H_LOCATION   ? &h->location
+                                                   : &h->retry_after;
         /* NUL-terminate for the owner; the byte is outside len. */
         if (hv_buf_reserve(b, 1) == 0 && b->data != NULL)
             b->data[b->len] = '\0';
@@ -469,6 +483,39 @@ int hv_http_eof(hv_http_t *h)
     else
         snprintf(h->error, sizeof(h->error), "connection_closed_mid_body");
     return HV_ECLOSED;
+}
+
+int64_t hv_http_retry_after_ms(const hv_http_t *h, int64_t now_unix_ms)
+{
+    char v[65];
+    size_t n = HV_MIN(h->retry_after.len, sizeof(v) - 1);
+    if (n == 0)
+        return -1;
+    memcpy(v, h->retry_after.data, n);
+    v[n] = '\0';
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        v[--n] = '\0';
+    const char *p = v;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p >= '0' && *p <= '9') {
+        /* delay-seconds = 1*DIGIT */
+        uint64_t secs = 0;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            secs = secs * 10 + (uint64_t)(*p - '0');
+            if (secs > 100000000)
+                return INT64_MAX / 2;
+        }
+        return *p == '\0' ? (int64_t)secs * 1000 : -1;
+    }
+    /* HTTP-date, IMF-fixdate form: "Sun, 06 Nov 1994 08:49:37 GMT" */
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *end = strptime(p, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (end == NULL || *end != '\0')
+        return -1;
+    int64_t at = (int64_t)timegm(&tm) * 1000;
+    return at > now_unix_ms ? at - now_unix_ms : 0;
 }
 
 void hv_http_media_type(const hv_http_t *h, char *out, size_t cap)

@@ -518,6 +518,8 @@ int main(int argc, char **argv)
 
     memset(&app, 0, sizeof(app));
     app.progress = -1;
+    /* Backoff jitter only needs to differ between processes and runs. */
+    srandom((unsigned)(uv_hrtime() ^ ((uint64_t)uv_os_getpid() << 16)));
     hv_log_init();
     hv_config_defaults(&app.cfg);
     rc = parse_args(&app, argc, argv);

@@ -43,6 +43,12 @@ struct hv_engine_s {
     int stopping;
     int forced;
     uv_timer_t drain_timer;
+    uv_timer_t retry_timer;    /* fires when the earliest delayed job is due */
+    hv_job_t **retry_heap;     /* jobs waiting to retry, min-heap on retry_at */
+    unsigned nretry;
+    unsigned retry_cap;
+    uint64_t retries;          /* retries scheduled */
+    int handles;
     int in_update;
     int update_again;
     hv_engine_stats_t stats;
@@ -72,7 +78,8 @@ struct hv_batch_s {
     void *skip_ud;
 
     hv_flow_t *flow;
-    uint64_t jobs_alive;       /* jobs created and not yet ended (waiting or in flight) */
+    uint64_t jobs_alive;       /* jobs created and not yet ended (waiting, in flight, delayed) */
+    unsigned delayed;          /* jobs waiting out a retry backoff */
     unsigned pages;            /* this batch's pages queued or being parsed */
     struct hv_record_list_s results;
     unsigned nresults;
@@ -96,5 +103,8 @@ void hv_engine__attach(hv_engine_t *e, hv_batch_t *b);
 void hv_engine__detach(hv_engine_t *e, hv_batch_t *b);
 void hv_engine__queue_page(hv_engine_t *e, hv_page_t *pg);
 void hv_engine__drop_pages(hv_engine_t *e, hv_batch_t *b);
+/** Remove the batch's jobs waiting to retry, passing each to `drop`. */
+void hv_engine__drop_delayed(hv_engine_t *e, hv_batch_t *b, void (*drop)(void *, hv_job_t *),
+                             void *ud);
 
 #endif

@@ -43,6 +43,7 @@ hv_record_t *hv_record_new(const char *requested_url, size_t len)
     r->content_type = NULL;
     r->bytes = -1;
     r->redirects = -1;
+    r->attempts = -1;
     r->elapsed_ms = -1;
     r->fetched_at_ms = -1;
     r->stage = HV_STAGE_NONE;
@@ -167,6 +168,8 @@ int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
         hv_record_add_int(obj, "bytes", r->bytes);
     if (r->redirects >= 0)
         hv_record_add_int(obj, "redirects", r->redirects);
+    if (r->attempts >= 0)
+        hv_record_add_int(obj, "attempts", r->attempts);
     if (r->elapsed_ms >= 0)
         hv_record_add_int(obj, "elapsed_ms", r->elapsed_ms);
     if (r->fetched_at_ms >= 0) {

@@ -42,6 +42,13 @@ typedef struct {
     char ca_file[1024];         /* PEM trust store; empty: the system bundle */
     int insecure;               /* no certificate verification */
 
+    /* retries */
+    unsigned retries;            /* further attempts after a transient failure */
+    uint64_t retry_base_ms;      /* backoff: base x 2^(attempt-1), plus jitter */
+    uint64_t retry_max_ms;       /* cap of one backoff delay */
+    uint64_t retry_after_max_ms; /* a longer Retry-After fails the URL at once */
+    unsigned char retry_status[600]; /* HTTP statuses worth retrying */
+
     /* output and shutdown */
     uint64_t flush_ms;          /* a completed record reaches the kernel within this */
     uint64_t drain_timeout_ms;  /* in-flight requests get this long after SIGINT/SIGTERM */

@@ -42,6 +42,7 @@ struct hv_http_s {
     int64_t content_length;    /* -1 when absent */
     hv_buf_t content_type;     /* raw header value (NUL-terminated when non-empty) */
     hv_buf_t location;
+    hv_buf_t retry_after;      /* raw Retry-After value */
     hv_http_enc_t encoding;
     hv_buf_t body;             /* decoded body (HV_HTTP_BODY_KEEP) */
     int complete;
@@ -90,6 +91,10 @@ int hv_http_feed(hv_http_t *h, const char *data, size_t len);
 /** The peer closed the stream. Returns 1 if that completed the response (close-delimited),
  * else an error: HV_ECLOSED (h->error says where it stopped), HV_EDECODE, HV_EPROTO. */
 int hv_http_eof(hv_http_t *h);
+
+/** Retry-After as a delay in ms from `now_unix_ms` (delta-seconds or HTTP-date), or -1 when
+ * absent or unparseable. */
+int64_t hv_http_retry_after_ms(const hv_http_t *h, int64_t now_unix_ms);
 
 /** Lower-cased media type of the response without parameters ("text/html"), into `out`. */
 void hv_http_media_type(const hv_http_t *h, char *out, size_t cap);

@@ -27,6 +27,10 @@ typedef struct hv_job_s {
     uint64_t started_ms;       /* loop time of the first dispatch; 0 before */
     uint64_t deadline_ms;      /* loop time by which the whole download must end */
     int fresh_conn_retried;    /* a stale keep-alive connection already cost one retry */
+    unsigned attempts;         /* attempts started (1 for the first; retries add one each) */
+    int64_t retry_after_ms;    /* the server's Retry-After of the last failure, -1 none */
+    uint64_t retry_at;         /* loop time the next attempt may start (while delayed) */
+    unsigned heap_idx;         /* position in the retry heap (engine) */
     struct hv_host_s *host;    /* scheduler's host entry (set by hv_sched_submit) */
     struct hv_flow_s *flow;    /* the batch's share of the scheduler */
     struct hv_req_s *req;      /* fetch's in-flight state, NULL while waiting */

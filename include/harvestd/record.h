@@ -5,7 +5,7 @@
  * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
  * and absent fields are omitted:
  *   requested_url, url, status, http_status, title, content_type, bytes, redirects,
- *   elapsed_ms, fetched_at, stage, error_type, error
+ *   attempts, elapsed_ms, fetched_at, stage, error_type, error
  */
 #ifndef HARVESTD_RECORD_H
 #define HARVESTD_RECORD_H
@@ -55,6 +55,7 @@ typedef struct hv_record_s {
     char *content_type;     /* NULL: absent */
     int64_t bytes;          /* decoded body bytes; -1: absent */
     int redirects;          /* -1: absent */
+    int attempts;           /* download attempts made (retries + 1); -1: absent */
     int64_t elapsed_ms;     /* -1: absent */
     int64_t fetched_at_ms;  /* Unix ms; -1: absent */
     hv_stage_t stage;       /* HV_STAGE_NONE when ok */

@@ -57,7 +57,7 @@ SANITIZER = os.environ.get("HARVESTD_SANITIZER", "").strip() or _detect_sanitize
 SLOWDOWN = 3 if SANITIZER else 1
 
 KEY_ORDER = ["requested_url", "url", "status", "http_status", "title", "content_type", "bytes",
-             "redirects", "elapsed_ms", "fetched_at", "stage", "error_type", "error"]
+             "redirects", "attempts", "elapsed_ms", "fetched_at", "stage", "error_type", "error"]
 
 SANITIZER_MARKERS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                      "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer"]
@@ -65,6 +65,10 @@ SANITIZER_MARKERS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime
 # Short limits so a misbehaving origin costs seconds, not the program's defaults. A test that
 # passes one of these options itself keeps its own value.
 FAST_DEFAULTS = [("--connect-timeout", "2s"), ("--read-timeout", "3s"), ("--total-timeout", "10s")]
+
+# Failures are retried by default (with seconds of backoff); tests that are not about retries
+# want one attempt per URL. A test that passes --retries itself keeps its value.
+ALWAYS_DEFAULTS = [("--retries", "0")]
 
 SUMMARY_PREFIX = "harvestd: summary "
 
@@ -440,6 +444,9 @@ class Harvestd:
             for opt, value in FAST_DEFAULTS:
                 if opt not in args:
                     argv += [opt, value]
+        for opt, value in ALWAYS_DEFAULTS:
+            if opt not in args:
+                argv += [opt, value]
         argv += [str(a) for a in args]
         proc = Proc(self, argv, out, str(self.tmp_path / ("stdout-%d" % self.n)),
                     str(self.tmp_path / ("stderr-%d" % self.n)))
@@ -449,6 +456,51 @@ class Harvestd:
     def run(self, urls, *args, timeout=60, out=None, fast=True, parse=True, input_path=None):
         proc = self.start(urls, *args, out=out, fast=fast, input_path=input_path)
         return proc.wait(timeout=timeout, parse=parse)
+
+    # ---- the spool daemon (Spool and Daemon are defined below)
+
+    def daemon_config(self, spool_dir, directives=None, name=None):
+        """Write a daemon config for `spool_dir`: DAEMON_DEFAULTS updated with `directives`
+        (None leaves a directive out). Returns its path."""
+        values = dict(DAEMON_DEFAULTS)
+        values.update(directives or {})
+        self.n += 1
+        path = self.tmp_path / (name or "daemon-%d.conf" % self.n)
+        return write_config(path, [("spool_dir", str(spool_dir))] + list(values.items()))
+
+    def start_daemon(self, config, *args, env=None, user=None, wrapper=()):
+        """Start `harvestd -c config args...`. `env` adds variables to the environment (the
+        systemd ones are removed first); it may be a function of the Daemon (before exec) for
+        values that depend on its stderr. `user` runs it as that uid (and gid). `wrapper` is
+        put before the command line (e.g. a shell that sets a variable, then execs it)."""
+        self.n += 1
+        argv = list(wrapper) + [HARVESTD_BIN, "-c", str(config)] + [str(a) for a in args]
+        base = dict(self.env)
+        for key in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM",
+                    "LISTEN_FDS", "LISTEN_PID"):
+            base.pop(key, None)
+        if callable(env):
+            extra = env
+            full_env = lambda d: {**base, **extra(d)}  # noqa: E731
+        else:
+            full_env = {**base, **(env or {})}
+        d = Daemon(argv, str(self.tmp_path / ("daemon-stdout-%d" % self.n)),
+                   str(self.tmp_path / ("daemon-stderr-%d" % self.n)), full_env, user)
+        self.procs.append(d)
+        return d
+
+    def command(self, *args, timeout=20, env=None):
+        """Run harvestd with `args` to completion (no input, e.g. --check-config): returns a
+        CompletedProcess with text stdout and stderr."""
+        argv = [HARVESTD_BIN] + [str(a) for a in args]
+        full_env = {**self.env, **(env or {})}
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=full_env, timeout=timeout * SLOWDOWN)
+        done.stdout = done.stdout.decode("utf-8", "replace")
+        done.stderr = done.stderr.decode("utf-8", "replace")
+        print("$ " + " ".join(argv) + "\n-> %d\nstdout: %s\nstderr: %s" % (done.returncode, done.stdout, done.stderr))
+        check_sanitizer(done.stderr)
+        return done
 
     @staticmethod
     def dump(argv, stderr):
@@ -475,3 +527,336 @@ def count_by(records, key):
     for r in records:
         out[r.get(key)] = out.get(r.get(key), 0) + 1
     return out
+
+
+# ---------------------------------------------------------------------------- the spool daemon
+#
+# `harvestd -c CONFIG` runs in the foreground until a signal. Daemon starts it directly (no
+# launcher: its pid is harvestd's, so signals, SIGKILL and WATCHDOG_PID reach the daemon itself)
+# in a session of its own, with stdout and stderr in files of the test's tmp_path. Spool is the
+# test's view of a spool directory: dropping files the way users must (written elsewhere,
+# renamed in), listings, outputs and summaries.
+
+# Short limits and quick discovery so a daemon test costs seconds. A test passes its own value
+# (or None to leave a directive out of the file).
+DAEMON_DEFAULTS = {
+    "rescan_interval": "500ms",
+    "drain_timeout": "2s",
+    "connect_timeout": "2s",
+    "read_timeout": "3s",
+    "total_timeout": "10s",
+    "flush_ms": "50ms",
+    "log_level": "info",
+}
+
+SUMMARY_KEYS = {"batch", "records", "ok", "failed", "resumed", "error_types", "http_statuses",
+                "body_bytes_total", "body_bytes_mean", "started_at", "finished_at", "elapsed_s",
+                "pages_per_s"}
+
+SPOOL_SUBDIRS = ("incoming", "active", "done", "rejected", "out")
+
+LOG_PREFIX = "harvestd: "
+LOG_FIELD_RE = re.compile(r'([A-Za-z_][\w.]*)=("(?:[^"\\]|\\.)*"|\S*)')
+
+
+def parse_log_line(line):
+    """The key=value fields of one log line ("harvestd: level=info event=x k=v k2=\"a b\"", or
+    "<N>level=..." for the journal) as a dict of strings (quotes removed), or None when the line
+    is not a log event."""
+    if line.startswith(LOG_PREFIX):
+        line = line[len(LOG_PREFIX):]
+    elif re.match(r"^<\d>", line):
+        line = line[3:]
+    if not line.startswith("level="):
+        return None
+    out = {}
+    for key, value in LOG_FIELD_RE.findall(line):
+        if value.startswith('"') and value.endswith('"') and len(value) >= 2:
+            value = value[1:-1]
+        out.setdefault(key, value)
+    return out
+
+
+def write_config(path, directives):
+    """Write an INI config: `directives` is a dict or a list of (name, value) pairs, one
+    "name = value" line each; a value of None is left out."""
+    items = directives.items() if isinstance(directives, dict) else directives
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("# generated by the integration tests\n")
+        for name, value in items:
+            if value is not None:
+                f.write("%s = %s\n" % (name, value))
+    return str(path)
+
+
+def url_lines(data):
+    """The lines of an input file that produce a record, as harvestd reads them: blank lines
+    and # comments dropped, surrounding whitespace trimmed (bytes in, str out, invalid UTF-8
+    replaced)."""
+    out = []
+    for raw in data.split(b"\n"):
+        line = raw.strip(b" \t\r")
+        if line and not line.startswith(b"#"):
+            out.append(line.decode("utf-8", "replace"))
+    return out
+
+
+class Spool:
+    """A spool directory in the test's tmp_path. Subdirectories are harvestd's to create; the
+    staging directory (a sibling, same file system) is where files are written before they are
+    renamed into incoming/."""
+
+    def __init__(self, root):
+        self.root = str(root)
+        self.staging = self.root + ".staging"
+        self._staged = 0
+        os.makedirs(self.root, exist_ok=True)
+        os.makedirs(self.staging, exist_ok=True)
+
+    def path(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def drop(self, name, urls):
+        """Write `urls` (bytes as is, or a list of lines each ended with "\\n") to the staging
+        directory and rename it into incoming/`name` (str or bytes). Returns the bytes dropped."""
+        if isinstance(urls, (bytes, bytearray)):
+            data = bytes(urls)
+        else:
+            data = b"".join((u if isinstance(u, bytes) else u.encode("utf-8")) + b"\n" for u in urls)
+        os.makedirs(self.path("incoming"), exist_ok=True)
+        self._staged += 1
+        tmp = os.path.join(self.staging, "staged-%d" % self._staged)
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.rename(tmp, os.path.join(os.fsencode(self.path("incoming")), os.fsencode(name)))
+        return data
+
+    def files(self, sub):
+        """Sorted names in `sub` (e.g. "done"); [] when it does not exist."""
+        try:
+            return sorted(os.listdir(self.path(sub)))
+        except FileNotFoundError:
+            return []
+
+    def listing(self):
+        """Every subdirectory's names, for failure messages."""
+        return {sub: self.files(sub) for sub in SPOOL_SUBDIRS}
+
+    def output_bytes(self, name):
+        try:
+            with open(self.path("out", name + ".jsonl"), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def output_lines(self, name):
+        """Complete lines of out/<name>.jsonl written so far."""
+        data = self.output_bytes(name)
+        return data[:data.rfind(b"\n") + 1].split(b"\n")[:-1] if b"\n" in data else []
+
+    def records(self, name, complete=True):
+        """Records of out/<name>.jsonl; with complete=False a torn last line is ignored (a
+        running or killed daemon), every complete line must still be valid."""
+        data = self.output_bytes(name)
+        if not complete and b"\n" in data:
+            data = data[:data.rfind(b"\n") + 1]
+        elif not complete:
+            data = b""
+        return parse_records(data, complete=complete)
+
+    def summary_path(self, name):
+        return self.path("out", name + ".summary.json")
+
+    def has_summary(self, name):
+        return os.path.exists(self.summary_path(name))
+
+    def summary(self, name):
+        """out/<name>.summary.json parsed (None when absent)."""
+        try:
+            with open(self.summary_path(name), "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        try:
+            return json.loads(data.decode("utf-8"))
+        except ValueError as e:
+            pytest.fail("summary of %r is not valid JSON (%s): %r" % (name, e, data[:500]))
+
+
+def check_summary(summary, name, records, resumed=0):
+    """The summary of a batch whose final output holds `records` (the latest record of each
+    input line) is consistent with them; returns it."""
+    assert summary is not None, "no summary for %r" % name
+    assert set(summary) == SUMMARY_KEYS, "summary keys: %r" % sorted(summary)
+    assert summary["batch"] == name, summary
+    ok = sum(1 for r in records if r["status"] == "ok")
+    failed = len(records) - ok
+    assert summary["records"] == len(records) + resumed, summary
+    assert summary["ok"] == ok + resumed, summary
+    assert summary["failed"] == failed, summary
+    assert summary["resumed"] == resumed, summary
+    assert sum(summary["error_types"].values()) == failed, summary
+    assert summary["error_types"] == count_by([r for r in records if r["status"] == "failed"],
+                                              "error_type"), summary
+    if resumed == 0:
+        statuses = count_by([r for r in records if "http_status" in r], "http_status")
+        assert summary["http_statuses"] == {str(k): v for k, v in statuses.items()}, summary
+        with_bytes = [r["bytes"] for r in records if "bytes" in r]
+        assert summary["body_bytes_total"] == sum(with_bytes), summary
+        assert summary["body_bytes_mean"] == (sum(with_bytes) // len(with_bytes) if with_bytes else 0), summary
+    started = parse_fetched_at(summary["started_at"])
+    finished = parse_fetched_at(summary["finished_at"])
+    assert started <= finished, summary
+    assert isinstance(summary["elapsed_s"], (int, float)) and summary["elapsed_s"] >= 0, summary
+    assert abs(summary["elapsed_s"] - (finished - started)) < 0.01, summary
+    assert isinstance(summary["pages_per_s"], (int, float)) and summary["pages_per_s"] >= 0, summary
+    return summary
+
+
+def page_urls(origin, prefix, n, extra=""):
+    """n URLs of /page with titles prefix0, prefix1..."""
+    return [origin.url("/page?title=%s%d%s" % (prefix, i, extra)) for i in range(n)]
+
+
+def wait_complete(daemon, spool, names, timeout=10):
+    """Wait until every batch in `names` has its summary and its input is in done/."""
+    names = list(names)
+    daemon.poll_until(lambda: all(spool.has_summary(n) for n in names)
+                      and set(names) <= set(spool.files("done")), timeout,
+                      lambda: "summaries and done/ of %r (spool: %r)" % (names, spool.listing()))
+
+
+def check_batch(spool, name, data):
+    """out/<name>.jsonl holds one record per input line of `data` (bytes dropped) and the
+    summary agrees; returns the records."""
+    recs = spool.records(name)
+    assert sorted(r["requested_url"] for r in recs) == sorted(url_lines(data)), \
+        "records of %r do not match its input lines" % name
+    check_summary(spool.summary(name), name, recs)
+    with open(spool.path("done", name), "rb") as f:
+        assert f.read() == data, "done/%s differs from the file dropped" % name
+    return recs
+
+
+def title_of(url):
+    """The title= of an origin URL."""
+    return url.split("title=", 1)[1].split("&", 1)[0]
+
+
+class Daemon:
+    """A running `harvestd -c CONFIG`."""
+
+    def __init__(self, argv, stdout_path, stderr_path, env, user=None):
+        self.argv = argv
+        self.stdout_path = stdout_path
+        self.stderr_path = stderr_path
+        self.started = time.monotonic()
+        self._stdout = open(stdout_path, "wb")
+        self._stderr = open(stderr_path, "wb")
+        st = os.fstat(self._stderr.fileno())
+        self.stderr_dev_ino = "%d:%d" % (st.st_dev, st.st_ino)
+        if callable(env):
+            env = env(self)
+        kwargs = {}
+        if user is not None:
+            kwargs["user"] = user
+            kwargs["group"] = user
+            kwargs["extra_groups"] = []
+        self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._stdout,
+                                      stderr=self._stderr, env=env, start_new_session=True,
+                                      **kwargs)
+        self.pid = self.popen.pid
+        self.rc = None
+        print("$ " + " ".join(argv) + "   # pid %d" % self.pid)
+
+    def running(self):
+        return self.popen.poll() is None
+
+    def send_signal(self, sig):
+        if self.popen.poll() is None:
+            os.kill(self.pid, sig)
+
+    def stderr_text(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def stdout_text(self):
+        with open(self.stdout_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def events(self, event=None):
+        """Parsed log lines (see parse_log_line), only those of `event` if given."""
+        out = []
+        for line in self.stderr_text().splitlines():
+            fields = parse_log_line(line)
+            if fields is not None and (event is None or fields.get("event") == event):
+                out.append(fields)
+        return out
+
+    def poll_until(self, predicate, timeout, what):
+        """Poll `predicate()` every 10 ms until it is true; fail after `timeout` seconds, or if
+        the daemon exits first. `what` (a string, or a function returning one, called on
+        failure) says what was awaited."""
+        deadline = time.monotonic() + timeout * SLOWDOWN
+        while not predicate():
+            if callable(what) and (self.popen.poll() is not None or time.monotonic() > deadline):
+                what = what()
+            if self.popen.poll() is not None:
+                self._close_files()
+                pytest.fail("harvestd exited (status %s) while waiting for %s\n%s"
+                            % (self.popen.returncode, what, self.stderr_text()[-5000:]))
+            if time.monotonic() > deadline:
+                pytest.fail("timed out after %.1fs waiting for %s\n%s"
+                            % (timeout, what, self.stderr_text()[-3000:]))
+            time.sleep(0.01)
+
+    def wait_ready(self, timeout=10):
+        """Wait for the start-up log line (written after the start-up scan)."""
+        self.poll_until(lambda: "event=start mode=daemon" in self.stderr_text(), timeout,
+                        "the daemon's start-up")
+        return self
+
+    def wait(self, timeout=30):
+        """Reap the daemon; fails (after killing it) if it is still running after `timeout`
+        seconds, or was killed by a signal. Returns its exit status."""
+        if self.rc is not None:
+            return self.rc
+        try:
+            rc = self.popen.wait(timeout * SLOWDOWN)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self._dump()
+            pytest.fail("harvestd did not exit within %ss (killed)\n%s" % (timeout, self.stderr_text()[-5000:]))
+        self._close_files()
+        self.rc = rc
+        self._dump()
+        check_sanitizer(self.stderr_text())
+        assert rc >= 0, "harvestd killed by signal %d\n%s" % (-rc, self.stderr_text()[-5000:])
+        return rc
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        """Signal the daemon and reap it; returns its exit status."""
+        self.send_signal(sig)
+        return self.wait(timeout)
+
+    def kill(self):
+        """SIGKILL the daemon (its whole session) and reap it."""
+        if self.popen.poll() is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.popen.wait()
+        self._close_files()
+
+    def _dump(self):
+        print("$ " + " ".join(self.argv))
+        text = self.stderr_text()
+        print("---- harvestd stderr (%d bytes, last 20000 shown) ----" % len(text))
+        print(text[-20000:])
+        print("---- end of stderr ----")
+
+    def _close_files(self):
+        for f in (self._stdout, self._stderr):
+            if not f.closed:
+                f.close()
