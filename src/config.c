@@ -384,14 +384,26 @@ static char *ini_read_line(char *str, int num, void *stream)
         st->too_long = 1;
         return NULL;
     }
+    /* The limit counts the characters of the line, whether or not a newline ends it. */
+    size_t content = len - (complete ? 1 : 0);
+    if (content > (size_t)num - 2) {
+        st->too_long = 1;
+        return NULL;
+    }
     /* Leading blanks would make inih read the line as a continuation of the previous
      * value; a config line never means that here. */
     char *p = buf;
     while (*p == ' ' || *p == '\t')
         p++;
     len = strlen(p);
-    if (len + 1 > (size_t)num) {
-        st->too_long = 1;
+    /* inih reports sections only through the keys under them: check headers here, so that
+     * an unknown section is an error on its own line even when it is empty. */
+    if (*p == '[') {
+        char *close = strchr(p, ']');
+        size_t nlen = close != NULL ? (size_t)(close - p - 1) : strlen(p + 1);
+        snprintf(st->err, st->errcap, "%s:%d: unknown section [%.*s]", st->path, st->line,
+                 (int)HV_MIN(nlen, (size_t)100), p + 1);
+        st->failed = 1;
         return NULL;
     }
     memcpy(str, p, len + 1);

@@ -431,8 +431,10 @@ static void on_spool_progress(void *ud)
 static void on_spool_fatal(void *ud, int err, const char *detail)
 {
     app_t *app = ud;
-    fprintf(stderr, "harvestd: error: %s: %s; stopping (the batch resumes after a restart)\n",
-            detail, hv_strerror(err));
+    HV_LOG(HV_LOG_ERROR,
+           "event=fatal error=\"%s\" err=%s action=stop note=\"the batch stays in active/ and "
+           "resumes after a restart\"",
+           detail, hv_err_name(err));
     app->exit_code = EXIT_INTERNAL;
     daemon_stop(app, 0);
 }
@@ -573,19 +575,24 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    /* Signal handlers exist before READY=1 can be sent: a stop request that follows readiness
+     * at once must drain, not kill. */
+    uv_signal_init(&app.loop, &app.sigint);
+    uv_signal_init(&app.loop, &app.sigterm);
+    uv_signal_init(&app.loop, &app.sighup);
+    app.sigint.data = app.sigterm.data = app.sighup.data = &app;
+    uv_signal_start(&app.sigint, on_signal, SIGINT);
+    uv_signal_start(&app.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&app.sighup, on_signal, SIGHUP);
     rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);
-    if (rc != EXIT_OK && app.spool == NULL && app.metrics != NULL) {
-        hv_metrics_close(app.metrics, NULL, NULL);
-        app.metrics = NULL;
-    }
-    if (rc == EXIT_OK || app.spool != NULL) {
-        uv_signal_init(&app.loop, &app.sigint);
-        uv_signal_init(&app.loop, &app.sigterm);
-        uv_signal_init(&app.loop, &app.sighup);
-        app.sigint.data = app.sigterm.data = app.sighup.data = &app;
-        uv_signal_start(&app.sigint, on_signal, SIGINT);
-        uv_signal_start(&app.sigterm, on_signal, SIGTERM);
-        uv_signal_start(&app.sighup, on_signal, SIGHUP);
+    if (rc != EXIT_OK && app.spool == NULL) {
+        if (app.metrics != NULL) {
+            hv_metrics_close(app.metrics, NULL, NULL);
+            app.metrics = NULL;
+        }
+        uv_close((uv_handle_t *)&app.sigint, NULL);
+        uv_close((uv_handle_t *)&app.sigterm, NULL);
+        uv_close((uv_handle_t *)&app.sighup, NULL);
     }
     if (rc != EXIT_OK)
         app.exit_code = rc;

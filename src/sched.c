@@ -29,6 +29,7 @@ struct hv_fhost_s {
 struct hv_flow_s {
     hv_sched_gate_cb gate;
     void *ud;
+    unsigned inflight;
     hv_fhost_t *fhosts;
     TAILQ_HEAD(, hv_fhost_s) ready;
     unsigned nwaiting;
@@ -78,7 +79,7 @@ hv_flow_t *hv_sched_flow_new(hv_sched_t *s, hv_sched_gate_cb gate, void *ud)
 void hv_sched_flow_free(hv_sched_t *s, hv_flow_t *flow)
 {
     (void)s;
-    assert(flow->nwaiting == 0 && flow->fhosts == NULL && !flow->in_ready);
+    assert(flow->nwaiting == 0 && flow->fhosts == NULL && !flow->in_ready && flow->inflight == 0);
     free(flow);
 }
 
@@ -224,22 +225,27 @@ void hv_sched_done(hv_sched_t *s, hv_job_t *job)
     assert(h != NULL && h->inflight > 0 && s->inflight > 0);
     h->inflight--;
     s->inflight--;
+    job->flow->inflight--;
     job->host = NULL;
     if (h->inflight + 1 == s->per_host)
         host_ready_update(s, h); /* it was at its limit: its queues are ready again */
     hv_sched_host_gc(s, h);
 }
 
-/* The next flow whose gate is open, in round-robin order; NULL if none. */
+/* The ready flow with an open gate and the fewest requests in flight; among equals the one
+ * that has waited longest (list order). Least-loaded first is what keeps a batch that arrives
+ * late from waiting behind a busy one, even when both want the same host. */
 static hv_flow_t *next_flow(hv_sched_t *s)
 {
+    hv_flow_t *best = NULL;
     hv_flow_t *f = TAILQ_FIRST(&s->ready);
-    for (unsigned i = 0; f != NULL && i < s->nready; i++) {
-        if (f->gate == NULL || f->gate(f->ud))
-            return f;
-        f = TAILQ_NEXT(f, ready_link);
+    for (unsigned i = 0; f != NULL && i < s->nready; i++, f = TAILQ_NEXT(f, ready_link)) {
+        if (f->gate != NULL && !f->gate(f->ud))
+            continue;
+        if (best == NULL || f->inflight < best->inflight)
+            best = f;
     }
-    return NULL;
+    return best;
 }
 
 void hv_sched_kick(hv_sched_t *s)
@@ -264,6 +270,7 @@ void hv_sched_kick(hv_sched_t *s)
             s->nwaiting--;
             h->inflight++;
             s->inflight++;
+            f->inflight++;
             /* This flow and this host go to the back of their lines. */
             TAILQ_REMOVE(&f->ready, fh, ready_link);
             fh->ready = 0;

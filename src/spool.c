@@ -611,10 +611,45 @@ static void free_list(entry_t *v, size_t n)
     free(v);
 }
 
+static int is_running(const hv_spool_t *sp, const char *name)
+{
+    const sbatch_t *sb;
+    TAILQ_FOREACH(sb, &sp->batches, link)
+    {
+        if (strcmp(sb->name, name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Resume files left in active/ (by us before a restart, or by a daemon that died), within
+ * max_active_batches; a file another live daemon holds stays locked and is skipped. */
+static void resume_active(hv_spool_t *sp)
+{
+    entry_t *v;
+    char reason[256];
+    size_t n = list_files(sp->active, &v);
+    for (size_t i = 0; i < n && !sp->stopping && sp->nactive < sp->cfg->max_active_batches; i++) {
+        if (is_running(sp, v[i].name))
+            continue;
+        char *path = join(sp->active, v[i].name, "");
+        int fd = lock_input(path, reason, sizeof(reason));
+        if (fd == -2)
+            reject(sp, path, v[i].name, reason);
+        else if (fd == -1)
+            HV_LOG(HV_LOG_DEBUG, "event=skip_locked batch=\"%s\"", v[i].name);
+        else
+            start_batch(sp, v[i].name, fd, 1);
+        free(path);
+    }
+    free_list(v, n);
+}
+
 static void scan(hv_spool_t *sp)
 {
     if (sp->stopping || sp->closing || sp->nactive >= sp->cfg->max_active_batches)
         return;
+    resume_active(sp);
     entry_t *v;
     size_t n = list_files(sp->incoming, &v);
     for (size_t i = 0; i < n && !sp->stopping && sp->nactive < sp->cfg->max_active_batches; i++)
@@ -644,22 +679,6 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 
 int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
 {
-    entry_t *v;
-    char reason[256];
-    size_t n = list_files(sp->active, &v);
-    for (size_t i = 0; i < n; i++) {
-        char *path = join(sp->active, v[i].name, "");
-        int fd = lock_input(path, reason, sizeof(reason));
-        if (fd == -2)
-            reject(sp, path, v[i].name, reason);
-        else if (fd == -1)
-            HV_LOG(HV_LOG_INFO, "event=skip_locked batch=\"%s\"", v[i].name);
-        else
-            start_batch(sp, v[i].name, fd, 1);
-        free(path);
-    }
-    free_list(v, n);
-
     uv_timer_init(sp->loop, &sp->timer);
     sp->timer.data = sp;
     sp->handles++;

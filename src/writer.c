@@ -121,6 +121,11 @@ static void complete_finish(hv_writer_t *w)
     uv_close((uv_handle_t *)&w->timer, on_timer_close);
 }
 
+static void on_finish_timer(uv_timer_t *t)
+{
+    complete_finish(t->data);
+}
+
 static void on_fsync(uv_fs_t *req)
 {
     hv_writer_t *w = req->data;
@@ -137,15 +142,16 @@ static void maybe_finish(hv_writer_t *w)
         return;
     w->finishing = 0; /* once */
     if (w->err != 0 || w->is_stdout) {
-        /* Standard output may be a pipe or a terminal: there is nothing to fsync. */
-        complete_finish(w);
+        /* Standard output may be a pipe or a terminal: there is nothing to fsync. The done
+         * callback always runs from the loop, never inside the caller's own call. */
+        uv_timer_start(&w->timer, on_finish_timer, 0, 0);
         return;
     }
     w->sync_req.data = w;
     int rc = uv_fs_fsync(w->loop, &w->sync_req, w->fd, on_fsync);
     if (rc != 0) {
         w->err = rc;
-        complete_finish(w);
+        uv_timer_start(&w->timer, on_finish_timer, 0, 0);
     }
 }
 

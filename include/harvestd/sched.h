@@ -1,9 +1,9 @@
 /*
  * sched.h: which waiting job gets the next request slot.
  *
- * Two levels of round-robin keep everyone moving:
- *   - flows (one per batch) take turns, so a huge batch cannot starve a small one that
- *     arrived later;
+ * Two levels keep everyone moving:
+ *   - among flows (one per batch) the one with the fewest requests in flight goes first, so
+ *     a huge batch cannot starve a small one that arrived later, even on a shared host;
  *   - within a flow, hosts (scheme + host + port) take turns, so a slow host at its limit
  *     never blocks URLs for other hosts (no head-of-line blocking).
  * Limits are global: `concurrency` requests in flight in all, `per_host` per host whatever

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import HARVESTD_BIN, SANITIZER, Harvestd  # noqa: E402
+from harness import HARVESTD_BIN, SANITIZER, Harvestd, Spool  # noqa: E402
 from origin import BlackHole, Origin, free_port  # noqa: E402
 from tls import PkiError, RawTlsPeer, TestPki, TlsOrigin  # noqa: E402
 
@@ -74,6 +74,32 @@ def black_hole():
     b = BlackHole().start()
     yield b
     b.stop()
+
+
+# ---------------------------------------------------------------------------- the spool daemon
+
+
+@pytest.fixture
+def spool(tmp_path):
+    """The test's spool directory (tmp_path/spool, with no subdirectories yet)."""
+    return Spool(tmp_path / "spool")
+
+
+@pytest.fixture
+def start_daemon(harvestd, spool):
+    """start_daemon(*args, spool_dir=None, env=None, user=None, ready=True, **directives) ->
+    a Daemon running `harvestd -c CONFIG args...` on a config written for the test's spool
+    (or `spool_dir`): harness.DAEMON_DEFAULTS updated with `directives` (None leaves one out).
+    With ready=True it returns once the daemon logged its start (after the start-up scan).
+    Every daemon still running after the test is killed; the config path is `daemon.config`."""
+    def start(*args, spool_dir=None, env=None, user=None, ready=True, **directives):
+        config = harvestd.daemon_config(spool_dir or spool.root, directives)
+        d = harvestd.start_daemon(config, *args, env=env, user=user)
+        d.config = config
+        if ready:
+            d.wait_ready()
+        return d
+    return start
 
 
 # ---------------------------------------------------------------------------- TLS (see tls.py)

@@ -14,6 +14,10 @@ test's tmp_path, runs the binary with its output in a fresh file (through a smal
 measures its peak RSS, see LAUNCHER_SOURCE), parses the JSONL output (every line must be one JSON
 object) and the summary line, and fails the test if stderr holds a sanitizer report. The
 program's command line and stderr are printed, so pytest shows them when the test fails.
+
+The spool daemon (`harvestd -c CONFIG`) has its own helpers at the end of this file: configs
+written into tmp_path (DAEMON_DEFAULTS), Daemon (a running daemon: poll, signal, kill, parsed log
+events) and Spool (a spool directory: drop files by rename, listings, outputs, summaries).
 """
 
 import atexit
@@ -732,6 +736,8 @@ def check_batch(spool, name, data):
     recs = spool.records(name)
     assert sorted(r["requested_url"] for r in recs) == sorted(url_lines(data)), \
         "records of %r do not match its input lines" % name
+    for r in recs:
+        assert_key_order(r)
     check_summary(spool.summary(name), name, recs)
     with open(spool.path("done", name), "rb") as f:
         assert f.read() == data, "done/%s differs from the file dropped" % name
@@ -810,10 +816,26 @@ class Daemon:
                             % (timeout, what, self.stderr_text()[-3000:]))
             time.sleep(0.01)
 
+    def catches(self, *signals):
+        """Whether the daemon has handlers installed for all `signals` (SigCgt in /proc)."""
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                for line in f:
+                    if line.startswith("SigCgt:"):
+                        mask = int(line.split()[1], 16)
+                        return all(mask & (1 << (s - 1)) for s in signals)
+        except (OSError, ValueError):
+            pass
+        return False
+
     def wait_ready(self, timeout=10):
-        """Wait for the start-up log line (written after the start-up scan)."""
+        """Wait for the start-up log line (written after the start-up scan) and for the
+        daemon's signal handlers: READY=1 and that log line come slightly before them (see
+        test_63_07), and a test that signals the daemon at once must not kill it instead."""
         self.poll_until(lambda: "event=start mode=daemon" in self.stderr_text(), timeout,
                         "the daemon's start-up")
+        self.poll_until(lambda: self.catches(signal.SIGINT, signal.SIGTERM, signal.SIGHUP), timeout,
+                        "the daemon's signal handlers")
         return self
 
     def wait(self, timeout=30):

@@ -1,0 +1,172 @@
+"""The daemon's configuration file: errors name the file and line and exit 2 (whether the daemon
+starts or --check-config checks), --check-config, and command-line overrides."""
+
+import os
+import re
+import time
+
+import pytest
+
+from harness import SLOWDOWN
+
+# (id, the offending line, expected message after "FILE:LINE: ")
+BAD_LINES = [
+    ("unknown-key", "frobnicate = 1", "unknown directive 'frobnicate'"),
+    ("not-a-number", "concurrency = abc", "concurrency: 'abc' is not a whole number"),
+    ("zero-concurrency", "concurrency = 0", "concurrency: '0' is out of range"),
+    ("negative", "per_host = -1", "per_host: '-1' is not a whole number"),
+    ("not-a-size", "max_bytes = lots", "max_bytes: 'lots' is not a size"),
+    ("not-a-duration", "connect_timeout = soon", "connect_timeout: 'soon' is not a duration"),
+    ("bad-unit", "read_timeout = 5 parsecs", "read_timeout: '5 parsecs' is not a duration"),
+    ("rescan-too-fast", "rescan_interval = 10ms", "rescan_interval: '10ms' is out of range"),
+    ("zero-batches", "max_active_batches = 0", "max_active_batches: '0' is out of range"),
+    ("bad-fsync", "fsync = sometimes", "fsync: 'sometimes' is not never, interval or always"),
+    ("bad-bool", "insecure = maybe", "insecure: 'maybe' is not yes or no"),
+    ("bad-level", "log_level = loud", "log_level: 'loud' is not one of"),
+    ("no-equals", "concurrency", "syntax error"),
+    ("too-long", "# " + "x" * 197, "line too long"),
+    ("too-long-value", "user_agent = " + "u" * 186, "line too long"),
+]
+
+
+def write(path, lines, newline_at_end=True):
+    text = "\n".join(lines) + ("\n" if newline_at_end else "")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return str(path)
+
+
+def good_lines(spool):
+    return ["# a daemon configuration", "", "spool_dir = %s" % spool.root, "; another comment",
+            "rescan_interval = 500ms", "   concurrency = 8", "log_level = info"]
+
+
+def assert_config_error(done_or_daemon_rc, stderr, path, line, message):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    assert done_or_daemon_rc == 2, "exit status %r for %s:\n%s\nstderr: %s" % (done_or_daemon_rc, path, text, stderr)
+    prefix = "%s:%d: " % (path, line)
+    assert prefix + message in stderr, "expected %r in stderr:\n%s" % (prefix + message, stderr)
+    assert "configuration OK" not in stderr
+
+
+@pytest.mark.parametrize("mode", ["daemon", "check"])
+@pytest.mark.parametrize("bad,message", [c[1:] for c in BAD_LINES], ids=[c[0] for c in BAD_LINES])
+def test_62_01_bad_line_names_file_and_line(harvestd, spool, tmp_path, bad, message, mode):
+    lines = good_lines(spool)
+    lines.insert(5, bad)
+    path = write(tmp_path / "d.conf", lines)
+    if mode == "check":
+        done = harvestd.command("--check-config", "-c", path)
+        rc, stderr = done.returncode, done.stderr
+        assert "configuration OK" not in done.stdout
+    else:
+        d = harvestd.start_daemon(path)
+        rc = d.wait(timeout=5)
+        stderr = d.stderr_text()
+        assert not os.path.exists(spool.path("incoming")), "the daemon started with a bad config"
+    assert_config_error(rc, stderr, path, 6, message)
+
+
+@pytest.mark.parametrize("mode", ["daemon", "check"])
+def test_62_02_missing_spool_dir(harvestd, tmp_path, mode):
+    lines = ["# no such spool", "spool_dir = %s" % (tmp_path / "nowhere"), "concurrency = 4"]
+    path = write(tmp_path / "d.conf", lines)
+    with open(tmp_path / "a-file", "w") as f:
+        f.write("not a directory\n")
+    path2 = write(tmp_path / "d2.conf", ["spool_dir = %s" % (tmp_path / "a-file")])
+    for p, line, spool_dir in ((path, 2, tmp_path / "nowhere"), (path2, 1, tmp_path / "a-file")):
+        if mode == "check":
+            done = harvestd.command("--check-config", "-c", p)
+            rc, stderr = done.returncode, done.stderr
+        else:
+            d = harvestd.start_daemon(p)
+            rc = d.wait(timeout=5)
+            stderr = d.stderr_text()
+        assert_config_error(rc, stderr, p, line, "spool_dir: %s is not a directory" % spool_dir)
+    assert not os.path.exists(tmp_path / "nowhere"), "spool_dir was created"
+
+
+def test_62_03_line_length_limit_is_198_characters(harvestd, spool, tmp_path):
+    longest = "# " + "x" * 196
+    assert len(longest) == 198
+    ok = harvestd.command("--check-config", "-c", write(tmp_path / "ok.conf", good_lines(spool) + [longest]))
+    assert ok.returncode == 0, ok.stderr
+    ua = "user_agent = " + "u" * 185
+    assert len(ua) == 198
+    ok = harvestd.command("--check-config", "-c", write(tmp_path / "ua.conf", good_lines(spool) + [ua]))
+    assert ok.returncode == 0, ok.stderr
+    # 199 characters: an error, also on a last line without a newline.
+    for name, newline in (("nl.conf", True), ("no-nl.conf", False)):
+        path = write(tmp_path / name, good_lines(spool) + [longest + "y"], newline_at_end=newline)
+        done = harvestd.command("--check-config", "-c", path)
+        assert_config_error(done.returncode, done.stderr, path, 8, "line too long")
+
+
+def test_62_04_unknown_section_is_an_error(harvestd, spool, tmp_path):
+    # With a directive in it: the error names the section (at its header or its first line).
+    path = write(tmp_path / "d.conf", good_lines(spool) + ["[main]", "concurrency = 4"])
+    done = harvestd.command("--check-config", "-c", path)
+    assert done.returncode == 2, done.stderr
+    assert re.search(r"^harvestd: %s:(8|9): unknown section \[main\]$" % re.escape(path), done.stderr, re.M), done.stderr
+    # An empty section is no less unknown.
+    path = write(tmp_path / "empty.conf", good_lines(spool) + ["[extra]", "# nothing in it"])
+    done = harvestd.command("--check-config", "-c", path)
+    assert_config_error(done.returncode, done.stderr, path, 8, "unknown section [extra]")
+
+
+def test_62_05_check_config_ok_and_touches_nothing(harvestd, spool, tmp_path):
+    os.makedirs(spool.path("incoming"))
+    spool.drop("waiting.txt", [b"http://127.0.0.1:1/"])
+    path = write(tmp_path / "d.conf", good_lines(spool))
+    started = time.monotonic()
+    done = harvestd.command("--check-config", "-c", path)
+    assert done.returncode == 0, done.stderr
+    assert "configuration OK" in done.stdout
+    assert time.monotonic() - started < 2 * SLOWDOWN
+    assert sorted(os.listdir(spool.root)) == ["incoming"], "--check-config changed the spool"
+    assert spool.files("incoming") == ["waiting.txt"]
+
+
+def test_62_06_missing_config_file(harvestd, tmp_path):
+    for args in (["-c", tmp_path / "none.conf"], ["--check-config", "-c", tmp_path / "none.conf"]):
+        done = harvestd.command(*args)
+        assert done.returncode == 2
+        assert "cannot read config file %s" % (tmp_path / "none.conf") in done.stderr, done.stderr
+
+
+def test_62_07_command_line_overrides_the_file(harvestd, spool, tmp_path, fresh_origin):
+    o = fresh_origin
+    path = write(tmp_path / "d.conf", ["spool_dir = %s" % (tmp_path / "nowhere"), "concurrency = 1",
+                                       "per_host = 1", "log_level = info", "rescan_interval = 300ms"])
+    # The file alone is refused (no spool); the command line fixes it.
+    assert harvestd.command("--check-config", "-c", path).returncode == 2
+    done = harvestd.command("--check-config", "-c", path, "--spool-dir", spool.root)
+    assert done.returncode == 0 and "configuration OK" in done.stdout, done.stderr
+    # A bad value on the command line is refused too.
+    done = harvestd.command("--check-config", "-c", path, "--spool-dir", spool.root, "--concurrency", "abc")
+    assert done.returncode == 2 and "concurrency: 'abc' is not a whole number" in done.stderr, done.stderr
+
+    d = harvestd.start_daemon(path, "--spool_dir", spool.root, "--concurrency=3", "--per-host", "3").wait_ready()
+    start = d.events("start")[0]
+    assert (start["concurrency"], start["per_host"]) == ("3", "3"), start
+    spool.drop("held.txt", [o.url("/hold?key=o&title=h%d" % i) for i in range(6)])
+    d.poll_until(lambda: len(o.requests) >= 3, 5, "three requests at once")
+    time.sleep(0.3)
+    assert len(o.requests) == 3 and o.max_inflight == 3, "%d requests in flight" % o.max_inflight
+    o.release("o")
+    d.poll_until(lambda: spool.has_summary("held.txt"), 5, "the batch to complete")
+    assert d.stop() == 0
+
+
+def test_62_08_comments_blanks_and_units_are_accepted(harvestd, spool, tmp_path):
+    lines = ["# comment", "; comment", "", "   ", "spool_dir = %s" % spool.root,
+             "max_bytes = 1m", "page_queue_bytes = 512k", "connect_timeout = 1500ms",
+             "read_timeout = 2", "total_timeout = 1m", "keepalive_timeout = 1h", "flush_ms = 20",
+             "drain_timeout = 3s", "fsync = always", "fsync_interval = 250ms", "insecure = no",
+             "user_agent = test agent/1.0 (spaces allowed)", "max_active_batches = 2",
+             "\tper_host = 2", "log_level = warning"]
+    path = write(tmp_path / "d.conf", lines)
+    done = harvestd.command("--check-config", "-c", path)
+    assert done.returncode == 0, done.stderr
+    assert "configuration OK" in done.stdout
