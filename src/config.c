@@ -57,6 +57,8 @@ static const directive_t directives[] = {
      "finished records waiting for the writer; parsing and downloads pause while it is full"},
     {"parse_jobs", T_UINT, F(parse_jobs), 0, 256, 0, "0",
      "parses in flight on the threadpool (0: one per CPU)"},
+    {"title_fast_path", T_BOOL, F(title_fast_path), 0, 1, 0, "yes",
+     "parse only the start of a page, up to </title>, when that settles its title exactly"},
     {"max_bytes", T_SIZE, F(max_bytes), 1024, 1024 * MIB, 0, "2m",
      "largest decoded response body; larger pages fail with PageTooLarge"},
     {"max_header_bytes", T_SIZE, F(max_header_bytes), 1024, 16 * MIB, 0, "64k",

@@ -270,7 +270,7 @@ hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t
     e->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4096);
     e->sched = hv_sched_new(cfg->concurrency, cfg->per_host, start_job, may_start_request, e);
     e->fetch = hv_fetch_new(loop, cfg, e->sched, e->dns, tls, &fetch_cbs, e);
-    e->parse = hv_parse_new(loop, on_parsed, e);
+    e->parse = hv_parse_new(loop, cfg->title_fast_path, on_parsed, e);
     uv_timer_init(loop, &e->drain_timer);
     e->drain_timer.data = e;
     uv_timer_init(loop, &e->retry_timer);

@@ -13,6 +13,7 @@
 typedef struct work_s {
     uv_work_t req;
     hv_parse_t *p;
+    int fast;                 /* try the title fast path first */
     void *tag;
     hv_record_t *rec;
     char *body;
@@ -25,15 +26,17 @@ typedef struct work_s {
 
 struct hv_parse_s {
     uv_loop_t *loop;
+    int fast;
     hv_parse_done_cb done;
     void *ud;
     unsigned inflight;
     LIST_HEAD(, work_s) works;
 };
 
-hv_parse_t *hv_parse_new(uv_loop_t *loop, hv_parse_done_cb done, void *ud)
+hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb done, void *ud)
 {
     hv_parse_t *p = hv_xcalloc(1, sizeof(*p));
+    p->fast = title_fast_path;
     p->loop = loop;
     p->done = done;
     p->ud = ud;
@@ -46,7 +49,8 @@ static void work_cb(uv_work_t *req)
 {
     work_t *w = hv_container_of(req, work_t, req);
     uint64_t t0 = uv_hrtime();
-    w->rc = hv_html_analyse(w->body, w->len, &w->result);
+    if (!w->fast || !hv_html_title_fast(w->body, w->len, &w->result))
+        w->rc = hv_html_analyse(w->body, w->len, &w->result);
     w->ns = uv_hrtime() - t0;
     free(w->body);
     w->body = NULL;
@@ -88,6 +92,7 @@ void hv_parse_submit(hv_parse_t *p, void *tag, hv_record_t *rec, char *body, siz
 {
     work_t *w = hv_xcalloc(1, sizeof(*w));
     w->p = p;
+    w->fast = p->fast;
     w->tag = tag;
     w->rec = rec;
     w->body = body;

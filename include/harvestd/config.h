@@ -28,6 +28,7 @@ typedef struct {
     uint64_t page_queue_bytes;  /* ... and their bytes */
     unsigned result_queue;      /* finished records waiting for the writer */
     unsigned parse_jobs;        /* parses in flight on the threadpool; 0 = number of CPUs */
+    int title_fast_path;        /* parse only up to </title> when that settles the title */
 
     /* HTTP */
     uint64_t max_bytes;         /* decoded body limit */

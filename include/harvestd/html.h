@@ -55,4 +55,12 @@ int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out);
 
 void hv_html_result_free(hv_html_result_t *r);
 
+/**
+ * The title fast path: parse only the page's prefix up to the first "</title" end tag.
+ * Returns 1 with `out` filled when that settles the title exactly as hv_html_analyse() would
+ * (the first HTML <title> of the prefix was closed by an explicit end tag in it; the
+ * nesting bound holds for the whole page), else 0 with nothing to free: parse the whole page.
+ */
+int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out);
+
 #endif

@@ -21,7 +21,9 @@ typedef struct hv_parse_s hv_parse_t;
  * instead (shutdown) and the callee frees it. */
 typedef void (*hv_parse_done_cb)(void *ud, void *tag, hv_record_t *rec, int cancelled);
 
-hv_parse_t *hv_parse_new(uv_loop_t *loop, hv_parse_done_cb done, void *ud);
+/** With `title_fast_path`, a page whose title the prefix settles is not parsed in full (see
+ * hv_html_title_fast()). */
+hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb done, void *ud);
 
 /** Queue a parse of `body` (malloc'd, taken over) for `rec` (taken over); `tag` comes back
  * with the result. */

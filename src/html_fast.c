@@ -1,0 +1,152 @@
+/*
+ * html_fast.c: the title fast path.
+ *
+ * Most runs want only the title, which sits near the top of a page. Parse only the prefix
+ * that ends with the first "</title" end tag and accept the result only when the first HTML
+ * <title> of that prefix sits in <head> and was closed by an explicit end tag inside it;
+ * anything else (the end tag was inside a comment or a script, there is no title before it,
+ * an SVG title, a title in the body...) falls back to the whole page. The nesting bound is still checked over the whole page, so both
+ * paths refuse the same documents.
+ */
+#include <gumbo.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/buf.h"
+#include "harvestd/common.h"
+#include "harvestd/html.h"
+#include "harvestd/utf8.h"
+
+static int is_html_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+/* Offset just past the '>' of the first "</title" end tag, or 0 if there is none. */
+static size_t title_end_cut(const char *s, size_t len)
+{
+    static const char tag[] = "/title";
+    const char *p = s, *end = s + len;
+    while ((p = memchr(p, '<', (size_t)(end - p))) != NULL) {
+        p++;
+        if ((size_t)(end - p) < sizeof(tag))
+            return 0;
+        if (strncasecmp(p, tag, sizeof(tag) - 1) == 0) {
+            char after = p[sizeof(tag) - 1];
+            if (after == '>' || after == '/' || is_html_space(after)) {
+                const char *gt = memchr(p, '>', (size_t)(end - p));
+                return gt != NULL ? (size_t)(gt - s) + 1 : 0;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The first <title> in the HTML namespace, in document order, walked without recursion. */
+static const GumboNode *first_title(const GumboNode *root)
+{
+    const GumboNode *n = root;
+    while (n != NULL) {
+        /* Template contents are not part of the document (the DOM keeps them in a separate
+         * fragment), so a title inside a template is not the page's title. */
+        if (n->type == GUMBO_NODE_ELEMENT) {
+            const GumboElement *el = &n->v.element;
+            if (el->tag == GUMBO_TAG_TITLE && el->tag_namespace == GUMBO_NAMESPACE_HTML)
+                return n;
+            if (el->children.length > 0) {
+                n = el->children.data[0];
+                continue;
+            }
+        } else if (n->type == GUMBO_NODE_DOCUMENT && n->v.document.children.length > 0) {
+            n = n->v.document.children.data[0];
+            continue;
+        }
+        /* next sibling, climbing up as needed */
+        while (n != NULL && n != root) {
+            const GumboNode *parent = n->parent;
+            const GumboVector *kids = parent == NULL ? NULL
+                                      : parent->type == GUMBO_NODE_DOCUMENT
+                                          ? &parent->v.document.children
+                                          : &parent->v.element.children;
+            if (kids != NULL && n->index_within_parent + 1 < kids->length) {
+                n = kids->data[n->index_within_parent + 1];
+                break;
+            }
+            n = parent;
+        }
+        if (n == root)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* Text of the title, whitespace runs collapsed to one space, trimmed; NULL if empty. */
+static char *title_text(const GumboNode *title)
+{
+    hv_buf_t b;
+    hv_buf_init(&b, SIZE_MAX / 2);
+    const GumboVector *kids = &title->v.element.children;
+    int pending_space = 0;
+    for (unsigned i = 0; i < kids->length; i++) {
+        const GumboNode *k = kids->data[i];
+        if (k->type != GUMBO_NODE_TEXT && k->type != GUMBO_NODE_WHITESPACE &&
+            k->type != GUMBO_NODE_CDATA)
+            continue;
+        for (const char *p = k->v.text.text; *p != '\0'; p++) {
+            if (is_html_space(*p)) {
+                pending_space = b.len > 0;
+                continue;
+            }
+            if (pending_space)
+                hv_buf_append(&b, " ", 1);
+            pending_space = 0;
+            hv_buf_append(&b, p, 1);
+        }
+    }
+    if (b.len == 0) {
+        hv_buf_free(&b);
+        return NULL;
+    }
+    hv_buf_append(&b, "", 1);
+    size_t n;
+    return hv_buf_steal(&b, &n);
+}
+
+int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
+{
+    char *fixed = NULL;
+    GumboOutput *g = NULL;
+    int accepted = 0;
+
+    memset(out, 0, sizeof(*out));
+    size_t cut = title_end_cut(body, len);
+    if (cut == 0)
+        return 0;
+    /* The whole page still decides about nesting: the full path would refuse it. */
+    out->depth = hv_html_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
+    if (out->depth > HV_HTML_MAX_DEPTH)
+        return 0;
+    const char *text = body;
+    size_t tlen = cut;
+    if (!hv_utf8_valid(body, cut)) {
+        /* The cut follows an ASCII '>', so repairing the prefix alone gives the same bytes as
+         * repairing the whole page. */
+        fixed = hv_utf8_sanitize(body, cut, &tlen);
+        text = fixed;
+    }
+    GumboOptions opts = kGumboDefaultOptions;
+    opts.max_errors = 0;
+    g = gumbo_parse_with_options(&opts, text, tlen);
+    const GumboNode *t = first_title(g->document);
+    /* Only a title inside <head> is settled by the prefix: later markup can neither move it
+     * nor put another title before it in tree order (a title in the body can be displaced by
+     * a later <frameset>, or preceded by one foster-parented out of a table). */
+    if (t != NULL && t->v.element.original_end_tag.length > 0 && t->parent != NULL &&
+        t->parent->type == GUMBO_NODE_ELEMENT && t->parent->v.element.tag == GUMBO_TAG_HEAD) {
+        out->title = title_text(t);
+        accepted = 1;
+    }
+    gumbo_destroy_output(&opts, g);
+    free(fixed);
+    return accepted;
+}

@@ -1,0 +1,126 @@
+/* The title fast path must say exactly what the full parse says: every case here runs both
+ * and compares, and checks which path settled it where that matters. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/html.h"
+#include "test.h"
+
+/* Returns whether the fast path accepted; asserts it agrees with the full parse if so. */
+static int same_title(const char *doc, size_t len)
+{
+    hv_html_result_t fast, full;
+    int accepted = hv_html_title_fast(doc, len, &fast);
+    int rc = hv_html_analyse(doc, len, &full);
+    if (accepted && (rc != 0 || (full.title == NULL) != (fast.title == NULL) ||
+                     (full.title != NULL && strcmp(full.title, fast.title) != 0)))
+        printf("# fast/full differ on: %.*s\n", (int)len, doc);
+    if (accepted) {
+        ASSERT_OK(rc);
+        if (full.title == NULL || fast.title == NULL)
+            ASSERT(full.title == NULL && fast.title == NULL);
+        else
+            ASSERT_STR_EQ(full.title, fast.title);
+        hv_html_result_free(&fast);
+    }
+    hv_html_result_free(&full);
+    return accepted;
+}
+
+#define SAME(s) same_title((s), sizeof(s) - 1)
+
+TEST_IMPL(title_fast_plain_page_is_accepted)
+{
+    ASSERT_EQ(1, SAME("<!doctype html><html><head><title> A  \n plain\tpage </title></head>"
+                      "<body><p>text</p></body></html>"));
+    ASSERT_EQ(1, SAME("<TITLE>Upper case</TITLE ><body>"));
+    ASSERT_EQ(1, SAME("<title>Entities &amp; &lt;b&gt; &eacute;</title>"));
+    SAME("\xEF\xBB\xBF<title>After a BOM</title>"); /* gumbo keeps the BOM as text */
+    ASSERT_EQ(1, SAME("<title>bad \xff\xfe utf-8</title><p>\xc3"));
+}
+
+TEST_IMPL(title_fast_traps_fall_back_or_agree)
+{
+    /* Each of these must either fall back to the full parse or agree with it. */
+    SAME("<!-- <title>in a comment</title> --><title>Real</title>");
+    SAME("<script>var t = '<title>x</title>';</script><title>Real</title>");
+    SAME("<textarea><title>in a textarea</title></textarea><title>Real</title>");
+    SAME("<svg><title>svg title</title></svg><title>Real</title>");
+    SAME("<body><svg><title>only svg</title></svg></body>");
+    SAME("<title>unclosed");
+    SAME("<p>no title at all</p>");
+    SAME("<body><p>late</p><title>after the body</title></body>");
+    SAME("<title></title><p>empty</p>");
+    SAME("<title>   </title>");
+    SAME("<table><title>in a table</title><tr><td>x</td></tr></table>");
+    SAME("<template><title>in a template</title></template><title>Outside</title>");
+    SAME("<title>first</title><title>second</title>");
+    SAME("<noscript><title>noscript</title></noscript>");
+    SAME("<style></title></style><title>after style</title>");
+    SAME("<math><title>math</title></math><title>html</title>");
+    SAME("<xmp></title></xmp><title>after xmp</title>");
+    SAME("<title>a</title\n>");
+    SAME("</title><title>stray end tag first</title>");
+    SAME("<title>a<!-- c --></title>");
+    SAME("<iframe><title>in iframe</title></iframe><title>after</title>");
+    SAME("<plaintext></title><title>never</title>");
+}
+
+TEST_IMPL(title_fast_comment_trap_is_not_taken_from_the_comment)
+{
+    hv_html_result_t r;
+    const char *doc = "<!-- </title> --><title>Real</title>";
+    if (hv_html_title_fast(doc, strlen(doc), &r)) {
+        ASSERT_STR_EQ("Real", r.title);
+        hv_html_result_free(&r);
+    }
+}
+
+TEST_IMPL(title_fast_refuses_what_the_full_parse_refuses)
+{
+    size_t depth = HV_HTML_MAX_DEPTH + 10;
+    size_t len = 32 + depth * 5;
+    char *doc = malloc(len);
+    size_t n = (size_t)snprintf(doc, len, "<title>deep</title>");
+    for (size_t i = 0; i < depth; i++) {
+        memcpy(doc + n, "<div>", 5);
+        n += 5;
+    }
+    hv_html_result_t r;
+    ASSERT_EQ(0, hv_html_title_fast(doc, n, &r));
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, n, &r));
+    hv_html_result_free(&r);
+    free(doc);
+}
+
+/* Deterministic pseudo-random pages built from fragments that stress the prefix cut. */
+TEST_IMPL(title_fast_agrees_on_generated_pages)
+{
+    static const char *const parts[] = {
+        "<title>T</title>", "<title>Two words</title>", "</title>", "<!--", "-->",
+        "<script>", "</script>", "<svg>", "</svg>", "<p>", "<div>", "</div>", "<table>",
+        "<td>", "<textarea>", "</textarea>", "<b>", "</b>", "text ", "&amp;", "<head>",
+        "<body>", "<template>", "</template>", "<style>", "</style>", "<math>", "\xe2\x82\xac",
+        "<title>", "<noscript>", "</noscript>", "<select>", "<option>", "<frameset>", "<a>",
+    };
+    unsigned seed = 12345;
+    int accepted = 0;
+    char doc[4096];
+    for (int round = 0; round < 3000; round++) {
+        size_t n = 0;
+        int parts_n = 1 + (int)(seed % 12);
+        for (int i = 0; i < parts_n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *p = parts[(seed >> 8) % HV_ARRAY_SIZE(parts)];
+            size_t l = strlen(p);
+            if (n + l >= sizeof(doc))
+                break;
+            memcpy(doc + n, p, l);
+            n += l;
+        }
+        accepted += same_title(doc, n);
+    }
+    ASSERT_GT(accepted, 100); /* the fast path does get used */
+}
