@@ -49,7 +49,7 @@ static const directive_t directives[] = {
      "requests in flight to one scheme+host+port"},
     {"queue_size", T_UINT, F(queue_size), 1, 1000000, 0, "1024",
      "URLs waiting for a request slot; the input is read no further while it is full"},
-    {"page_queue", T_UINT, F(page_queue), 1, 100000, 0, "64",
+    {"page_queue", T_UINT, F(page_queue), 1, 100000, 0, "256",
      "downloaded pages waiting for a parser; connections stop reading while it is full"},
     {"page_queue_bytes", T_SIZE, F(page_queue_bytes), 1, 64 * 1024 * MIB, 0, "16m",
      "bytes of downloaded pages waiting for a parser (full at or above this)"},

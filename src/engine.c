@@ -335,6 +335,34 @@ static hv_page_t *next_page(hv_engine_t *e)
     return NULL;
 }
 
+/* Start a parse group with `pg` and more queued pages of the same batch: enough to share the
+ * queue evenly over the free parsers, within HV_PARSE_GROUP pages and GROUP_BYTES. */
+#define GROUP_BYTES (1024 * 1024)
+
+static void submit_group(hv_engine_t *e, hv_page_t *pg)
+{
+    unsigned free_slots = e->cfg->parse_jobs - hv_parse_busy(e->parse);
+    unsigned want = (e->stats.pages + free_slots - 1) / free_slots;
+    if (want > HV_PARSE_GROUP)
+        want = HV_PARSE_GROUP;
+    hv_batch_t *b = pg->batch;
+    hv_parse_group_t *g = hv_parse_group_new(e->parse, b);
+    size_t bytes = 0;
+    while (pg != NULL) {
+        hv_page_t *next = TAILQ_NEXT(pg, link);
+        if (pg->batch == b) {
+            unlink_page(e, pg);
+            hv_parse_group_add(g, pg->rec, pg->body, pg->len);
+            bytes += pg->len;
+            free(pg);
+            if (hv_parse_group_size(g, NULL) >= want || bytes >= GROUP_BYTES)
+                break;
+        }
+        pg = next;
+    }
+    hv_parse_group_submit(g);
+}
+
 /* ---- batches ---- */
 
 void hv_engine__attach(hv_engine_t *e, hv_batch_t *b)
@@ -365,11 +393,8 @@ void hv_engine_update(hv_engine_t *e)
         e->update_again = 0;
 
         hv_page_t *pg;
-        while (hv_parse_inflight(e->parse) < e->cfg->parse_jobs && (pg = next_page(e)) != NULL) {
-            unlink_page(e, pg);
-            hv_parse_submit(e->parse, pg->batch, pg->rec, pg->body, pg->len);
-            free(pg);
-        }
+        while (hv_parse_busy(e->parse) < e->cfg->parse_jobs && (pg = next_page(e)) != NULL)
+            submit_group(e, pg);
 
         if (e->reads_paused && pages_low(e)) {
             e->reads_paused = 0;

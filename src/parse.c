@@ -1,4 +1,12 @@
-/* parse.c: HTML analysis on the threadpool. */
+/*
+ * parse.c: HTML analysis on the threadpool.
+ *
+ * Pages travel in small groups: one threadpool work item analyses up to HV_PARSE_GROUP pages
+ * of one batch. Handing a page to a worker and getting it back costs two thread wakeups;
+ * for small pages (or titles settled by the fast path) that overhead, not parsing, would
+ * otherwise set the pace. A group never mixes batches, so cancelling one batch's parses never
+ * touches another's.
+ */
 #include "harvestd/parse.h"
 
 #include <assert.h>
@@ -10,27 +18,33 @@
 #include "harvestd/html.h"
 #include "harvestd/metrics.h"
 
-typedef struct work_s {
-    uv_work_t req;
-    hv_parse_t *p;
-    int fast;                 /* try the title fast path first */
-    void *tag;
+typedef struct {
     hv_record_t *rec;
     char *body;
     size_t len;
     int rc;                   /* written by the worker */
     uint64_t ns;              /* written by the worker: time spent parsing */
     hv_html_result_t result;  /* written by the worker */
-    LIST_ENTRY(work_s) link;
-} work_t;
+} item_t;
+
+struct hv_parse_group_s {
+    uv_work_t req;
+    hv_parse_t *p;
+    int fast;                 /* try the title fast path first */
+    void *tag;
+    unsigned n;
+    size_t bytes;
+    item_t items[HV_PARSE_GROUP];
+    LIST_ENTRY(hv_parse_group_s) link;
+};
 
 struct hv_parse_s {
     uv_loop_t *loop;
     int fast;
     hv_parse_done_cb done;
     void *ud;
-    unsigned inflight;
-    LIST_HEAD(, work_s) works;
+    unsigned busy;
+    LIST_HEAD(, hv_parse_group_s) groups;
 };
 
 hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb done, void *ud)
@@ -40,88 +54,119 @@ hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb 
     p->loop = loop;
     p->done = done;
     p->ud = ud;
-    LIST_INIT(&p->works);
+    LIST_INIT(&p->groups);
     return p;
 }
 
-/* Worker thread: only the work item is touched. */
+/* Worker thread: only the group is touched. */
 static void work_cb(uv_work_t *req)
 {
-    work_t *w = hv_container_of(req, work_t, req);
-    uint64_t t0 = uv_hrtime();
-    if (!w->fast || !hv_html_title_fast(w->body, w->len, &w->result))
-        w->rc = hv_html_analyse(w->body, w->len, &w->result);
-    w->ns = uv_hrtime() - t0;
-    free(w->body);
-    w->body = NULL;
+    hv_parse_group_t *g = hv_container_of(req, hv_parse_group_t, req);
+    for (unsigned i = 0; i < g->n; i++) {
+        item_t *it = &g->items[i];
+        uint64_t t0 = uv_hrtime();
+        if (!g->fast || !hv_html_title_fast(it->body, it->len, &it->result))
+            it->rc = hv_html_analyse(it->body, it->len, &it->result);
+        it->ns = uv_hrtime() - t0;
+        free(it->body);
+        it->body = NULL;
+    }
+}
+
+static void finish_item(item_t *it)
+{
+    hv_record_t *rec = it->rec;
+    hv_metrics_parse_time((double)it->ns / 1e9);
+    if (it->rc == HV_ENESTING) {
+        char text[64];
+        snprintf(text, sizeof(text), "nesting_exceeds_%d", HV_HTML_MAX_DEPTH);
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_TOO_DEEPLY_NESTED, text);
+    } else if (it->result.title == NULL) {
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, "no_title");
+    } else {
+        rec->title = it->result.title;
+        it->result.title = NULL;
+    }
+    hv_html_result_free(&it->result);
 }
 
 static void after_work_cb(uv_work_t *req, int status)
 {
-    work_t *w = hv_container_of(req, work_t, req);
-    hv_parse_t *p = w->p;
-    hv_record_t *rec = w->rec;
+    hv_parse_group_t *g = hv_container_of(req, hv_parse_group_t, req);
+    hv_parse_t *p = g->p;
 
-    LIST_REMOVE(w, link);
-    p->inflight--;
-    if (status == UV_ECANCELED) {
-        void *tag = w->tag;
-        free(w->body);
-        free(w);
-        p->done(p->ud, tag, rec, 1);
-        return;
+    LIST_REMOVE(g, link);
+    p->busy--;
+    for (unsigned i = 0; i < g->n; i++) {
+        item_t *it = &g->items[i];
+        if (status == UV_ECANCELED) {
+            free(it->body);
+            p->done(p->ud, g->tag, it->rec, 1);
+        } else {
+            finish_item(it);
+            p->done(p->ud, g->tag, it->rec, 0);
+        }
     }
-    hv_metrics_parse_time((double)w->ns / 1e9);
-    if (w->rc == HV_ENESTING) {
-        char text[64];
-        snprintf(text, sizeof(text), "nesting_exceeds_%d", HV_HTML_MAX_DEPTH);
-        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_TOO_DEEPLY_NESTED, text);
-    } else if (w->result.title == NULL) {
-        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, "no_title");
-    } else {
-        rec->title = w->result.title;
-        w->result.title = NULL;
-    }
-    hv_html_result_free(&w->result);
-    void *tag = w->tag;
-    free(w);
-    p->done(p->ud, tag, rec, 0);
+    free(g);
 }
 
-void hv_parse_submit(hv_parse_t *p, void *tag, hv_record_t *rec, char *body, size_t len)
+hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag)
 {
-    work_t *w = hv_xcalloc(1, sizeof(*w));
-    w->p = p;
-    w->fast = p->fast;
-    w->tag = tag;
-    w->rec = rec;
-    w->body = body;
-    w->len = len;
-    LIST_INSERT_HEAD(&p->works, w, link);
-    p->inflight++;
-    int rc = uv_queue_work(p->loop, &w->req, work_cb, after_work_cb);
+    hv_parse_group_t *g = hv_xcalloc(1, sizeof(*g));
+    g->p = p;
+    g->fast = p->fast;
+    g->tag = tag;
+    return g;
+}
+
+int hv_parse_group_add(hv_parse_group_t *g, hv_record_t *rec, char *body, size_t len)
+{
+    if (g->n == HV_PARSE_GROUP)
+        return UV_ENOBUFS;
+    item_t *it = &g->items[g->n++];
+    it->rec = rec;
+    it->body = body;
+    it->len = len;
+    g->bytes += len;
+    return 0;
+}
+
+unsigned hv_parse_group_size(const hv_parse_group_t *g, size_t *bytes)
+{
+    if (bytes != NULL)
+        *bytes = g->bytes;
+    return g->n;
+}
+
+void hv_parse_group_submit(hv_parse_group_t *g)
+{
+    hv_parse_t *p = g->p;
+    assert(g->n > 0);
+    LIST_INSERT_HEAD(&p->groups, g, link);
+    p->busy++;
+    int rc = uv_queue_work(p->loop, &g->req, work_cb, after_work_cb);
     /* uv_queue_work fails only for a NULL work_cb. */
     assert(rc == 0);
     (void)rc;
 }
 
-unsigned hv_parse_inflight(const hv_parse_t *p)
+unsigned hv_parse_busy(const hv_parse_t *p)
 {
-    return p->inflight;
+    return p->busy;
 }
 
 void hv_parse_cancel_pending(hv_parse_t *p, const void *tag)
 {
-    work_t *w;
-    LIST_FOREACH(w, &p->works, link)
+    hv_parse_group_t *g;
+    LIST_FOREACH(g, &p->groups, link)
     {
-        if (tag == NULL || w->tag == tag)
-            uv_cancel((uv_req_t *)&w->req); /* fails harmlessly for running ones */
+        if (tag == NULL || g->tag == tag)
+            uv_cancel((uv_req_t *)&g->req); /* fails harmlessly for running ones */
     }
 }
 
 void hv_parse_free(hv_parse_t *p)
 {
-    assert(p->inflight == 0);
+    assert(p->busy == 0);
     free(p);
 }

@@ -25,12 +25,23 @@ typedef void (*hv_parse_done_cb)(void *ud, void *tag, hv_record_t *rec, int canc
  * hv_html_title_fast()). */
 hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb done, void *ud);
 
-/** Queue a parse of `body` (malloc'd, taken over) for `rec` (taken over); `tag` comes back
- * with the result. */
-void hv_parse_submit(hv_parse_t *p, void *tag, hv_record_t *rec, char *body, size_t len);
+/** Pages analysed by one threadpool work item at most. */
+#define HV_PARSE_GROUP 128
 
-/** Parses submitted and not yet done. */
-unsigned hv_parse_inflight(const hv_parse_t *p);
+typedef struct hv_parse_group_s hv_parse_group_t;
+
+/** Start a group of pages of one batch (`tag` comes back with each result). */
+hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag);
+/** Add a page: `body` (malloc'd) and `rec` are taken over. UV_ENOBUFS when the group is full
+ * (nothing taken). */
+int hv_parse_group_add(hv_parse_group_t *g, hv_record_t *rec, char *body, size_t len);
+/** Pages in the group (and their bytes in *bytes when non-NULL). */
+unsigned hv_parse_group_size(const hv_parse_group_t *g, size_t *bytes);
+/** Hand the group (at least one page) to the threadpool. */
+void hv_parse_group_submit(hv_parse_group_t *g);
+
+/** Groups submitted and not yet done: the pipeline keeps this below parse_jobs. */
+unsigned hv_parse_busy(const hv_parse_t *p);
 
 /** Cancel parses with `tag` (NULL: all) that have not started yet (they end with
  * `cancelled`). */
