@@ -59,7 +59,7 @@ TOOLS     = $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tools/%)
 BIN       = $(BUILD)/harvestd
 UNIT_BIN  = $(BUILD)/unit-tests
 
-.PHONY: all deps run test check integration asan ubsan tsan lint clean install
+.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench
 all: $(BIN)
 
 deps:
@@ -115,6 +115,12 @@ check: deps
 lint:
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' src/*.c src/*.h include/harvestd/*.h \
 	    || { echo "lint: forbidden call above" >&2; exit 1; }
+
+# `make bench` (QUICK=1 for a short run): prints one table of figures with PASS/FAIL targets.
+bench: deps
+	@$(MAKE) --no-print-directory all $(TOOLS)
+	HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) BENCH_DIR=$(abspath $(BUILD)/bench) \
+	    QUICK=$(QUICK) $(PYTHON) tests/bench/bench.py
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined lint test integration

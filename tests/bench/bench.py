@@ -1,0 +1,1132 @@
+#!/usr/bin/python3
+"""`make bench`: harvestd's throughput against the limits of the machine, in one table.
+
+Environment (set by the Makefile):
+  HARVESTD_BIN    absolute path of build/harvestd
+  HARVESTD_TOOLS  directory of the tools built from tests/tools (parse_limit)
+  BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
+                  results.json
+  QUICK           1 for the short run (smaller corpus and runs, under a minute)
+
+What it measures (see README.md beside this file for the details and the reasons):
+  1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
+  2. parse_limit (tests/tools/parse_limit.c): gumbo alone on every core: the parse limit.
+  3. harvestd --once over HTTP (1k, 20k, 100k URLs) and HTTPS (20k) against the same nginx.
+  4. harvestd --once against delay_server.py (100 ms per response, 500 loopback hosts) at
+     --concurrency 1000: the latency bound.
+Each harvestd run is checked record by record (every line ok, with the page's exact title).
+The table and the PASS/FAIL targets go to standard output, progress to standard error, and
+everything (raw numbers included) to BENCH_DIR/results.json.
+
+Exit status: 0 when every measurement was taken (whatever the targets say, and a run whose
+records are not all ok is a FAIL row, not an error); 1 when something broke: a server or tool
+that would not start, harvestd exiting non-zero, killed or timed out; 130 on Ctrl-C. nginx and
+the delay servers are stopped in every case.
+"""
+
+import collections
+import ctypes
+import datetime
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import corpus  # noqa: E402
+import delay_server  # noqa: E402
+
+GENERATOR_PKI_VERSION = 1
+
+QUICK = os.environ.get("QUICK", "").strip().lower() in ("1", "yes", "true", "on")
+
+if QUICK:
+    CONFIG = {
+        "corpus_pages": 2_000,
+        "wrk_seconds": 3,
+        "parse_pages": 1_000,
+        "http_runs": [1_000, 5_000],
+        "https_run": 2_000,
+        "latency_urls": 5_000,
+    }
+else:
+    CONFIG = {
+        "corpus_pages": 20_000,
+        "wrk_seconds": 10,
+        "parse_pages": 3_000,
+        "http_runs": [1_000, 20_000, 100_000],
+        "https_run": 20_000,
+        "latency_urls": 20_000,
+    }
+CONFIG.update({
+    "wrk_threads": 2,
+    "wrk_connections": 64,
+    # One host on loopback: the whole default concurrency may go to it.
+    "nginx_args": ["--concurrency", "32", "--per-host", "32"],
+    "latency_args": ["--concurrency", "1000", "--per-host", "4"],
+    "latency_concurrency": 1000,
+    "latency_delay_s": 0.1,
+    "latency_hosts": 500,
+    "latency_server_procs": 4,
+    "selfcheck_seconds": 1 if QUICK else 2,
+})
+
+TARGETS = {
+    "http_pages_per_s": 3000,
+    "http_vs_wrk": 0.25,
+    "https_vs_http": 0.80,
+    "latency_vs_bound": 0.90,
+    "peak_rss_mib": 40,
+    "rss_growth": 0.10,
+}
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    """The benchmark itself could not measure something."""
+
+
+# ---- processes we start ----------------------------------------------------------------------
+
+_libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+
+
+def _child_setup():
+    """In the child before exec: die with the benchmark (SIGTERM when it goes away)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+class Children:
+    """Every long-lived process the benchmark starts (nginx, delay servers), each in its own
+    process group, so that one call stops them all, on success, error or Ctrl-C."""
+
+    def __init__(self):
+        self.procs = []
+
+    def popen(self, cmd, **kw):
+        p = subprocess.Popen(cmd, start_new_session=True, preexec_fn=_child_setup, **kw)
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, wait=5.0):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(wait)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop_all(self):
+        for p in list(self.procs):
+            self.stop(p)
+
+
+CHILDREN = Children()
+
+
+def free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_listening(host, port, proc, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def command_output(cmd):
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        return r.stdout.decode("utf-8", "replace").strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "unavailable (%s)" % e
+
+
+# ---- machine facts ---------------------------------------------------------------------------
+
+def machine_facts(harvestd_bin):
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    wrk = command_output(["wrk", "-v"]).splitlines()
+    try:
+        with open("/proc/loadavg") as f:
+            load = [float(x) for x in f.read().split()[:3]]
+    except (OSError, ValueError):
+        load = None
+    return {
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "cpu_model": model,
+        "memory_gib": round(mem / 1024 ** 3, 1),
+        "kernel": platform.release(),
+        "harvestd": command_output([harvestd_bin, "--version"]),
+        "nginx": command_output(["nginx", "-v"]).replace("nginx version: ", ""),
+        "wrk": wrk[0].split(" Copyright")[0] if wrk else "unknown",
+        "python": platform.python_version(),
+        "load_average_at_start": load,
+        "nofile_limit": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+    }
+
+
+# ---- TLS: a test CA and a server certificate for 127.0.0.1 / localhost --------------------------
+
+def make_pki(d):
+    """CA and server certificate (EC P-256) with the openssl CLI; reused while valid."""
+    os.makedirs(d, exist_ok=True)
+    ca, server, key = (os.path.join(d, n) for n in ("ca.pem", "server.pem", "server.key"))
+    stamp = os.path.join(d, "version")
+    try:
+        with open(stamp) as f:
+            fresh = f.read().strip() == str(GENERATOR_PKI_VERSION)
+    except OSError:
+        fresh = False
+    if fresh and all(os.path.exists(p) for p in (ca, server, key)):
+        r = subprocess.run(["openssl", "x509", "-checkend", "86400", "-noout", "-in", server],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if r.returncode == 0:
+            return ca, server, key
+    log("making a test CA and a server certificate in %s" % d)
+    ext = os.path.join(d, "server.ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints = critical, CA:FALSE\n"
+                "keyUsage = critical, digitalSignature\n"
+                "extendedKeyUsage = serverAuth\n"
+                "subjectAltName = DNS:localhost, IP:127.0.0.1\n")
+
+    def openssl(*args):
+        r = subprocess.run(["openssl"] + list(args), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        if r.returncode != 0:
+            raise BenchError("openssl %s failed: %s" % (args[0], r.stdout.decode(errors="replace")))
+
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", os.path.join(d, "ca.key"), "-out", ca,
+            "-days", "3650", "-subj", "/CN=harvestd benchmark CA",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    openssl("req", *ec, "-keyout", key, "-out", os.path.join(d, "server.csr"),
+            "-subj", "/CN=localhost")
+    openssl("x509", "-req", "-in", os.path.join(d, "server.csr"), "-CA", ca,
+            "-CAkey", os.path.join(d, "ca.key"), "-CAcreateserial", "-out", server,
+            "-days", "825", "-sha256", "-extfile", ext)
+    with open(stamp, "w") as f:
+        f.write("%d\n" % GENERATOR_PKI_VERSION)
+    return ca, server, key
+
+
+# ---- nginx -----------------------------------------------------------------------------------
+
+NGINX_CONF = """\
+# Written by tests/bench/bench.py for one benchmark run.
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+worker_rlimit_nofile 8192;
+
+events {{
+    worker_connections 4096;
+}}
+
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    gzip off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    types {{ text/html html; }}
+    default_type application/octet-stream;
+    charset utf-8;
+    client_body_temp_path {dir}/tmp/body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
+    ssl_session_timeout 1h;
+
+    server {{
+        listen 127.0.0.1:{http_port};
+        listen 127.0.0.1:{https_port} ssl;
+        server_name localhost;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        root {root};
+        location / {{ }}
+    }}
+}}
+"""
+
+
+class Nginx:
+    def __init__(self, bench_dir, root, cert, key):
+        self.dir = os.path.join(bench_dir, "nginx")
+        self.root = root
+        self.cert = cert
+        self.key = key
+        self.proc = None
+        self.http_port = self.https_port = None
+
+    def start(self):
+        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        self.http_port = free_port()
+        self.https_port = free_port()
+        while self.https_port == self.http_port:
+            self.https_port = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(dir=self.dir, http_port=self.http_port,
+                                      https_port=self.https_port, cert=self.cert, key=self.key,
+                                      root=self.root))
+        errlog = os.path.join(self.dir, "error.log")
+        self.proc = CHILDREN.popen(["nginx", "-e", errlog, "-p", self.dir, "-c", conf],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=open(os.path.join(self.dir, "stderr.log"), "wb"))
+        for port in (self.http_port, self.https_port):
+            if not wait_listening("127.0.0.1", port, self.proc):
+                raise BenchError("nginx did not start listening on 127.0.0.1:%d (see %s)"
+                                 % (port, errlog))
+
+    def stop(self):
+        if self.proc is not None:
+            CHILDREN.stop(self.proc, signal.SIGTERM)
+            self.proc = None
+
+    def error_count(self):
+        """Lines of level error or worse in nginx's error log so far."""
+        try:
+            with open(os.path.join(self.dir, "error.log"), errors="replace") as f:
+                return sum(1 for line in f if re.search(r"\[(error|crit|alert|emerg)\]", line))
+        except OSError:
+            return 0
+
+
+# ---- wrk: the fetch limit ----------------------------------------------------------------------
+
+def run_wrk(base_url, paths_file, seconds):
+    cmd = ["wrk", "-t%d" % CONFIG["wrk_threads"], "-c%d" % CONFIG["wrk_connections"],
+           "-d%ds" % seconds, "--timeout", "5s", "-s", os.path.join(HERE, "rotate.lua"), base_url,
+           "--", paths_file]
+    log("wrk %s for %d s" % (base_url, seconds))
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=seconds + 60)
+    except subprocess.TimeoutExpired:
+        raise BenchError("wrk did not finish: %s" % " ".join(cmd))
+    text = r.stdout.decode("utf-8", "replace")
+    m = re.search(r"^wrk-json (\{.*\})$", text, re.M)
+    if r.returncode != 0 or m is None:
+        raise BenchError("wrk failed (exit %d): %s" % (r.returncode, text.strip()[-400:]))
+    raw = json.loads(m.group(1))
+    secs = raw["duration_us"] / 1e6
+    errors = sum(raw[k] for k in ("connect_errors", "read_errors", "write_errors", "status_errors",
+                                  "timeouts"))
+    return {
+        "command": cmd,
+        "raw": raw,
+        "seconds": secs,
+        "pages": raw["requests"],
+        "pages_per_s": raw["requests"] / secs if secs > 0 else 0.0,
+        "mb_per_s": raw["bytes"] / 1e6 / secs if secs > 0 else 0.0,
+        "errors": errors,
+        "ok": errors == 0 and raw["requests"] > 0,
+        "why": "" if errors == 0 else "%d errors %s" % (
+            errors, {k: v for k, v in raw.items() if k.endswith("errors") or k == "timeouts"}),
+    }
+
+
+# ---- parse_limit: the parse limit ------------------------------------------------------------
+
+def run_parse_limit(tools_dir, root, rows, count):
+    tool = os.path.join(tools_dir, "parse_limit")
+    if not os.access(tool, os.X_OK):
+        raise BenchError("%s is missing: build it with `make build/tools/parse_limit`" % tool)
+    list_file = os.path.join(os.path.dirname(root), "parse-list.txt")
+    with open(list_file, "w") as f:
+        for path, _, _ in rows[:count]:
+            f.write(os.path.join(root, path.lstrip("/")) + "\n")
+    cmd = [tool, "--list", list_file]
+    log("parse_limit on %d pages" % count)
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if r.returncode != 0:
+        raise BenchError("parse_limit failed: %s" % r.stderr.decode(errors="replace"))
+    raw = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    return {"command": cmd, "raw": raw, "pages": raw["pages"], "seconds": raw["seconds"],
+            "pages_per_s": raw["pages_per_s"], "mb_per_s": raw["mb_per_s"],
+            "cpu_s_per_1k": 1000.0 * raw["cpu_s"] / raw["pages"], "ok": True, "why": ""}
+
+
+# ---- harvestd runs ---------------------------------------------------------------------------
+
+def parse_summary(stderr_text):
+    for line in reversed(stderr_text.splitlines()):
+        if line.startswith("harvestd: summary "):
+            out = {}
+            for tok in line[len("harvestd: summary "):].split():
+                k, sep, v = tok.partition("=")
+                if not sep:
+                    continue
+                try:
+                    out[k] = float(v) if "." in v else int(v)
+                except ValueError:
+                    out[k] = v
+            return out
+    return None
+
+
+def check_records(out_path, expected_count, expected_title):
+    """Read harvestd's JSONL output. `expected_count` maps each requested URL to the number of
+    input lines that name it, `expected_title(url)` gives the title its page must yield.
+    Returns (ok, why, details)."""
+    seen = collections.Counter()
+    failures = collections.Counter()
+    bad_title = 0
+    bad_json = 0
+    example = None
+    records = 0
+    try:
+        f = open(out_path, "rb")
+    except OSError as e:
+        return False, "no output (%s)" % e.strerror, {}
+    with f:
+        for line in f:
+            records += 1
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                bad_json += 1
+                continue
+            url = rec.get("requested_url")
+            seen[url] += 1
+            if rec.get("status") != "ok":
+                key = "%s/%s" % (rec.get("error_type"), rec.get("error"))
+                failures[key] += 1
+                if example is None:
+                    example = rec
+                continue
+            want = expected_title(url)
+            if rec.get("title") != want:
+                bad_title += 1
+                if example is None:
+                    example = rec
+    missing = sum((expected_count - seen).values())
+    extra = sum((seen - expected_count).values())
+    problems = []
+    if failures:
+        problems.append("%d failed (%s)" % (sum(failures.values()), ", ".join(
+            "%s x%d" % kv for kv in failures.most_common(3))))
+    if bad_title:
+        problems.append("%d wrong/missing titles" % bad_title)
+    if bad_json:
+        problems.append("%d lines not JSON" % bad_json)
+    if missing:
+        problems.append("%d records missing" % missing)
+    if extra:
+        problems.append("%d unexpected records" % extra)
+    details = {"records": records, "failed": dict(failures), "bad_title": bad_title,
+               "bad_json": bad_json, "missing": missing, "extra": extra, "example": example}
+    return not problems, "; ".join(problems), details
+
+
+def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title, extra_args,
+                 timeout):
+    """One `harvestd --once` run. The child is started through /usr/bin/time, whose %M is the
+    peak RSS of harvestd itself (see README.md: ru_maxrss of a child forked straight from this
+    Python process would report this process's size); user+system CPU comes from os.wait4() on
+    the time process, which includes harvestd's (time's own share is about a millisecond)."""
+    urls_file = os.path.join(runs_dir, name + ".urls")
+    out_path = os.path.join(runs_dir, name + ".jsonl")
+    err_path = os.path.join(runs_dir, name + ".stderr")
+    rss_path = os.path.join(runs_dir, name + ".maxrss")
+    with open(urls_file, "w") as f:
+        f.writelines(u + "\n" for u in urls)
+    for p in (out_path, rss_path):
+        if os.path.exists(p):
+            os.unlink(p)
+    cmd = [bin_path, "--once", urls_file, "-o", out_path] + extra_args
+    log("harvestd %s: %d URLs %s" % (name, len(urls), " ".join(extra_args)))
+    timed_out = threading.Event()
+    with open(err_path, "wb") as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_path] + cmd,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True, preexec_fn=_child_setup)
+
+        def on_timeout():
+            timed_out.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, on_timeout)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    with open(err_path, encoding="utf-8", errors="replace") as f:
+        stderr_text = f.read()
+    maxrss_kib = None
+    try:
+        with open(rss_path) as f:
+            lines = [ln for ln in f.read().split("\n") if ln.strip()]
+        maxrss_kib = int(lines[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    summary = parse_summary(stderr_text)
+    n = len(urls)
+    res = {
+        "name": name,
+        "command": cmd,
+        "urls": n,
+        "exit_status": proc.returncode,
+        "wall_s": wall,
+        "pages_per_s": n / wall if wall > 0 else 0.0,
+        "cpu_user_s": ru.ru_utime,
+        "cpu_sys_s": ru.ru_stime,
+        "cpu_s_per_1k": 1000.0 * (ru.ru_utime + ru.ru_stime) / n,
+        "peak_rss_kib": maxrss_kib,
+        "peak_rss_mib": maxrss_kib / 1024.0 if maxrss_kib is not None else None,
+        "summary": summary,
+        "stderr_tail": stderr_text[-2000:],
+    }
+    broke = None
+    if timed_out.is_set():
+        broke = "timed out after %d s (killed)" % timeout
+    elif proc.returncode != 0:
+        broke = "exit status %d" % proc.returncode
+    if broke:
+        last = [ln for ln in stderr_text.splitlines() if ln.strip()][-1:]
+        res.update(ok=False, broke=True, why=broke + (": " + last[0][:200] if last else ""))
+        ok, why, details = check_records(out_path, expected_count, expected_title)
+        res["records"] = details
+        return res
+    ok, why, details = check_records(out_path, expected_count, expected_title)
+    res.update(ok=ok, broke=False, why=why, records=details)
+    if ok:
+        os.unlink(out_path)   # up to 100k records: keep only failing outputs for inspection
+    return res
+
+
+def cycling_counts(n_urls, base, paths):
+    """Input lines cycle through `paths`: how many lines name each URL."""
+    q, r = divmod(n_urls, len(paths))
+    return collections.Counter({base + p: q + (1 if i < r else 0) for i, p in enumerate(paths)
+                                if q + (1 if i < r else 0) > 0})
+
+
+# ---- the latency-bound run -------------------------------------------------------------------
+
+class DelayServers:
+    """delay_server.py processes sharing the latency hosts (one range of addresses each)."""
+
+    def __init__(self, hosts, procs, delay):
+        self.hosts = hosts
+        self.nprocs = procs
+        self.delay = delay
+        self.procs = []
+        self.firsts = []
+        self.port = None
+
+    def start(self):
+        # A port free on the first address is almost surely free on the others (nothing else
+        # listens there); if one cannot be bound the servers say so and we try another port.
+        errors = []
+        for _ in range(2):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.bind((delay_server.address(0), 0))
+            except OSError as e:
+                s.close()
+                raise BenchError("cannot bind %s: %s (on Linux all of 127.0.0.0/8 is local)"
+                                 % (delay_server.address(0), e))
+            self.port = s.getsockname()[1]
+            s.close()
+            per = -(-self.hosts // self.nprocs)
+            errors = []
+            for k in range(0, self.hosts, per):
+                cmd = [sys.executable, os.path.join(HERE, "delay_server.py"), "--port",
+                       str(self.port), "--first", str(k), "--count", str(min(per, self.hosts - k)),
+                       "--delay", str(self.delay)]
+                self.procs.append(CHILDREN.popen(cmd, stdin=subprocess.DEVNULL,
+                                                 stdout=subprocess.PIPE))
+                self.firsts.append(k)
+            for p in self.procs:
+                line = self._readline(p, 20.0)
+                if not line.startswith("ready"):
+                    errors.append(line or "no answer")
+            if not errors:
+                return
+            self.stop()
+        raise BenchError("delay server: %s" % "; ".join(errors[:3]))
+
+    @staticmethod
+    def _readline(p, timeout):
+        r, _, _ = select.select([p.stdout], [], [], timeout)
+        if not r:
+            return ""
+        return p.stdout.readline().decode(errors="replace").strip()
+
+    def stop(self):
+        """Stop every server; returns their statistics (one dict per process)."""
+        stats = []
+        for p in self.procs:
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            line = self._readline(p, 10.0)
+            try:
+                stats.append(json.loads(line))
+            except ValueError:
+                pass
+            try:
+                p.wait(5.0)
+            except subprocess.TimeoutExpired:
+                pass
+            CHILDREN.stop(p)
+        self.procs = []
+        self.firsts = []
+        return stats
+
+
+def delay_selfcheck(servers, connections, seconds, list_dir):
+    """The delay servers' own capacity: one wrk per server process (on its first address), all
+    at once, `connections` in total. With every connection busy, capacity = connections / mean
+    latency; it must reach the bound connections / delay for the run to measure harvestd."""
+    paths_file = os.path.join(list_dir, "selfcheck-paths.txt")
+    with open(paths_file, "w") as f:
+        f.write("/selfcheck\n")
+    per = connections // len(servers.firsts)
+    procs = []
+    for k in servers.firsts:
+        cmd = ["wrk", "-t1", "-c%d" % per, "-d%ds" % seconds, "--timeout", "5s", "-s",
+               os.path.join(HERE, "rotate.lua"),
+               "http://%s:%d" % (delay_server.address(k), servers.port), "--", paths_file]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    raws = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=seconds + 30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        m = re.search(r"^wrk-json (\{.*\})$", out.decode("utf-8", "replace"), re.M)
+        if m:
+            raws.append(json.loads(m.group(1)))
+    if len(raws) != len(procs):
+        return {"ok": False, "note": "wrk self-check of the delay server failed"}
+    total = per * len(procs)
+    mean_latency = sum(r["latency_mean_us"] * r["requests"] for r in raws) / max(
+        1, sum(r["requests"] for r in raws)) / 1e6
+    errors = sum(r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"]
+                 for r in raws)
+    capacity = total / mean_latency if mean_latency > 0 else 0.0
+    rate = sum(r["requests"] / (r["duration_us"] / 1e6) for r in raws)
+    bound = total / servers.delay
+    ok = errors == 0 and capacity >= 0.95 * bound
+    return {"ok": ok, "connections": total, "requests": sum(r["requests"] for r in raws),
+            "rate": rate, "latency_mean_ms": 1000 * mean_latency, "capacity": capacity,
+            "bound": bound, "errors": errors, "raw": raws,
+            "note": "self-check with wrk, %d connections: %s responses/s at %.1f ms mean latency "
+                    "-> capacity %s/s (%s)" % (total, fmt_num(rate), 1000 * mean_latency,
+                                              fmt_num(capacity),
+                                              "ok" if ok else "BELOW the bound")}
+
+
+def judge_delay_server(stats, delay, concurrency):
+    """Did the delay servers hold their side during the harvestd run? A saturated asyncio
+    process shows in its CPU share (near a whole core); a busy machine shows in responses that
+    leave late, which lowers the bound to concurrency / (delay + lag)."""
+    if not stats:
+        return {"kept_up": None, "note": "no statistics from the delay servers"}
+    n = sum(s["requests"] for s in stats)
+    lag_mean = sum(s["lag_mean_ms"] * s["requests"] for s in stats) / max(1, n)
+    lag_p99 = max(s["lag_p99_ms"] for s in stats)
+    stall_p99 = max(s["stall_p99_ms"] for s in stats)
+    cpu_share = max((s["cpu_s"] / s["busy_s"]) if s["busy_s"] > 0 else 0.0 for s in stats)
+    effective = concurrency / (delay + lag_mean / 1000.0)
+    saturated = cpu_share > 0.8
+    late = effective < 0.95 * concurrency / delay
+    kept_up = not saturated and not late
+    if saturated:
+        verdict = "SATURATED (a process used most of a core)"
+    elif late:
+        verdict = "not saturated, but its replies were late (a busy machine)"
+    else:
+        verdict = "kept up"
+    note = ("during the run: %d processes, %s responses sent %.1f ms late on average "
+            "(p99 %.1f ms; loop stalls p99 %.1f ms), busiest process %.0f%% of a core; "
+            "effective bound %s/s: %s"
+            % (len(stats), fmt_num(n), lag_mean, lag_p99, stall_p99, 100 * cpu_share,
+               fmt_num(effective), verdict))
+    return {"kept_up": kept_up, "saturated": saturated, "lag_mean_ms": lag_mean, "lag_p99_ms": lag_p99,
+            "stall_p99_ms": stall_p99, "cpu_share_max": cpu_share, "effective_bound": effective,
+            "note": note, "procs": stats}
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+def fmt_num(v, fmt="{:,.0f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def fmt_ratio(v):
+    return "-" if v is None else "{:.0%}".format(v) if v < 1.5 else "{:.1f}x".format(v)
+
+
+def build_table(rows):
+    head = ["run", "URLs", "pages/s", "CPU s/1k", "peak RSS", "vs fetch", "vs parse", "check"]
+    lines = []
+    for r in rows:
+        lines.append([r["label"], fmt_num(r.get("urls")), fmt_num(r.get("pages_per_s")),
+                      fmt_num(r.get("cpu_s_per_1k"), "{:.2f}"),
+                      fmt_num(r.get("peak_rss_mib"), "{:.1f} MiB"),
+                      fmt_ratio(r.get("vs_fetch")), fmt_ratio(r.get("vs_parse")),
+                      r["check"] if len(r["check"]) <= 110 else r["check"][:107] + "..."])
+    widths = [max(len(str(x[i])) for x in lines + [head]) for i in range(len(head))]
+
+    def fmt_line(cols):
+        return "  ".join(str(c).ljust(widths[i]) if i in (0, 7) else str(c).rjust(widths[i])
+                         for i, c in enumerate(cols)).rstrip()
+
+    out = [fmt_line(head), "  ".join("-" * w for w in widths)]
+    out.extend(fmt_line(cols) for cols in lines)
+    return "\n".join(out)
+
+
+def harvest_row(label, res, check):
+    """A table row for a harvestd run; a run that broke (exit status, timeout) shows no figures."""
+    row = {"label": label, "urls": res["urls"], "check": check}
+    if not res["broke"]:
+        row.update(pages_per_s=res["pages_per_s"], cpu_s_per_1k=res["cpu_s_per_1k"],
+                   peak_rss_mib=res["peak_rss_mib"], vs_fetch=res.get("vs_fetch"),
+                   vs_parse=res.get("vs_parse"))
+    return row
+
+
+class Bench:
+    """One benchmark run: the phases in order, each recording its rows; a phase that cannot
+    measure records why (a FAIL row, `broken`) and the others still run where they can."""
+
+    def __init__(self, harvestd_bin, tools_dir, bench_dir):
+        self.bin = harvestd_bin
+        self.tools = tools_dir
+        self.dir = bench_dir
+        self.runs_dir = os.path.join(bench_dir, "runs")
+        self.rows = []
+        self.broken = []
+        self.results = {"mode": "QUICK" if QUICK else "full", "config": CONFIG,
+                        "targets_config": TARGETS}
+        self.harvest = {}
+        self.wrk = {}
+        self.parse = None
+        self.latency = None
+        self.delay_notes = []
+
+    def fail_row(self, label, urls, why):
+        self.rows.append({"label": label, "urls": urls, "check": "FAIL: " + why})
+        self.broken.append("%s: %s" % (label, why))
+
+    # -- phases
+
+    def prepare(self):
+        facts = machine_facts(self.bin)
+        self.results["machine"] = facts
+        self.header = [
+            "harvestd benchmark (%s run), %s" % (self.results["mode"], datetime.datetime.now(
+                datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+            "machine: %d CPUs (%d usable), %s, %.1f GiB RAM, Linux %s, load average %s at start"
+            % (facts["cpus"], facts["cpus_usable"], facts["cpu_model"], facts["memory_gib"],
+               facts["kernel"], "/".join("%.2f" % x for x in facts["load_average_at_start"] or [])
+               or "unknown"),
+            "software: %s (sha256 %s) | nginx %s | %s | Python %s" % (
+                facts["harvestd"], self.results["harvestd_binary"]["sha256"][:12], facts["nginx"],
+                facts["wrk"], facts["python"]),
+        ]
+        t = time.monotonic()
+        self.root = os.path.join(self.dir, "corpus")
+        self.index = corpus.ensure(self.root, CONFIG["corpus_pages"], log=log)
+        sizes = [r[1] for r in self.index]
+        self.results["corpus"] = {
+            "pages": len(self.index), "bytes": sum(sizes), "median_bytes": statistics.median(sizes),
+            "min_bytes": min(sizes), "max_bytes": max(sizes),
+            "generator_version": corpus.GENERATOR_VERSION, "seed": corpus.SEED,
+            "prepare_s": round(time.monotonic() - t, 2)}
+        self.header.append(
+            "corpus: %s pages, %.0f MB, %.1f-%.1f KB (median %.1f KB), generator v%d, seed %d"
+            % (fmt_num(len(sizes)), sum(sizes) / 1e6, min(sizes) / 1e3, max(sizes) / 1e3,
+               statistics.median(sizes) / 1e3, corpus.GENERATOR_VERSION, corpus.SEED))
+        self.paths = [r[0] for r in self.index]
+        self.titles = {r[0]: r[2] for r in self.index}
+        self.paths_file = os.path.join(self.dir, "paths-%d.txt" % len(self.paths))
+        with open(self.paths_file, "w") as f:
+            f.writelines(p + "\n" for p in self.paths)
+        self.ca, self.cert, self.key = make_pki(os.path.join(self.dir, "pki"))
+
+    def nginx_phase(self):
+        nginx = Nginx(self.dir, self.root, self.cert, self.key)
+        try:
+            nginx.start()
+        except BenchError as e:
+            nginx.stop()
+            for label in ("wrk HTTP", "wrk HTTPS", "harvestd HTTP", "harvestd HTTPS"):
+                self.fail_row(label, None, str(e))
+            return
+        try:
+            self._nginx_runs(nginx)
+        finally:
+            nginx.stop()
+
+    def _nginx_runs(self, nginx):
+        http_base = "http://127.0.0.1:%d" % nginx.http_port
+        https_base = "https://127.0.0.1:%d" % nginx.https_port
+        self.header.append("nginx: 1 worker, %s and %s; harvestd %s (HTTPS: --ca-file %s)" % (
+            http_base, https_base, " ".join(CONFIG["nginx_args"]), self.ca))
+
+        # 1. The fetch limit.
+        for scheme, base in (("http", http_base), ("https", https_base)):
+            label = "wrk %s (fetch limit)" % scheme.upper()
+            errors0 = nginx.error_count()
+            try:
+                w = run_wrk(base, self.paths_file, CONFIG["wrk_seconds"])
+            except BenchError as e:
+                self.fail_row(label, None, str(e))
+                continue
+            self._nginx_errors(nginx, errors0, w)
+            self.wrk[scheme] = w
+            self.rows.append({"label": label, "urls": w["pages"], "pages_per_s": w["pages_per_s"],
+                              "check": "ok" if w["ok"] else "FAIL: " + w["why"]})
+            if not w["ok"]:
+                self.broken.append("%s: %s" % (label, w["why"]))
+        self.results["wrk"] = self.wrk
+
+        # 2. The parse limit (nginx idles meanwhile).
+        label = "gumbo parse limit"
+        try:
+            self.parse = run_parse_limit(self.tools, self.root, self.index,
+                                         min(CONFIG["parse_pages"], len(self.index)))
+            self.rows.append({"label": "%s (%d threads)" % (label, self.parse["raw"]["threads"]),
+                              "urls": self.parse["pages"], "pages_per_s": self.parse["pages_per_s"],
+                              "cpu_s_per_1k": self.parse["cpu_s_per_1k"], "check": "ok"})
+        except (BenchError, subprocess.TimeoutExpired, ValueError) as e:
+            self.fail_row(label, None, str(e))
+        self.results["parse_limit"] = self.parse
+
+        # 3. harvestd against the same nginx.
+        for n in CONFIG["http_runs"]:
+            self._nginx_harvest(nginx, "harvestd HTTP", "http-%d" % n, http_base, n, [], "http")
+        self._nginx_harvest(nginx, "harvestd HTTPS", "https-%d" % CONFIG["https_run"], https_base,
+                            CONFIG["https_run"], ["--ca-file", self.ca], "https")
+
+    def _nginx_errors(self, nginx, before, res):
+        """A run during which nginx logged errors did not measure harvestd (or wrk) alone."""
+        new = nginx.error_count() - before
+        res["nginx_errors"] = new
+        if new > 0:
+            text = "nginx logged %d errors (%s)" % (new, os.path.join(nginx.dir, "error.log"))
+            res["ok"] = False
+            res["why"] = ((res["why"] + "; ") if res.get("why") else "") + text
+            self.broken.append(text)
+
+    def _nginx_harvest(self, nginx, label, name, base, n, extra, scheme):
+        paths = self.paths
+        urls = [base + paths[i % len(paths)] for i in range(n)]
+        cut = len(base)
+        titles = self.titles
+        errors0 = nginx.error_count()
+        res = run_harvestd(self.bin, self.runs_dir, name, urls, cycling_counts(n, base, paths),
+                           lambda u: titles.get(u[cut:]), CONFIG["nginx_args"] + extra,
+                           timeout=120 + n // 100)
+        self._nginx_errors(nginx, errors0, res)
+        wrk = self.wrk.get(scheme)
+        rate = res["pages_per_s"]
+        res["vs_fetch"] = rate / wrk["pages_per_s"] if wrk and wrk["pages_per_s"] else None
+        res["vs_parse"] = rate / self.parse["pages_per_s"] if self.parse else None
+        self.harvest[name] = res
+        if res["broke"]:
+            self.broken.append("%s %d: %s" % (label, n, res["why"]))
+        self.rows.append(harvest_row(label, res, "ok" if res["ok"] else "FAIL: " + res["why"]))
+
+    def latency_phase(self):
+        conc = CONFIG["latency_concurrency"]
+        delay = CONFIG["latency_delay_s"]
+        hosts = CONFIG["latency_hosts"]
+        bound = conc / delay
+        n = CONFIG["latency_urls"]
+        label = "harvestd %d hosts x %d ms" % (hosts, round(delay * 1000))
+        self.rows.append({"label": "bound: %d in flight / %d ms" % (conc, round(delay * 1000)),
+                          "pages_per_s": bound, "check": "concurrency/latency"})
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if hard != resource.RLIM_INFINITY and hard < conc + 64:
+            self.fail_row(label, n, "open-file hard limit %d < %d" % (hard, conc + 64))
+            return
+        servers = DelayServers(hosts, CONFIG["latency_server_procs"], delay)
+        try:
+            servers.start()
+        except BenchError as e:
+            self.fail_row(label, n, str(e))
+            return
+        try:
+            log("delay servers: %d hosts (%s..%s) on port %d, %d processes" % (
+                hosts, delay_server.address(0), delay_server.address(hosts - 1), servers.port,
+                len(servers.procs)))
+            check = delay_selfcheck(servers, conc, CONFIG["selfcheck_seconds"], self.runs_dir)
+            self.delay_notes.append(check["note"])
+            # The self-check's own statistics are not the run's: restart the servers afresh.
+            servers.stop()
+            servers.start()
+            urls = ["http://%s:%d/p/%d" % (delay_server.address(k % hosts), servers.port, k)
+                    for k in range(n)]
+            res = run_harvestd(self.bin, self.runs_dir, "latency-%d" % n, urls,
+                               collections.Counter(urls), lambda u: delay_server.TITLE,
+                               CONFIG["latency_args"], timeout=120 + n // 100)
+        finally:
+            judged = judge_delay_server(servers.stop(), delay, conc)
+        self.delay_notes.append(judged["note"])
+        res.update(vs_fetch=res["pages_per_s"] / bound, bound=bound, delay_server=judged,
+                   delay_selfcheck=check)
+        self.latency = res
+        self.harvest["latency"] = res
+        if res["broke"]:
+            self.broken.append("%s: %s" % (label, res["why"]))
+        status = "ok" if res["ok"] else "FAIL: " + res["why"]
+        if judged.get("saturated"):
+            status += " (delay server saturated: effective bound %s/s)" % fmt_num(
+                judged["effective_bound"])
+        elif judged["kept_up"] is False:
+            status += " (delay server replies %.1f ms late: effective bound %s/s)" % (
+                judged["lag_mean_ms"], fmt_num(judged["effective_bound"]))
+        self.rows.append(harvest_row(label, res, status))
+
+    # -- targets and report
+
+    def targets(self):
+        out = []
+
+        def target(name, ok, value):
+            out.append({"target": name, "pass": bool(ok), "value": value})
+
+        http_key = "http-%d" % (20_000 if 20_000 in CONFIG["http_runs"] else CONFIG["http_runs"][-1])
+        http = self.harvest.get(http_key)
+        https = self.harvest.get("https-%d" % CONFIG["https_run"])
+        wrk = self.wrk.get("http")
+        name = "HTTP keep-alive title extraction >= {:,} pages/s".format(TARGETS["http_pages_per_s"])
+        if http:
+            target(name, http["ok"] and http["pages_per_s"] >= TARGETS["http_pages_per_s"],
+                   "{:,.0f} pages/s ({} URLs{})".format(http["pages_per_s"], fmt_num(http["urls"]),
+                                                        "" if http["ok"] else ", run FAILED"))
+        else:
+            target(name, False, "not measured")
+        name = "HTTP >= {:.0%} of wrk's HTTP rate".format(TARGETS["http_vs_wrk"])
+        if http and wrk:
+            target(name, http["ok"] and http["vs_fetch"] >= TARGETS["http_vs_wrk"],
+                   "{:.1%} ({:,.0f} / {:,.0f})".format(http["vs_fetch"], http["pages_per_s"],
+                                                       wrk["pages_per_s"]))
+        else:
+            target(name, False, "not measured")
+        name = "HTTPS >= {:.0%} of the HTTP rate".format(TARGETS["https_vs_http"])
+        if http and https:
+            ratio = https["pages_per_s"] / http["pages_per_s"]
+            target(name, http["ok"] and https["ok"] and ratio >= TARGETS["https_vs_http"],
+                   "{:.1%} ({:,.0f} / {:,.0f})".format(ratio, https["pages_per_s"],
+                                                       http["pages_per_s"]))
+        else:
+            target(name, False, "not measured")
+        lat = self.latency
+        name = "latency-bound >= {:.0%} of concurrency/latency".format(TARGETS["latency_vs_bound"])
+        if lat:
+            target(name, lat["ok"] and lat["vs_fetch"] >= TARGETS["latency_vs_bound"],
+                   "{:.1%} ({:,.0f} of {:,.0f} pages/s)".format(lat["vs_fetch"], lat["pages_per_s"],
+                                                                lat["bound"]))
+        else:
+            target(name, False, "not measured")
+        default_runs = [r for k, r in self.harvest.items() if k != "latency"]
+        rss = [r["peak_rss_mib"] for r in default_runs if r["peak_rss_mib"] is not None and r["ok"]]
+        name = "peak RSS <= {} MiB at default limits".format(TARGETS["peak_rss_mib"])
+        if rss and len(rss) == len(default_runs):
+            target(name, max(rss) <= TARGETS["peak_rss_mib"],
+                   "{:.1f} MiB (largest of the {} nginx runs)".format(max(rss), len(rss)))
+        else:
+            target(name, False, "not measured (a run failed)")
+        small = self.harvest.get("http-%d" % CONFIG["http_runs"][0])
+        large = self.harvest.get("http-%d" % CONFIG["http_runs"][-1])
+        name = "RSS at {} URLs within {:.0%} of RSS at {} URLs".format(
+            fmt_num(CONFIG["http_runs"][-1]), TARGETS["rss_growth"], fmt_num(CONFIG["http_runs"][0]))
+        if small and large and small["ok"] and large["ok"] and small["peak_rss_kib"] \
+                and large["peak_rss_kib"]:
+            growth = large["peak_rss_kib"] / small["peak_rss_kib"] - 1.0
+            mids = [(n, self.harvest.get("http-%d" % n, {}).get("peak_rss_mib"))
+                    for n in CONFIG["http_runs"][1:-1]]
+            between = ["{} URLs: {:.1f} MiB".format(fmt_num(n), m) for n, m in mids if m is not None]
+            target(name, abs(growth) <= TARGETS["rss_growth"],
+                   "{:+.1%} ({:.1f} vs {:.1f} MiB{})".format(
+                       growth, large["peak_rss_mib"], small["peak_rss_mib"],
+                       "".join("; " + b for b in between)))
+        else:
+            target(name, False, "not measured (a run failed)")
+        return out
+
+    def report(self, started):
+        targets = self.targets()
+        table = build_table(self.rows)
+        lines = list(self.header) + ["", table, "", "targets:"]
+        for tg in targets:
+            lines.append("  %s  %s: %s" % ("PASS" if tg["pass"] else "FAIL", tg["target"],
+                                           tg["value"]))
+        lines.append("")
+        notes = []
+        if self.wrk:
+            notes.append("fetch limit: wrk -t%d -c%d -d%ds rotating over the corpus: %s" % (
+                CONFIG["wrk_threads"], CONFIG["wrk_connections"], CONFIG["wrk_seconds"],
+                ", ".join("%s %s MB/s" % (k.upper(), fmt_num(w["mb_per_s"]))
+                          for k, w in self.wrk.items())))
+        if self.parse:
+            notes.append("parse limit: gumbo only, %d threads, %.1f MB/s" % (
+                self.parse["raw"]["threads"], self.parse["mb_per_s"]))
+        for note in self.delay_notes:
+            notes.append("delay server: " + note)
+        notes.append("pages/s: URLs / wall time of the harvestd process (start-up and exit "
+                     "included); CPU: user+sys per 1,000 pages; RSS: /usr/bin/time %M")
+        notes.append("vs fetch: harvestd / wrk on the same scheme (latency run: / concurrency/"
+                     "latency); vs parse: harvestd / gumbo parse limit")
+        lines.extend(notes)
+        total = time.monotonic() - started
+        lines.append("benchmark wall time %.0f s; raw numbers in %s" % (
+            total, os.path.join(self.dir, "results.json")))
+        if self.broken:
+            lines.append("BROKEN: " + "; ".join(self.broken))
+        text = "\n".join(lines)
+        print(text, flush=True)
+        self.results.update(header=self.header, rows=self.rows, targets=targets, table=table,
+                            text=text, notes=notes, broken=self.broken, harvestd=self.harvest,
+                            wall_s=round(total, 1), finished_at=datetime.datetime.now(
+                                datetime.timezone.utc).isoformat())
+        tmp = os.path.join(self.dir, "results.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.results, f, indent=1, ensure_ascii=False, default=str)
+            f.write("\n")
+        os.replace(tmp, os.path.join(self.dir, "results.json"))
+
+
+def main():
+    started = time.monotonic()
+    harvestd_bin = os.environ.get("HARVESTD_BIN", "")
+    tools_dir = os.environ.get("HARVESTD_TOOLS", "")
+    bench_dir = os.environ.get("BENCH_DIR", "")
+    if not (harvestd_bin and tools_dir and bench_dir):
+        raise BenchError("HARVESTD_BIN, HARVESTD_TOOLS and BENCH_DIR must be set "
+                         "(run `make bench`)")
+    if not os.access(harvestd_bin, os.X_OK):
+        raise BenchError("%s is not executable" % harvestd_bin)
+    for tool in ("nginx", "wrk", "openssl"):
+        if shutil.which(tool) is None:
+            raise BenchError("%s is not installed (listed in third_party/packages.txt; "
+                             "`make deps` installs it)" % tool)
+    if not os.access("/usr/bin/time", os.X_OK):
+        raise BenchError("/usr/bin/time is not installed (Debian package `time`; `make deps`)")
+    os.umask(0o022)   # nginx's worker (user nobody when started as root) reads the corpus
+    os.makedirs(os.path.join(bench_dir, "runs"), exist_ok=True)
+
+    # Every run measures the same binary even if build/ is rebuilt meanwhile: run a copy.
+    snap_dir = os.path.join(bench_dir, "bin")
+    os.makedirs(snap_dir, exist_ok=True)
+    snap = os.path.join(snap_dir, "harvestd")
+    shutil.copy2(harvestd_bin, snap + ".tmp")
+    os.replace(snap + ".tmp", snap)
+    with open(snap, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+
+    bench = Bench(snap, tools_dir, bench_dir)
+    bench.results["harvestd_binary"] = {"source": harvestd_bin, "copy": snap, "sha256": digest}
+    bench.prepare()
+    bench.nginx_phase()
+    bench.latency_phase()
+    bench.report(started)
+    return 1 if bench.broken else 0
+
+
+def _on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # even if started with it ignored
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    rc = 1
+    try:
+        rc = main()
+    except BenchError as e:
+        print("bench: error: %s" % e, file=sys.stderr)
+        rc = 1
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        rc = 130
+    finally:
+        CHILDREN.stop_all()
+    sys.exit(rc)
