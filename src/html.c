@@ -623,6 +623,78 @@ static size_t hv_html_skip_raw(const char *s, size_t len, size_t p, const char *
     return len;
 }
 
+/* Whether a tag named `name` (lower case) starts at s[p] ("<name" or "</name"), followed by
+ * a delimiter: whitespace, '/' or '>'. */
+static int hv_html_tag_at(const char *s, size_t len, size_t p, const char *name)
+{
+    size_t n = strlen(name);
+    if (p + n >= len)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (hv_html_lower((unsigned char)s[p + i]) != (unsigned char)name[i])
+            return 0;
+    unsigned char after = (unsigned char)s[p + n];
+    return hv_html_is_space(after) || after == '/' || after == '>';
+}
+
+/*
+ * Skip script content and its end tag. Scripts have their own tokenizer states: inside
+ * "<!--", a "<script>" starts a double-escaped section in which "</script>" does not end the
+ * script ("<script><!--<script></script>still script</script>"). Getting this wrong would
+ * let markup hide from the pre-scan. Returns len if the script runs to the end.
+ */
+static size_t hv_html_skip_script(const char *s, size_t len, size_t p)
+{
+    enum { DATA, ESCAPED, DOUBLE } state = DATA;
+    size_t dashes = 0;
+    while (p < len) {
+        char c = s[p];
+        if (state == DATA) {
+            if (c == '<' && p + 3 < len && memcmp(s + p, "<!--", 4) == 0) {
+                state = ESCAPED;
+                dashes = 2; /* "<!-->" closes again at once */
+                p += 4;
+                continue;
+            }
+            if (c == '<' && p + 1 < len && s[p + 1] == '/' &&
+                hv_html_tag_at(s, len, p + 2, "script"))
+                break;
+            p++;
+            continue;
+        }
+        if (c == '-') {
+            dashes++;
+            p++;
+            continue;
+        }
+        if (c == '>' && dashes >= 2) {
+            state = DATA;
+            dashes = 0;
+            p++;
+            continue;
+        }
+        dashes = 0;
+        if (c == '<' && p + 1 < len && s[p + 1] == '/' && hv_html_tag_at(s, len, p + 2, "script")) {
+            if (state == ESCAPED)
+                break;
+            state = ESCAPED; /* the end of the double-escaped part */
+            p += 8;
+            continue;
+        }
+        if (c == '<' && state == ESCAPED && hv_html_tag_at(s, len, p + 1, "script")) {
+            state = DOUBLE;
+            p += 7;
+            continue;
+        }
+        p++;
+    }
+    if (p >= len)
+        return len;
+    int self_closing;
+    size_t next = hv_html_skip_attrs(s, len, p + 8, &self_closing);
+    return next == HV_HTML_EOF ? len : next;
+}
+
 /* ---- open elements ---- */
 
 static int hv_html_refuse(hv_html_scan_t *sc)
@@ -1233,6 +1305,34 @@ static int hv_html_in_select(hv_html_scan_t *sc)
     return hv_html_find_kind(sc, K_SELECT, S_SELECT) >= 0;
 }
 
+/* Whether the open select was opened in a table mode (a table part, or a template in one of
+ * its table modes, is the nearest table-related element below it). */
+static int hv_html_select_in_table(hv_html_scan_t *sc)
+{
+    long at = hv_html_find_kind(sc, K_SELECT, S_SELECT);
+    if (at < 0)
+        return 0;
+    size_t stop = hv_html_window_stop(sc);
+    for (size_t i = (size_t)at; i-- > stop;) {
+        const hv_html_entry_t *e = &sc->stack[i];
+        if ((e->flags & E_GONE) || hv_html_foreign(e))
+            continue;
+        switch (e->kind) {
+        case K_TABLE:
+        case K_TSECTION:
+        case K_TROW:
+        case K_TCELL:
+        case K_CAPTION:
+            return 1;
+        case K_TEMPLATE:
+            return hv_html_tmode(e) != TM_NONE && hv_html_tmode(e) != TM_BODY;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
 /*
  * Start tag inside a select: option and optgroup nest, select closes it, a few tags close it
  * and are then handled as usual, script and template are handled as usual, and everything
@@ -1260,7 +1360,7 @@ static int hv_html_start_in_select(hv_html_scan_t *sc, const hv_html_token_t *t)
     case K_TCELL:
     case K_CAPTION:
         /* Only a select inside a table ("in select in table") gives way to table parts. */
-        if (hv_html_find_kind(sc, K_TABLE, S_TABLE) < 0)
+        if (!hv_html_select_in_table(sc))
             return 0;
         hv_html_pop_to(sc, hv_html_find_kind(sc, K_SELECT, S_SELECT));
         return -1;
@@ -1854,18 +1954,19 @@ static int hv_html_cdata_crashes(hv_html_scan_t *sc)
     if (sc->depth > HV_HTML_STACK)
         return 0;
     size_t stop = hv_html_window_stop(sc);
-    const hv_html_entry_t *near = NULL;
+    const hv_html_entry_t *nearest = NULL;
     for (size_t j = sc->depth; j-- > stop;) {
         if (hv_html_foreign(&sc->stack[j])) {
-            near = &sc->stack[j];
+            nearest = &sc->stack[j];
             break;
         }
     }
-    if (near == NULL || !(near->flags & E_IP))
+    if (nearest == NULL || !(nearest->flags & E_IP))
         return 0;
     int ctx;
     hv_html_table_context(sc, &ctx);
-    return ctx == K_TABLE || ctx == K_TSECTION || ctx == K_TROW || ctx == K_TEMPLATE;
+    return ctx == K_TABLE || ctx == K_TSECTION || ctx == K_TROW || ctx == K_TEMPLATE ||
+           ctx == K_COLGROUP;
 }
 
 /* Text [from, to) reopens formatting elements, as in "<p><b>x</p>y", and text other than
@@ -1874,11 +1975,14 @@ static int hv_html_text(hv_html_scan_t *sc, size_t from, size_t to)
 {
     if (sc->frameset_doc)
         return 0;
-    for (size_t i = from; i < to && (sc->frameset_ok || sc->in_head); i++) {
+    int colgroup = hv_html_kind(hv_html_top(sc)) == K_COLGROUP;
+    for (size_t i = from; i < to && (sc->frameset_ok || sc->in_head || colgroup); i++) {
         if (!hv_html_is_space((unsigned char)sc->s[i])) {
             sc->frameset_ok = 0;
             if (sc->in_head && sc->templates == 0)
                 hv_html_leave_head(sc);
+            if (colgroup) /* text closes an open colgroup, as any tag but col does */
+                hv_html_pop(sc);
             break;
         }
     }
@@ -1970,7 +2074,9 @@ size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit)
             int raw;
             stop = hv_html_start_tag(&sc, &t, &raw);
             i = next;
-            if (raw)
+            if (raw && hv_html_is_named(t.id, "script"))
+                i = hv_html_skip_script(s, len, i);
+            else if (raw)
                 i = hv_html_skip_raw(s, len, i, hv_html_tags[t.id - 1].name);
         } else {
             /* A '<' that starts no tag is text. */
@@ -2080,9 +2186,12 @@ static void hv_html_flatten(GumboNode *doc)
     for (GumboNode *n = hv_html_next(doc, doc, 1, &depth); n != NULL;
          n = hv_html_next(doc, n, 1, &depth))
         all[i++] = n;
-    for (i = 0; i < count; i++)
+    for (i = 0; i < count; i++) {
         if (all[i]->type == GUMBO_NODE_ELEMENT || all[i]->type == GUMBO_NODE_TEMPLATE)
             all[i]->v.element.children.length = 0; /* the array itself is still freed */
+        all[i]->parent = doc;
+        all[i]->index_within_parent = i;
+    }
     free(doc->v.document.children.data);
     doc->v.document.children.data = (void **)all;
     doc->v.document.children.length = (unsigned int)count;
@@ -2144,6 +2253,10 @@ int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
     int rc = 0;
 
     opts.max_errors = 0;
+    if (body == NULL) {
+        body = text = "";
+        len = text_len = 0;
+    }
     out->title = NULL;
     out->depth = hv_html_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
     if (out->depth > HV_HTML_MAX_DEPTH) {

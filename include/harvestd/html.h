@@ -38,8 +38,8 @@ typedef struct {
  * elements beyond len/2 + 4096, or a sum of depths over all tags above 2^27; and for an
  * SVG/MathML element named like an HTML select, table part, template, frameset, html,
  * head or body, or a CDATA section in an SVG/MathML integration point directly in a table:
- * those make gumbo 0.10 abort on an assertion. O(len)
- * with a bounded factor, no allocation, about 70 KiB of stack.
+ * those make gumbo 0.10 abort on an assertion. O(len) with a bounded factor, no allocation,
+ * about 70 KiB of stack.
  */
 size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit);
 

@@ -11,30 +11,30 @@ static int parse(hv_url_t *u, const char *text, const char **why)
 }
 
 /* Parse `text` and check that it fails with `err` and `reason`, leaving `u` empty. */
-#define ASSERT_PARSE_FAILS(text, err, reason)                                              \
-    do {                                                                                   \
-        hv_url_t u_;                                                                       \
-        const char *why_;                                                                  \
-        memset(&u_, 0x5A, sizeof(u_));                                                     \
-        ASSERT_EQ(err, parse(&u_, text, &why_));                                           \
-        ASSERT_STR_EQ(reason, why_);                                                       \
-        ASSERT_NULL(u_.href);                                                              \
-        ASSERT_NULL(u_.host);                                                              \
-        ASSERT_NULL(u_.authority);                                                         \
-        ASSERT_NULL(u_.target);                                                            \
-        hv_url_free(&u_);                                                                  \
+#define ASSERT_PARSE_FAILS(text, err, reason)                                                      \
+    do {                                                                                           \
+        hv_url_t u_;                                                                               \
+        const char *why_;                                                                          \
+        memset(&u_, 0x5A, sizeof(u_));                                                             \
+        ASSERT_EQ(err, parse(&u_, text, &why_));                                                   \
+        ASSERT_STR_EQ(reason, why_);                                                               \
+        ASSERT_NULL(u_.href);                                                                      \
+        ASSERT_NULL(u_.host);                                                                      \
+        ASSERT_NULL(u_.authority);                                                                 \
+        ASSERT_NULL(u_.target);                                                                    \
+        hv_url_free(&u_);                                                                          \
     } while (0)
 
 /* Parse `text` and compare the normalised href. */
-#define ASSERT_HREF(text, want)                                                            \
-    do {                                                                                   \
-        hv_url_t u_;                                                                       \
-        const char *why_;                                                                  \
-        int rc_ = parse(&u_, text, &why_);                                                 \
-        if (rc_ != 0)                                                                      \
-            hv_test_fail(__FILE__, __LINE__, "parse(\"%s\") failed: %s", text, why_);      \
-        ASSERT_STR_EQ(want, u_.href);                                                      \
-        hv_url_free(&u_);                                                                  \
+#define ASSERT_HREF(text, want)                                                                    \
+    do {                                                                                           \
+        hv_url_t u_;                                                                               \
+        const char *why_;                                                                          \
+        int rc_ = parse(&u_, text, &why_);                                                         \
+        if (rc_ != 0)                                                                              \
+            hv_test_fail(__FILE__, __LINE__, "parse(\"%s\") failed: %s", text, why_);              \
+        ASSERT_STR_EQ(want, u_.href);                                                              \
+        hv_url_free(&u_);                                                                          \
     } while (0)
 
 static hv_url_t rfc_base;
@@ -47,25 +47,25 @@ static void resolve_base(const char *base)
 }
 
 /* Resolve `ref` against the current base and compare the href. */
-#define ASSERT_RESOLVES(ref, want)                                                         \
-    do {                                                                                   \
-        hv_url_t r_;                                                                       \
-        const char *why_ = NULL;                                                           \
-        int rc_ = hv_url_resolve(&r_, &rfc_base, ref, strlen(ref), &why_);                 \
-        if (rc_ != 0)                                                                      \
-            hv_test_fail(__FILE__, __LINE__, "resolve(\"%s\") failed: %s", ref, why_);     \
-        ASSERT_STR_EQ(want, r_.href);                                                      \
-        hv_url_free(&r_);                                                                  \
+#define ASSERT_RESOLVES(ref, want)                                                                 \
+    do {                                                                                           \
+        hv_url_t r_;                                                                               \
+        const char *why_ = NULL;                                                                   \
+        int rc_ = hv_url_resolve(&r_, &rfc_base, ref, strlen(ref), &why_);                         \
+        if (rc_ != 0)                                                                              \
+            hv_test_fail(__FILE__, __LINE__, "resolve(\"%s\") failed: %s", ref, why_);             \
+        ASSERT_STR_EQ(want, r_.href);                                                              \
+        hv_url_free(&r_);                                                                          \
     } while (0)
 
-#define ASSERT_RESOLVE_FAILS(ref, err, reason)                                             \
-    do {                                                                                   \
-        hv_url_t r_;                                                                       \
-        const char *why_ = NULL;                                                           \
-        ASSERT_EQ(err, hv_url_resolve(&r_, &rfc_base, ref, strlen(ref), &why_));           \
-        ASSERT_STR_EQ(reason, why_);                                                       \
-        ASSERT_NULL(r_.href);                                                              \
-        hv_url_free(&r_);                                                                  \
+#define ASSERT_RESOLVE_FAILS(ref, err, reason)                                                     \
+    do {                                                                                           \
+        hv_url_t r_;                                                                               \
+        const char *why_ = NULL;                                                                   \
+        ASSERT_EQ(err, hv_url_resolve(&r_, &rfc_base, ref, strlen(ref), &why_));                   \
+        ASSERT_STR_EQ(reason, why_);                                                               \
+        ASSERT_NULL(r_.href);                                                                      \
+        hv_url_free(&r_);                                                                          \
     } while (0)
 
 TEST_IMPL(url_parse_fields)
@@ -130,9 +130,9 @@ TEST_IMPL(url_parse_characters_uriparser_refuses)
 {
     ASSERT_HREF("http://h/x?a[]=1&b={c}|d^e`f", "http://h/x?a%5B%5D=1&b=%7Bc%7D%7Cd%5Ee%60f");
     ASSERT_HREF("http://h/\"<x>\"", "http://h/%22%3Cx%3E%22");
-    ASSERT_HREF("http://h/100%", "http://h/100%25");       /* a stray '%' */
+    ASSERT_HREF("http://h/100%", "http://h/100%25"); /* a stray '%' */
     ASSERT_HREF("http://h/%zz", "http://h/%25zz");
-    ASSERT_HREF("http://h/a%20b", "http://h/a%20b");       /* a valid escape stays */
+    ASSERT_HREF("http://h/a%20b", "http://h/a%20b");              /* a valid escape stays */
     ASSERT_HREF("http://h/a\\b\\c?d\\e", "http://h/a/b/c?d%5Ce"); /* '\\' is '/' in the path */
     ASSERT_HREF("http:\\\\h\\p", "http://h/p");
 }
@@ -190,6 +190,10 @@ TEST_IMPL(url_parse_error_reasons)
     ASSERT_PARSE_FAILS("//example.com/x", HV_EURL, "not_absolute");
     ASSERT_PARSE_FAILS("/x", HV_EURL, "not_absolute");
     ASSERT_PARSE_FAILS("", HV_EURL, "not_absolute");
+    hv_url_t none;
+    const char *why = NULL;
+    ASSERT_EQ(HV_EURL, hv_url_parse(&none, NULL, 0, &why));
+    ASSERT_STR_EQ("not_absolute", why);
     ASSERT_PARSE_FAILS("ftp://h/x", HV_ESCHEME, "unsupported_scheme");
     ASSERT_PARSE_FAILS("ftp://h/{", HV_ESCHEME, "unsupported_scheme");
     ASSERT_PARSE_FAILS("mailto:a@b", HV_ESCHEME, "unsupported_scheme");
@@ -286,9 +290,9 @@ TEST_IMPL(url_resolve_rfc3986_abnormal_examples)
 TEST_IMPL(url_resolve_location_values)
 {
     resolve_base("https://example.com:8443/dir/page?x=1");
-    ASSERT_RESOLVES("http://other.example/", "http://other.example/");   /* https -> http */
+    ASSERT_RESOLVES("http://other.example/", "http://other.example/"); /* https -> http */
     ASSERT_RESOLVES("HTTPS://Other.Example:443/a", "https://other.example/a");
-    ASSERT_RESOLVES("//cdn.example/x", "https://cdn.example/x");         /* scheme-relative */
+    ASSERT_RESOLVES("//cdn.example/x", "https://cdn.example/x"); /* scheme-relative */
     ASSERT_RESOLVES("//[::1]:81/z", "https://[::1]:81/z");
     ASSERT_RESOLVES("/abs", "https://example.com:8443/abs");
     ASSERT_RESOLVES("rel", "https://example.com:8443/dir/rel");

@@ -6,15 +6,15 @@
 #define VALID(lit) hv_utf8_valid(lit, sizeof(lit) - 1)
 
 /* Sanitize `in` and compare with `want` (both string literals, may contain NUL). */
-#define ASSERT_SANITIZED(in, want)                                                         \
-    do {                                                                                   \
-        size_t n_;                                                                         \
-        char *s_ = hv_utf8_sanitize(in, sizeof(in) - 1, &n_);                              \
-        ASSERT_EQ(sizeof(want) - 1, n_);                                                   \
-        ASSERT_MEM_EQ(want, s_, n_);                                                       \
-        ASSERT_EQ(0, s_[n_]);                                                              \
-        ASSERT(hv_utf8_valid(s_, n_));                                                     \
-        free(s_);                                                                          \
+#define ASSERT_SANITIZED(in, want)                                                                 \
+    do {                                                                                           \
+        size_t n_;                                                                                 \
+        char *s_ = hv_utf8_sanitize(in, sizeof(in) - 1, &n_);                                      \
+        ASSERT_EQ(sizeof(want) - 1, n_);                                                           \
+        ASSERT_MEM_EQ(want, s_, n_);                                                               \
+        ASSERT_EQ(0, s_[n_]);                                                                      \
+        ASSERT(hv_utf8_valid(s_, n_));                                                             \
+        free(s_);                                                                                  \
     } while (0)
 
 #define FFFD "\xEF\xBF\xBD"
@@ -29,23 +29,23 @@ TEST_IMPL(utf8_valid_ascii_and_empty)
 
 TEST_IMPL(utf8_valid_multibyte)
 {
-    ASSERT_EQ(1, VALID("caf\xC3\xA9"));             /* U+00E9 */
-    ASSERT_EQ(1, VALID("\xC2\x80"));                /* U+0080, smallest 2-byte */
-    ASSERT_EQ(1, VALID("\xDF\xBF"));                /* U+07FF */
-    ASSERT_EQ(1, VALID("\xE0\xA0\x80"));            /* U+0800, smallest 3-byte */
-    ASSERT_EQ(1, VALID("\xE2\x82\xAC"));            /* U+20AC euro sign */
-    ASSERT_EQ(1, VALID("\xED\x9F\xBF"));            /* U+D7FF, just below the surrogates */
-    ASSERT_EQ(1, VALID("\xEE\x80\x80"));            /* U+E000, just above them */
-    ASSERT_EQ(1, VALID("\xEF\xBF\xBF"));            /* U+FFFF */
-    ASSERT_EQ(1, VALID("\xF0\x90\x80\x80"));        /* U+10000, smallest 4-byte */
-    ASSERT_EQ(1, VALID("\xF0\x9F\x98\x80"));        /* U+1F600 */
-    ASSERT_EQ(1, VALID("\xF4\x8F\xBF\xBF"));        /* U+10FFFF, the last code point */
+    ASSERT_EQ(1, VALID("caf\xC3\xA9"));              /* U+00E9 */
+    ASSERT_EQ(1, VALID("\xC2\x80"));                 /* U+0080, smallest 2-byte */
+    ASSERT_EQ(1, VALID("\xDF\xBF"));                 /* U+07FF */
+    ASSERT_EQ(1, VALID("\xE0\xA0\x80"));             /* U+0800, smallest 3-byte */
+    ASSERT_EQ(1, VALID("\xE2\x82\xAC"));             /* U+20AC euro sign */
+    ASSERT_EQ(1, VALID("\xED\x9F\xBF"));             /* U+D7FF, just below the surrogates */
+    ASSERT_EQ(1, VALID("\xEE\x80\x80"));             /* U+E000, just above them */
+    ASSERT_EQ(1, VALID("\xEF\xBF\xBF"));             /* U+FFFF */
+    ASSERT_EQ(1, VALID("\xF0\x90\x80\x80"));         /* U+10000, smallest 4-byte */
+    ASSERT_EQ(1, VALID("\xF0\x9F\x98\x80"));         /* U+1F600 */
+    ASSERT_EQ(1, VALID("\xF4\x8F\xBF\xBF"));         /* U+10FFFF, the last code point */
     ASSERT_EQ(1, VALID("\xE6\x97\xA5\xE6\x9C\xAC")); /* two CJK characters */
 }
 
 TEST_IMPL(utf8_invalid_overlong)
 {
-    ASSERT_EQ(0, VALID("\xC0\xAF"));         /* '/' in two bytes */
+    ASSERT_EQ(0, VALID("\xC0\xAF")); /* '/' in two bytes */
     ASSERT_EQ(0, VALID("\xC1\xBF"));
     ASSERT_EQ(0, VALID("\xE0\x80\xAF"));     /* '/' in three bytes */
     ASSERT_EQ(0, VALID("\xE0\x9F\xBF"));     /* U+07FF in three bytes */
@@ -65,12 +65,14 @@ TEST_IMPL(utf8_invalid_surrogates_and_range)
 
 TEST_IMPL(utf8_invalid_truncated_and_stray)
 {
-    ASSERT_EQ(0, VALID("abc\xC3"));          /* truncated at the end */
+    ASSERT_EQ(0, VALID("abc\xC3")); /* truncated at the end */
     ASSERT_EQ(0, VALID("abc\xE2\x82"));
     ASSERT_EQ(0, VALID("abc\xF0\x9F\x98"));
-    ASSERT_EQ(0, VALID("\x80"));             /* stray continuation byte */
-    ASSERT_EQ(0, VALID("a\xBF" "b"));
-    ASSERT_EQ(0, VALID("\xC3" "A"));         /* lead byte followed by ASCII */
+    ASSERT_EQ(0, VALID("\x80")); /* stray continuation byte */
+    ASSERT_EQ(0, VALID("a\xBF"
+                       "b"));
+    ASSERT_EQ(0, VALID("\xC3"
+                       "A")); /* lead byte followed by ASCII */
 }
 
 TEST_IMPL(utf8_invalid_byte_after_long_ascii_run)
@@ -99,8 +101,12 @@ TEST_IMPL(utf8_sanitize_valid_input_unchanged)
 TEST_IMPL(utf8_sanitize_maximal_subparts)
 {
     /* A valid prefix of a sequence is one maximal subpart: one U+FFFD, then go on. */
-    ASSERT_SANITIZED("\xE2\x82" "A", FFFD "A");
-    ASSERT_SANITIZED("\xF0\x9F\x98" "A", FFFD "A");
+    ASSERT_SANITIZED("\xE2\x82"
+                     "A",
+                     FFFD "A");
+    ASSERT_SANITIZED("\xF0\x9F\x98"
+                     "A",
+                     FFFD "A");
     /* 0x80 cannot follow F0 (overlong): the lead byte alone is the subpart. */
     ASSERT_SANITIZED("\xF0\x80", FFFD FFFD);
     ASSERT_SANITIZED("\xF0\x80\x80\x80", FFFD FFFD FFFD FFFD);
@@ -110,7 +116,9 @@ TEST_IMPL(utf8_sanitize_maximal_subparts)
     ASSERT_SANITIZED("\xF4\x90\x80\x80", FFFD FFFD FFFD FFFD);
     /* C0 and C1 never start anything. */
     ASSERT_SANITIZED("\xC0\xAF", FFFD FFFD);
-    ASSERT_SANITIZED("\xC1\xBF" "x", FFFD FFFD "x");
+    ASSERT_SANITIZED("\xC1\xBF"
+                     "x",
+                     FFFD FFFD "x");
     /* Each stray continuation byte and each impossible byte is its own subpart. */
     ASSERT_SANITIZED("\x80\x81\x82", FFFD FFFD FFFD);
     ASSERT_SANITIZED("\xF5\xFF", FFFD FFFD);
