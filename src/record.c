@@ -35,7 +35,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
 hv_record_t *hv_record_new(const char *requested_url, size_t len)
 {
     hv_record_t *r = hv_xcalloc(1, sizeof(*r));
-    r->requested_url = hv_xstrndup(requested_url, len);
+    r->requested_url = requested_url != NULL ? hv_xstrndup(requested_url, len) : hv_xstrdup("");
     r->url = NULL;
     r->ok = 1;
     r->http_status = 0;

@@ -354,6 +354,11 @@ int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
         rc = HV_EURL;
         goto out;
     }
+    if (len == 0) {
+        why = "not_absolute";
+        rc = HV_EURL;
+        goto out;
+    }
     if (!hv_utf8_valid(text, len)) {
         why = "invalid_utf8";
         rc = HV_EURL;
