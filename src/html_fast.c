@@ -26,6 +26,8 @@ static int is_html_space(char c)
 static size_t title_end_cut(const char *s, size_t len)
 {
     static const char tag[] = "/title";
+    if (s == NULL || len == 0)
+        return 0;
     const char *p = s, *end = s + len;
     while ((p = memchr(p, '<', (size_t)(end - p))) != NULL) {
         p++;
