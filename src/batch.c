@@ -281,7 +281,7 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->skip = opts->skip;
     b->skip_ud = opts->skip_ud;
     TAILQ_INIT(&b->results);
-    b->flow = hv_sched_flow_new(e->sched, may_start, b);
+    b->flow = hv_sched_flow_new(e->sched, may_start, b, 0);
     b->stats.started_ms = uv_now(e->loop);
     b->stats.started_unix_ms = hv_now_unix_ms();
     hv_engine__attach(e, b);

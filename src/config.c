@@ -4,6 +4,7 @@
  */
 #include "harvestd/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
@@ -24,7 +25,8 @@ typedef enum {
     T_BOOL,
     T_PATH,
     T_FSYNC,
-    T_STATUSES
+    T_STATUSES,
+    T_FRACTION
 } dtype_t;
 
 typedef struct {
@@ -76,6 +78,20 @@ static const directive_t directives[] = {
      "idle pooled connections are closed after this"},
     {"dns_ttl", T_DURATION, F(dns_ttl_ms), 0, 24 * HOUR_MS, 1000, "60s",
      "how long a resolved host name is reused"},
+    {"host_delay", T_DURATION, F(host_delay_ms), 0, HOUR_MS, 1, "0ms",
+     "least time between two request starts on one host (a [host \"NAME\"] section can "
+     "override it, and per_host, for one host)"},
+    {"host_delay_jitter", T_FRACTION, F(host_delay_jitter), 0, 1, 0, "0",
+     "random variation of host_delay, as a fraction (0.2: +-20%)"},
+    {"adaptive", T_BOOL, F(adaptive), 0, 1, 0, "no",
+     "slow down for a host that answers 429/503 or gets slower (halve its concurrency, "
+     "double its delay), speed up again gradually on success"},
+    {"obey_robots", T_BOOL, F(obey_robots), 0, 1, 0, "no",
+     "fetch /robots.txt before the first request to a host and obey it (RFC 9309)"},
+    {"robots_ttl", T_DURATION, F(robots_ttl_ms), 1000, 30 * 24 * HOUR_MS, 1000, "24h",
+     "how long a host's robots.txt is reused"},
+    {"robots_max_bytes", T_SIZE, F(robots_max_bytes), 1024, 16 * MIB, 0, "500k",
+     "largest robots.txt read (the rest is ignored)"},
     {"retries", T_UINT, F(retries), 0, 20, 0, "3",
      "further attempts after a transient failure (429/5xx in retry_statuses, connect errors, "
      "resets, timeouts)"},
@@ -285,6 +301,16 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
         memcpy(field, set, sizeof(set));
         return 0;
     }
+    case T_FRACTION: {
+        char *end;
+        errno = 0;
+        double f = strtod(value, &end);
+        if (errno != 0 || end == value || *end != '\0' || !(f >= 0.0 && f <= 1.0))
+            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not a fraction from 0 to 1",
+                             d->name, value);
+        *(double *)field = f;
+        return 0;
+    }
     case T_FSYNC:
         if (strcmp(value, "never") == 0)
             *(int *)field = 0;
@@ -360,6 +386,8 @@ void hv_config_mark_cli(hv_config_t *cfg, const char *name)
 
 /* ---- INI files (inih) ---- */
 
+static int host_section_name(const char *section, char *out, size_t cap);
+
 typedef struct {
     FILE *f;
     const char *path;
@@ -403,13 +431,113 @@ static char *ini_read_line(char *str, int num, void *stream)
     if (*p == '[') {
         char *close = strchr(p, ']');
         size_t nlen = close != NULL ? (size_t)(close - p - 1) : strlen(p + 1);
-        snprintf(st->err, st->errcap, "%s:%d: unknown section [%.*s]", st->path, st->line,
-                 (int)HV_MIN(nlen, (size_t)100), p + 1);
-        st->failed = 1;
-        return NULL;
+        char section[300], host[256];
+        snprintf(section, sizeof(section), "%.*s", (int)HV_MIN(nlen, sizeof(section) - 1), p + 1);
+        if (close == NULL || host_section_name(section, host, sizeof(host)) != 0) {
+            snprintf(st->err, st->errcap,
+                     "%s:%d: unknown section [%.*s] (known: [host \"NAME\"])", st->path,
+                     st->line, (int)HV_MIN(nlen, (size_t)100), p + 1);
+            st->failed = 1;
+            return NULL;
+        }
     }
     memcpy(str, p, len + 1);
     return str;
+}
+
+/* `host "example.org"` -> example.org in out; 0, or -1 if the section is not a host one. */
+static int host_section_name(const char *section, char *out, size_t cap)
+{
+    const char *p = section;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (strncasecmp(p, "host", 4) != 0 || (p[4] != ' ' && p[4] != '\t'))
+        return -1;
+    p += 4;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p != '"')
+        return -1;
+    const char *end = strchr(p + 1, '"');
+    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
+        return -1;
+    for (const char *q = end + 1; *q != '\0'; q++)
+        if (*q != ' ' && *q != '\t')
+            return -1;
+    size_t n = (size_t)(end - p - 1);
+    for (size_t i = 0; i < n; i++)
+        out[i] = (char)tolower((unsigned char)p[1 + i]);
+    out[n] = '\0';
+    return 0;
+}
+
+static int set_host_rule(hv_config_t *cfg, const char *section, const char *name,
+                         const char *value, char *err, size_t errcap)
+{
+    char host[256];
+    if (host_section_name(section, host, sizeof(host)) != 0) {
+        snprintf(err, errcap, "unknown section [%s] (known: [host \"NAME\"])", section);
+        return UV_EINVAL;
+    }
+    hv_host_rule_t *r = NULL;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        if (strcmp(cfg->host_rules[i].name, host) == 0)
+            r = &cfg->host_rules[i];
+    if (r == NULL) {
+        if (cfg->nhost_rules == HV_HOST_RULES_MAX) {
+            snprintf(err, errcap, "too many [host] sections (at most %d)", HV_HOST_RULES_MAX);
+            return UV_EINVAL;
+        }
+        r = &cfg->host_rules[cfg->nhost_rules++];
+        memset(r, 0, sizeof(*r));
+        snprintf(r->name, sizeof(r->name), "%s", host);
+    }
+    /* Parse the value with the global directive's rules, into a scratch config. */
+    hv_config_t *tmp = hv_xcalloc(1, sizeof(*tmp));
+    char canon[64];
+    snprintf(canon, sizeof(canon), "%s", name);
+    for (char *c = canon; *c; c++)
+        if (*c == '-')
+            *c = '_';
+    int rc = UV_EINVAL;
+    if (strcmp(canon, "per_host") == 0 || strcmp(canon, "host_delay") == 0 ||
+        strcmp(canon, "host_delay_jitter") == 0) {
+        rc = hv_config_set(tmp, canon, value, err, errcap);
+        if (rc == 0 && strcmp(canon, "per_host") == 0)
+            r->per_host = tmp->per_host;
+        else if (rc == 0 && strcmp(canon, "host_delay") == 0)
+            r->delay_ms = tmp->host_delay_ms, r->delay_set = 1;
+        else if (rc == 0)
+            r->jitter = tmp->host_delay_jitter, r->jitter_set = 1;
+    } else {
+        snprintf(err, errcap, "[host \"%s\"]: '%s' cannot be set per host (per_host, host_delay, "
+                              "host_delay_jitter can)", host, name);
+    }
+    free(tmp);
+    return rc;
+}
+
+void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
+                           uint64_t *delay_ms, double *jitter)
+{
+    const hv_host_rule_t *exact = NULL, *wild = NULL;
+    size_t hlen = strlen(host), best = 0;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++) {
+        const hv_host_rule_t *r = &cfg->host_rules[i];
+        if (strcmp(r->name, host) == 0) {
+            exact = r;
+        } else if (r->name[0] == '*' && r->name[1] == '.') {
+            size_t slen = strlen(r->name + 1); /* ".example.org" */
+            if (hlen > slen && strcmp(host + hlen - slen, r->name + 1) == 0 && slen > best) {
+                wild = r;
+                best = slen;
+            }
+        }
+    }
+    const hv_host_rule_t *r = exact != NULL ? exact : wild;
+    *per_host = r != NULL && r->per_host ? r->per_host : cfg->per_host;
+    *delay_ms = r != NULL && r->delay_set ? r->delay_ms : cfg->host_delay_ms;
+    *jitter = r != NULL && r->jitter_set ? r->jitter : cfg->host_delay_jitter;
 }
 
 static int on_ini_entry(void *user, const char *section, const char *name, const char *value)
@@ -419,9 +547,13 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     if (st->failed)
         return 0;
     if (section[0] != '\0') {
-        snprintf(st->err, st->errcap, "%s:%d: unknown section [%s]", st->path, st->line, section);
-        st->failed = 1;
-        return 0;
+        int rc = set_host_rule(st->cfg, section, name, value, msg, sizeof(msg));
+        if (rc != 0) {
+            snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
+            st->failed = 1;
+            return 0;
+        }
+        return 1;
     }
     int rc = hv_config_set(st->cfg, name, value, msg, sizeof(msg));
     if (rc != 0) {

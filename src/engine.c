@@ -38,15 +38,159 @@ static hv_batch_t *batch_of(const hv_job_t *job)
     return hv_sched_flow_data(job->flow);
 }
 
+/* ---- politeness: robots.txt and the adaptive throttle ---- */
+
+static void drop_pol(hv_engine_t *e, hv_job_t *job)
+{
+    if (job->pol != NULL) {
+        hv_polite_put(e->polite, job->pol);
+        job->pol = NULL;
+    }
+}
+
+/* How the attempt went, for the host's throttle. */
+static void feedback(hv_engine_t *e, hv_job_t *job)
+{
+    if (job->pol == NULL || job->kind != HV_JOB_PAGE)
+        return;
+    const hv_record_t *rec = job->rec;
+    int timeout = rec->error_type == HV_ET_READ_TIMEOUT || rec->error_type == HV_ET_TOTAL_TIMEOUT ||
+                  rec->error_type == HV_ET_CONNECT_TIMEOUT;
+    uint64_t now = uv_now(e->loop);
+    uint64_t latency = rec->http_status > 0 && now > job->attempt_ms ? now - job->attempt_ms : 0;
+    if (hv_polite_feedback(e->polite, job->pol, rec->http_status, timeout, latency, now)) {
+        hv_host_t *h = hv_sched_host_find(e->sched, job->pol->key);
+        if (h != NULL)
+            hv_sched_host_changed(e->sched, h);
+    }
+    drop_pol(e, job);
+}
+
+static void robots_ready(hv_engine_t *e, hv_hostpol_t *pol, hv_robots_t *rules, int available,
+                         uint64_t ttl_ms, const char *why)
+{
+    hv_robots_free(pol->robots);
+    pol->robots = rules;
+    pol->robots_state = HV_ROBOTS_READY;
+    pol->robots_unavailable = !available;
+    pol->robots_expires_ms = uv_now(e->loop) + ttl_ms;
+    uint64_t delay = hv_robots_crawl_delay_ms(rules);
+    if (delay > 0)
+        hv_polite_min_delay(pol, delay);
+    HV_LOG(HV_LOG_INFO, "event=robots host=%s result=%s rules=%zu crawl_delay_ms=%" PRIu64,
+           pol->key, why, hv_robots_rules(rules), delay);
+    hv_host_t *h = hv_sched_host_find(e->sched, pol->key);
+    if (h != NULL)
+        hv_sched_host_changed(e->sched, h);
+}
+
+/* A robots.txt request ended: with a body (2xx), or with the record saying how it failed. */
+static void robots_done(hv_engine_t *e, hv_job_t *job, const char *body, size_t len)
+{
+    hv_hostpol_t *pol = job->pol;
+    const hv_record_t *rec = job->rec;
+    /* An unreachable or failing robots.txt disallows everything "for now" (RFC 9309 2.3.1.4):
+     * ask again soon rather than after the full TTL. */
+    uint64_t retry_ms = HV_MIN(e->cfg->robots_ttl_ms, (uint64_t)60000);
+
+    if (!e->stopping) {
+        if (body != NULL || rec->ok)
+            robots_ready(e, pol, hv_robots_parse(body, len, e->product), 1, e->cfg->robots_ttl_ms,
+                         "fetched");
+        else if (rec->error_type == HV_ET_HTTP_STATUS && rec->http_status >= 400 &&
+                 rec->http_status < 500)
+            robots_ready(e, pol, hv_robots_allow_all(), 1, e->cfg->robots_ttl_ms, "4xx_allow_all");
+        else if (rec->error_type == HV_ET_TOO_MANY_REDIRECTS)
+            robots_ready(e, pol, hv_robots_allow_all(), 1, e->cfg->robots_ttl_ms,
+                         "redirects_allow_all");
+        else
+            robots_ready(e, pol, hv_robots_disallow_all(), 0, retry_ms, "unavailable_disallow_all");
+    } else {
+        pol->robots_state = HV_ROBOTS_UNKNOWN;
+    }
+    drop_pol(e, job);
+    hv_job_free(job);
+}
+
+/* The scheduler needs a host's robots.txt: queue the request on the privileged flow. */
+static void need_robots(void *ud, hv_host_t *h)
+{
+    hv_engine_t *e = ud;
+    char text[HV_URL_MAX];
+    hv_url_t url;
+    const char *reason;
+    int v6 = strchr(h->name, ':') != NULL;
+
+    h->pol->robots_state = HV_ROBOTS_FETCHING;
+    snprintf(text, sizeof(text), "%s://%s%s%s:%u/robots.txt",
+             h->scheme == HV_SCHEME_HTTPS ? "https" : "http", v6 ? "[" : "", h->name,
+             v6 ? "]" : "", (unsigned)h->port);
+    if (hv_url_parse(&url, text, strlen(text), &reason) != 0) {
+        robots_ready(e, h->pol, hv_robots_allow_all(), 1, e->cfg->robots_ttl_ms, "bad_url");
+        return;
+    }
+    hv_job_t *job = hv_xcalloc(1, sizeof(*job));
+    job->id = ++e->next_job_id;
+    job->kind = HV_JOB_ROBOTS;
+    job->rec = hv_record_new(text, strlen(text));
+    job->url = url;
+    job->attempts = 1;
+    job->retry_after_ms = -1;
+    job->pol = hv_polite_get(e->polite, h->key, h->name);
+    e->robots_fetches++;
+    HV_LOG(HV_LOG_DEBUG, "event=robots_fetch host=%s", h->key);
+    hv_sched_submit(e->sched, e->robots_flow, job, 1);
+}
+
+/* A page job's host forbids its URL: a record, no request. */
+static void robots_refuse(hv_engine_t *e, hv_job_t *job, int unavailable)
+{
+    hv_record_t *rec = job->rec;
+    free(rec->url);
+    rec->url = hv_xstrdup(job->url.href);
+    rec->redirects = (int)job->redirects;
+    rec->attempts = (int)job->attempts;
+    rec->elapsed_ms = (int64_t)(uv_now(e->loop) - job->started_ms);
+    rec->fetched_at_ms = hv_now_unix_ms();
+    hv_record_fail(rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS,
+                   unavailable ? "robots_txt_unavailable" : "disallowed_by_robots_txt");
+    e->robots_disallowed++;
+    hv_sched_done(e->sched, job);
+}
+
+static void on_failed(void *ud, hv_job_t *job);
+
 static void start_job(void *ud, hv_job_t *job)
 {
     hv_engine_t *e = ud;
+    uint64_t now = uv_now(e->loop);
+    if (job->started_ms == 0)
+        job->started_ms = now;
+    job->attempt_ms = now;
+    if (job->kind == HV_JOB_PAGE) {
+        hv_hostpol_t *pol = job->host->pol;
+        if (e->cfg->obey_robots && pol->robots != NULL &&
+            !hv_robots_allowed(pol->robots, job->url.target, strlen(job->url.target))) {
+            robots_refuse(e, job, pol->robots_unavailable);
+            on_failed(e, job);
+            return;
+        }
+        drop_pol(e, job); /* a redirect moved the job to another host */
+        job->pol = hv_polite_get(e->polite, job->host->key, job->host->name);
+    }
     hv_fetch_start(e->fetch, job);
 }
 
 static void on_page(void *ud, hv_job_t *job, char *body, size_t len)
 {
-    (void)ud;
+    hv_engine_t *e = ud;
+    if (job->kind == HV_JOB_ROBOTS) {
+        robots_done(e, job, body != NULL ? body : "", len);
+        free(body);
+        hv_engine_update(e);
+        return;
+    }
+    feedback(e, job);
     hv_batch__job_page(batch_of(job), job, body, len);
 }
 
@@ -181,6 +325,11 @@ static int plan_retry(hv_engine_t *e, hv_job_t *job)
                                    strncmp(rec->error, "dns_lookup_exceeded", 19) != 0))
             return 0;
         break;
+    case HV_ET_ROBOTS:
+        /* An unreachable robots.txt forbids everything only "for now": try again later. */
+        if (rec->error == NULL || strcmp(rec->error, "robots_txt_unavailable") != 0)
+            return 0;
+        break;
     case HV_ET_TLS:
         /* Broken handshakes can be transient; alerts and protocol errors are not. */
         if (rec->error == NULL || (strcmp(rec->error, "tls_closed_during_handshake") != 0 &&
@@ -216,6 +365,12 @@ static int plan_retry(hv_engine_t *e, hv_job_t *job)
 static void on_failed(void *ud, hv_job_t *job)
 {
     hv_engine_t *e = ud;
+    if (job->kind == HV_JOB_ROBOTS) {
+        robots_done(e, job, NULL, 0);
+        hv_engine_update(e);
+        return;
+    }
+    feedback(e, job);
     hv_batch_t *b = batch_of(job);
     if (plan_retry(e, job)) {
         e->retries++;
@@ -246,7 +401,13 @@ void hv_engine__drop_delayed(hv_engine_t *e, hv_batch_t *b, void (*drop)(void *,
 
 static void on_cancelled(void *ud, hv_job_t *job)
 {
-    (void)ud;
+    hv_engine_t *e = ud;
+    drop_pol(e, job);
+    if (job->kind == HV_JOB_ROBOTS) {
+        job->pol = NULL;
+        hv_job_free(job);
+        return;
+    }
     hv_batch__job_cancelled(batch_of(job), job);
 }
 
@@ -268,14 +429,23 @@ hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t
     TAILQ_INIT(&e->pages);
     TAILQ_INIT(&e->batches);
     e->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4096);
-    e->sched = hv_sched_new(cfg->concurrency, cfg->per_host, start_job, may_start_request, e);
+    e->polite = hv_polite_new(cfg);
+    e->sched = hv_sched_new(loop, cfg->concurrency, e->polite, start_job, may_start_request,
+                            cfg->obey_robots ? need_robots : NULL, e);
+    e->robots_flow = hv_sched_flow_new(e->sched, NULL, NULL, 1);
+    /* The product token is the User-Agent's first product name. */
+    size_t plen = strcspn(cfg->user_agent, "/ ");
+    snprintf(e->product, sizeof(e->product), "%.*s", (int)HV_MIN(plen, sizeof(e->product) - 1),
+             cfg->user_agent);
     e->fetch = hv_fetch_new(loop, cfg, e->sched, e->dns, tls, &fetch_cbs, e);
     e->parse = hv_parse_new(loop, cfg->title_fast_path, on_parsed, e);
     uv_timer_init(loop, &e->drain_timer);
     e->drain_timer.data = e;
     uv_timer_init(loop, &e->retry_timer);
     e->retry_timer.data = e;
-    e->handles = 2;
+    uv_timer_init(loop, &e->pace_timer);
+    e->pace_timer.data = e;
+    e->handles = 3;
     return e;
 }
 
@@ -382,6 +552,25 @@ unsigned hv_engine_batches(const hv_engine_t *e)
     return e->nbatches;
 }
 
+static void on_pace_timer(uv_timer_t *t)
+{
+    hv_engine_t *e = t->data;
+    hv_sched_tick(e->sched);
+    hv_engine_update(e);
+}
+
+/* Wake up when the next host held back by its pacing delay may start again. */
+static void arm_pace_timer(hv_engine_t *e)
+{
+    uint64_t at = hv_sched_next_wakeup(e->sched);
+    if (at == 0) {
+        uv_timer_stop(&e->pace_timer);
+        return;
+    }
+    uint64_t now = uv_now(e->loop);
+    uv_timer_start(&e->pace_timer, on_pace_timer, at > now ? at - now : 0, 0);
+}
+
 void hv_engine_update(hv_engine_t *e)
 {
     if (e->in_update) {
@@ -410,6 +599,7 @@ void hv_engine_update(hv_engine_t *e)
         }
 
         hv_sched_kick(e->sched);
+        arm_pace_timer(e);
     } while (e->update_again);
     e->in_update = 0;
 }
@@ -480,6 +670,17 @@ void hv_engine_format_stats(const hv_engine_t *e, char *out, size_t cap)
                      e->stats.hwm_pages, e->stats.hwm_page_bytes, e->stats.read_pauses,
                      f->connections_opened, f->connections_reused, f->stale_retries,
                      f->redirects, e->retries, d->lookups, d->hits);
+    if (n > 0 && (size_t)n < cap && e->polite != NULL) {
+        const hv_polite_stats_t *ps = hv_polite_stats(e->polite);
+        int m = snprintf(out + n, cap - (size_t)n,
+                         " robots_fetches=%" PRIu64 " robots_disallowed=%" PRIu64
+                         " throttle_decreases=%" PRIu64 " throttle_increases=%" PRIu64
+                         " hosts_throttled=%u",
+                         e->robots_fetches, e->robots_disallowed, ps->decreases, ps->increases,
+                         ps->throttled);
+        if (m > 0)
+            n += m;
+    }
     if (e->tls != NULL && n > 0 && (size_t)n < cap) {
         const hv_tls_stats_t *t = hv_tls_ctx_stats(e->tls);
         snprintf(out + n, cap - (size_t)n,
@@ -521,6 +722,19 @@ void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out)
     hv_metrics_counter(out, "harvestd_retries_total", "Retries scheduled after a transient failure.",
                        e->retries);
     hv_metrics_counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);
+    hv_metrics_counter(out, "harvestd_robots_fetches_total", "robots.txt requests made.",
+                       e->robots_fetches);
+    hv_metrics_counter(out, "harvestd_robots_disallowed_total",
+                       "URLs not fetched because robots.txt disallows them.",
+                       e->robots_disallowed);
+    if (e->polite != NULL) {
+        const hv_polite_stats_t *ps = hv_polite_stats(e->polite);
+        hv_metrics_counter(out, "harvestd_throttle_decreases_total",
+                           "Times a host's pace was lowered (429/503, timeouts, latency).",
+                           ps->decreases);
+        hv_metrics_gauge(out, "harvestd_hosts_throttled", "Hosts below their configured pace.",
+                         ps->throttled);
+    }
     hv_metrics_counter(out, "harvestd_dns_cache_hits_total",
                        "Lookups answered by the cache or a lookup in flight.", d->hits);
     if (e->tls != NULL) {
@@ -537,6 +751,13 @@ void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out)
         hv_metrics_counter(out, "harvestd_tls_failures_total", "TLS handshakes that failed.",
                            t->failures);
     }
+}
+
+static void drop_robots_job(void *ud, hv_job_t *job)
+{
+    hv_engine_t *e = ud;
+    drop_pol(e, job);
+    hv_job_free(job);
 }
 
 static void on_drain_timer_close(uv_handle_t *h)
@@ -557,11 +778,17 @@ void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
     e->closed = done;
     e->closed_ud = ud;
     uv_timer_stop(&e->drain_timer);
+    /* Only robots.txt requests can still be in flight (batches wait for their own). */
+    hv_fetch_cancel(e->fetch, NULL);
     e->fstats = *hv_fetch_stats(e->fetch);
     e->dstats = *hv_dns_stats(e->dns);
     hv_fetch_free(e->fetch);
     e->fetch = NULL;
+    hv_sched_drop_waiting(e->sched, e->robots_flow, drop_robots_job, e);
+    hv_sched_flow_free(e->sched, e->robots_flow);
     hv_sched_free(e->sched);
+    hv_polite_free(e->polite);
+    e->polite = NULL;
     e->sched = NULL;
     hv_parse_free(e->parse);
     e->parse = NULL;
@@ -571,4 +798,5 @@ void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
     e->retry_heap = NULL;
     uv_close((uv_handle_t *)&e->drain_timer, on_drain_timer_close);
     uv_close((uv_handle_t *)&e->retry_timer, on_drain_timer_close);
+    uv_close((uv_handle_t *)&e->pace_timer, on_drain_timer_close);
 }

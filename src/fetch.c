@@ -51,6 +51,7 @@ struct hv_fetch_s {
     const hv_fetch_cbs_t *cbs;
     void *ud;
     hv_http_limits_t limits;
+    hv_http_limits_t robots_limits;
     TAILQ_HEAD(, hv_req_s) active;
     unsigned nactive;
     TAILQ_HEAD(, hv_conn_s) idle_lru;
@@ -88,6 +89,10 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_sched_t *sc
     f->limits.max_body = cfg->max_bytes;
     f->limits.max_header_bytes = cfg->max_header_bytes;
     f->limits.max_drain = MAX_DRAIN;
+    f->robots_limits = f->limits;
+    f->robots_limits.max_body = cfg->robots_max_bytes;
+    /* RFC 9309: parse at least the first 500 KiB and ignore the rest. */
+    f->robots_limits.truncate = 1;
     /* Enough idle connections to serve a full set of requests again without reconnecting. */
     f->max_idle = cfg->concurrency;
     TAILQ_INIT(&f->active);
@@ -309,7 +314,8 @@ static void send_request(hv_req_t *r)
     hv_buf_free(&req);
     if (r->http_ready)
         hv_http_free(&r->http);
-    hv_http_init(&r->http, &f->limits, on_head, r);
+    hv_http_init(&r->http, r->job->kind == HV_JOB_ROBOTS ? &f->robots_limits : &f->limits, on_head,
+                 r);
     r->http_ready = 1;
     r->state = RQ_WAITING;
     if (rc != 0) {
@@ -416,6 +422,8 @@ static hv_http_body_t on_head(hv_http_t *h)
         snprintf(r->fail_text, sizeof(r->fail_text), "http_%d", h->status);
         return HV_HTTP_BODY_DISCARD;
     }
+    if (job->kind == HV_JOB_ROBOTS)
+        return HV_HTTP_BODY_KEEP; /* robots.txt is text/plain, or anything */
     hv_http_media_type(h, mt, sizeof(mt));
     if (mt[0] != '\0' && strcmp(mt, "text/html") != 0 && strcmp(mt, "application/xhtml+xml") != 0) {
         r->fail_type = HV_ET_UNEXPECTED_CONTENT_TYPE;

@@ -285,7 +285,7 @@ static int on_headers_complete(llhttp_t *p)
     if (h->_body_mode == HV_HTTP_BODY_KEEP) {
         if (h->encoding == HV_ENC_UNSUPPORTED)
             return fail(h, HV_EPROTO, "unsupported_content_encoding");
-        if (h->encoding == HV_ENC_IDENTITY && h->content_length >= 0 &&
+        if (h->encoding == HV_ENC_IDENTITY && h->content_length >= 0 && !h->_limits->truncate &&
             (uint64_t)h->content_length > h->_limits->max_body) {
             char size[32], text[64];
             hv_format_size(size, sizeof(size), h->_limits->max_body);
@@ -304,6 +304,14 @@ static int keep_body(hv_http_t *h, const char *data, size_t len)
 {
     if (hv_buf_append(&h->body, data, len) == 0)
         return 0;
+    if (h->_limits->truncate) {
+        size_t room = h->body.max - h->body.len;
+        hv_buf_append(&h->body, data, HV_MIN(room, len));
+        h->truncated = 1;
+        /* Enough: end the response here (the connection cannot be reused). */
+        h->_err = DRAIN_STOP;
+        return -1;
+    }
     char size[32], text[64];
     hv_format_size(size, sizeof(size), h->_limits->max_body);
     snprintf(text, sizeof(text), "response_exceeds_%s", size);

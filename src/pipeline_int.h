@@ -11,6 +11,8 @@
 #include "harvestd/batch.h"
 #include "harvestd/engine.h"
 #include "harvestd/parse.h"
+#include "harvestd/polite.h"
+#include "harvestd/robots.h"
 #include "harvestd/sched.h"
 #include "harvestd/writer.h"
 
@@ -32,6 +34,12 @@ struct hv_engine_s {
     hv_sched_t *sched;
     hv_fetch_t *fetch;
     hv_parse_t *parse;
+    hv_polite_t *polite;
+    hv_flow_t *robots_flow;    /* robots.txt requests: privileged, no batch */
+    char product[64];          /* our robots.txt product token ("harvestd") */
+    uv_timer_t pace_timer;     /* wakes hosts held back by their pacing delay */
+    uint64_t robots_fetches;
+    uint64_t robots_disallowed;
 
     TAILQ_HEAD(, hv_page_s) pages;
     int reads_paused;

@@ -30,6 +30,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_TOO_DEEPLY_NESTED] = "TooDeeplyNested",
     [HV_ET_CERTIFICATE] = "CertificateError",
     [HV_ET_TLS] = "TlsError",
+    [HV_ET_ROBOTS] = "RobotsDisallowed",
 };
 
 hv_record_t *hv_record_new(const char *requested_url, size_t len)

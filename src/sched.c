@@ -29,6 +29,7 @@ struct hv_fhost_s {
 struct hv_flow_s {
     hv_sched_gate_cb gate;
     void *ud;
+    int privileged;
     unsigned inflight;
     hv_fhost_t *fhosts;
     TAILQ_HEAD(, hv_fhost_s) ready;
@@ -38,11 +39,14 @@ struct hv_flow_s {
 };
 
 struct hv_sched_s {
+    uv_loop_t *loop;
     unsigned concurrency;
-    unsigned per_host;
+    hv_polite_t *polite;
     hv_sched_start_cb start;
     hv_sched_gate_cb gate;
+    hv_sched_robots_cb robots;
     void *ud;
+    TAILQ_HEAD(, hv_host_s) paced;
     hv_host_t *hosts;
     unsigned nhosts;
     TAILQ_HEAD(, hv_flow_s) ready;
@@ -53,25 +57,30 @@ struct hv_sched_s {
     int again;
 };
 
-hv_sched_t *hv_sched_new(unsigned concurrency, unsigned per_host, hv_sched_start_cb start,
-                         hv_sched_gate_cb gate, void *ud)
+hv_sched_t *hv_sched_new(uv_loop_t *loop, unsigned concurrency, hv_polite_t *polite,
+                         hv_sched_start_cb start, hv_sched_gate_cb gate,
+                         hv_sched_robots_cb robots, void *ud)
 {
     hv_sched_t *s = hv_xcalloc(1, sizeof(*s));
+    s->loop = loop;
     s->concurrency = concurrency;
-    s->per_host = per_host;
+    s->polite = polite;
     s->start = start;
     s->gate = gate;
+    s->robots = robots;
     s->ud = ud;
     TAILQ_INIT(&s->ready);
+    TAILQ_INIT(&s->paced);
     return s;
 }
 
-hv_flow_t *hv_sched_flow_new(hv_sched_t *s, hv_sched_gate_cb gate, void *ud)
+hv_flow_t *hv_sched_flow_new(hv_sched_t *s, hv_sched_gate_cb gate, void *ud, int privileged)
 {
     (void)s;
     hv_flow_t *f = hv_xcalloc(1, sizeof(*f));
     f->gate = gate;
     f->ud = ud;
+    f->privileged = privileged;
     TAILQ_INIT(&f->ready);
     return f;
 }
@@ -108,9 +117,28 @@ static void flow_ready_update(hv_sched_t *s, hv_flow_t *f)
     f->in_ready = ready;
 }
 
+/* Whether `h` may start a request for flow `f` now. A host held back only by its pacing
+ * delay goes on the paced list, which hv_sched_tick() releases. */
+static int host_open(hv_sched_t *s, hv_host_t *h, const hv_flow_t *f)
+{
+    const hv_hostpol_t *pol = h->pol;
+    if (h->inflight >= pol->limit)
+        return 0;
+    if (s->robots != NULL && !f->privileged && pol->robots == NULL)
+        return 0;
+    if (pol->delay_ms > 0 && uv_now(s->loop) < pol->next_start_ms) {
+        if (!h->_paced) {
+            TAILQ_INSERT_TAIL(&s->paced, h, _paced_link);
+            h->_paced = 1;
+        }
+        return 0;
+    }
+    return 1;
+}
+
 static void fhost_ready_update(hv_sched_t *s, hv_fhost_t *fh)
 {
-    int ready = fh->nwaiting > 0 && fh->host->inflight < s->per_host;
+    int ready = fh->nwaiting > 0 && host_open(s, fh->host, fh->flow);
     if (ready && !fh->ready)
         TAILQ_INSERT_TAIL(&fh->flow->ready, fh, ready_link);
     else if (!ready && fh->ready)
@@ -145,6 +173,7 @@ static hv_host_t *host_get(hv_sched_t *s, const hv_url_t *u)
     h->scheme = u->scheme;
     TAILQ_INIT(&h->idle);
     TAILQ_INIT(&h->_fhosts);
+    h->pol = hv_polite_get(s->polite, h->key, h->name);
     HASH_ADD_KEYPTR(hh, s->hosts, h->key, strlen(h->key), h);
     s->nhosts++;
     return h;
@@ -152,6 +181,9 @@ static hv_host_t *host_get(hv_sched_t *s, const hv_url_t *u)
 
 static void host_free(hv_sched_t *s, hv_host_t *h)
 {
+    if (h->_paced)
+        TAILQ_REMOVE(&s->paced, h, _paced_link);
+    hv_polite_put(s->polite, h->pol);
     HASH_DEL(s->hosts, h);
     s->nhosts--;
     free(h->key);
@@ -217,6 +249,9 @@ void hv_sched_submit(hv_sched_t *s, hv_flow_t *flow, hv_job_t *job, int front)
     flow->nwaiting++;
     s->nwaiting++;
     fhost_ready_update(s, fh);
+    if (s->robots != NULL && !flow->privileged && h->pol->robots_state != HV_ROBOTS_FETCHING &&
+        (h->pol->robots == NULL || uv_now(s->loop) >= h->pol->robots_expires_ms))
+        s->robots(s->ud, h);
 }
 
 void hv_sched_done(hv_sched_t *s, hv_job_t *job)
@@ -227,8 +262,7 @@ void hv_sched_done(hv_sched_t *s, hv_job_t *job)
     s->inflight--;
     job->flow->inflight--;
     job->host = NULL;
-    if (h->inflight + 1 == s->per_host)
-        host_ready_update(s, h); /* it was at its limit: its queues are ready again */
+    host_ready_update(s, h); /* below its limit again, perhaps */
     hv_sched_host_gc(s, h);
 }
 
@@ -271,10 +305,11 @@ void hv_sched_kick(hv_sched_t *s)
             h->inflight++;
             s->inflight++;
             f->inflight++;
+            hv_polite_started(s->polite, h->pol, uv_now(s->loop));
             /* This flow and this host go to the back of their lines. */
             TAILQ_REMOVE(&f->ready, fh, ready_link);
             fh->ready = 0;
-            if (h->inflight >= s->per_host)
+            if (h->inflight >= h->pol->limit || h->pol->delay_ms > 0)
                 host_ready_update(s, h);
             fhost_ready_update(s, fh);
             if (f->in_ready) {
@@ -304,6 +339,44 @@ void hv_sched_drop_waiting(hv_sched_t *s, hv_flow_t *flow,
             drop(ud, job);
         }
         fhost_gc(s, fh);
+    }
+}
+
+hv_host_t *hv_sched_host_find(hv_sched_t *s, const char *key)
+{
+    hv_host_t *h;
+    HASH_FIND_STR(s->hosts, key, h);
+    return h;
+}
+
+void hv_sched_host_changed(hv_sched_t *s, hv_host_t *h)
+{
+    host_ready_update(s, h);
+}
+
+uint64_t hv_sched_next_wakeup(const hv_sched_t *s)
+{
+    uint64_t at = 0;
+    const hv_host_t *h;
+    TAILQ_FOREACH(h, &s->paced, _paced_link)
+    {
+        if (at == 0 || h->pol->next_start_ms < at)
+            at = h->pol->next_start_ms;
+    }
+    return at;
+}
+
+void hv_sched_tick(hv_sched_t *s)
+{
+    uint64_t now = uv_now(s->loop);
+    hv_host_t *h, *next;
+    for (h = TAILQ_FIRST(&s->paced); h != NULL; h = next) {
+        next = TAILQ_NEXT(h, _paced_link);
+        if (h->pol->next_start_ms > now)
+            continue;
+        TAILQ_REMOVE(&s->paced, h, _paced_link);
+        h->_paced = 0;
+        host_ready_update(s, h);
     }
 }
 

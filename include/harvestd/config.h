@@ -15,6 +15,18 @@
 
 #include "harvestd/log.h"
 
+/** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
+typedef struct {
+    char name[256];
+    unsigned per_host;          /* 0: not set */
+    uint64_t delay_ms;
+    int delay_set;
+    double jitter;
+    int jitter_set;
+} hv_host_rule_t;
+
+#define HV_HOST_RULES_MAX 128
+
 typedef struct {
     /* run mode */
     const char *input_path;   /* --once FILE */
@@ -42,6 +54,16 @@ typedef struct {
     uint64_t dns_ttl_ms;
     char ca_file[1024];         /* PEM trust store; empty: the system bundle */
     int insecure;               /* no certificate verification */
+
+    /* politeness */
+    uint64_t host_delay_ms;      /* least time between request starts on one host */
+    double host_delay_jitter;    /* random +- fraction of host_delay */
+    int adaptive;                /* AIMD per-host concurrency and delay */
+    int obey_robots;             /* fetch and obey robots.txt */
+    uint64_t robots_ttl_ms;
+    uint64_t robots_max_bytes;
+    hv_host_rule_t host_rules[HV_HOST_RULES_MAX];
+    unsigned nhost_rules;
 
     /* retries */
     unsigned retries;            /* further attempts after a transient failure */
@@ -85,6 +107,11 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
  * truncated). Returns 0, or UV_EINVAL with the message in `err`.
  */
 int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t errcap);
+
+/** The effective per_host, host_delay and jitter for host name `host`: a [host] section that
+ * names it exactly, else one whose "*.suffix" matches, else the global values. */
+void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
+                           uint64_t *delay_ms, double *jitter);
 
 /** "file:line" or "command line" or "default" for where `name` got its value. */
 void hv_config_where(const hv_config_t *cfg, const char *name, char *out, size_t cap);

@@ -22,6 +22,8 @@ typedef struct {
     uint64_t max_body;         /* decoded body bytes kept; more is HV_ETOOBIG */
     uint64_t max_header_bytes; /* status line + header lines; more is HV_EPROTO */
     uint64_t max_drain;        /* body bytes read and dropped to keep a connection reusable */
+    int truncate;              /* keep the first max_body bytes and drop the rest instead of
+                                  failing (robots.txt) */
 } hv_http_limits_t;
 
 /** What the owner wants done with a body, decided once the head is complete. */
@@ -47,6 +49,7 @@ struct hv_http_s {
     hv_buf_t body;             /* decoded body (HV_HTTP_BODY_KEEP) */
     int complete;
     int keep_alive;
+    int truncated;             /* body bytes were dropped (limits->truncate) */
     uint64_t bytes_in;         /* every byte fed, head included: 0 means "nothing came" */
     char error[64];            /* machine-readable detail of the last error */
     void *data;                /* owner */

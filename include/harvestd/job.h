@@ -18,9 +18,19 @@
 struct hv_host_s;
 struct hv_flow_s;
 struct hv_req_s;
+struct hv_hostpol_s;
+
+typedef enum {
+    HV_JOB_PAGE = 0,  /* an input URL: ends as a record */
+    HV_JOB_ROBOTS,    /* a host's /robots.txt, fetched for the host's other jobs */
+} hv_job_kind_t;
 
 typedef struct hv_job_s {
     uint64_t id;
+    hv_job_kind_t kind;
+    struct hv_hostpol_s *pol;  /* robots jobs: the host the rules are for (referenced); page
+                                  jobs: the host of the attempt in flight (referenced) */
+    uint64_t attempt_ms;       /* loop time the attempt in flight started */
     hv_record_t *rec;          /* the record being built; owns requested_url */
     hv_url_t url;              /* the URL to fetch now (changes with each redirect) */
     unsigned redirects;

@@ -43,6 +43,7 @@ typedef enum {
     HV_ET_TOO_DEEPLY_NESTED,
     HV_ET_CERTIFICATE,
     HV_ET_TLS,
+    HV_ET_ROBOTS,
     HV_ET__COUNT
 } hv_error_type_t;
 

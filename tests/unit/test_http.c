@@ -33,7 +33,7 @@ static hv_http_body_t on_head(hv_http_t *h)
 static outcome_t run(const char *resp, size_t len, size_t split, size_t step, int eof,
                      uint64_t max_body)
 {
-    hv_http_limits_t lim = {max_body, 1024, 64};
+    hv_http_limits_t lim = {max_body, 1024, 64, 0};
     hv_http_t h;
     outcome_t o;
     memset(&o, 0, sizeof(o));
@@ -366,7 +366,7 @@ TEST_IMPL(http_request_text)
 
 TEST_IMPL(http_media_type)
 {
-    hv_http_limits_t lim = {1024, 1024, 64};
+    hv_http_limits_t lim = {1024, 1024, 64, 0};
     hv_http_t h;
     int calls = 0;
     char mt[64];

@@ -1,0 +1,84 @@
+/*
+ * polite.h: what harvestd remembers about each host between requests, so that it stays
+ * polite: the pacing (concurrency, delay between request starts, jitter), the adaptive
+ * throttle (AIMD: halve concurrency and double the delay when a host answers 429/503 or its
+ * latency climbs; give back one step after a run of successes), and its robots.txt.
+ *
+ * Entries are keyed by scheme://host:port and outlive the scheduler's host entries (which
+ * come and go with the jobs); unreferenced entries are evicted oldest first beyond a bound,
+ * so memory follows the hosts seen recently. Loop thread only.
+ */
+#ifndef HARVESTD_POLITE_H
+#define HARVESTD_POLITE_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uthash.h>
+
+#include "harvestd/config.h"
+#include "harvestd/robots.h"
+
+typedef enum {
+    HV_ROBOTS_UNKNOWN = 0,  /* not fetched (or expired) */
+    HV_ROBOTS_FETCHING,     /* a fetch is in flight; the host's jobs wait */
+    HV_ROBOTS_READY,        /* rules known */
+} hv_robots_state_t;
+
+typedef struct hv_hostpol_s {
+    char *key;
+    /* pacing: current and configured */
+    unsigned limit;
+    unsigned base_limit;
+    uint64_t delay_ms;
+    uint64_t base_delay_ms;
+    double jitter;
+    uint64_t next_start_ms;  /* loop time before which no request may start */
+    /* adaptive */
+    double ewma_ms;          /* smoothed response time */
+    double floor_ms;         /* the best smoothed response time seen (slowly forgotten) */
+    unsigned successes;      /* since the last change */
+    uint64_t last_change_ms;
+    uint64_t decreases;
+    /* robots.txt */
+    hv_robots_state_t robots_state;
+    hv_robots_t *robots;
+    int robots_unavailable;  /* the rules are a stand-in: robots.txt could not be fetched */
+    uint64_t robots_expires_ms;
+    /* private */
+    unsigned _refs;
+    TAILQ_ENTRY(hv_hostpol_s) _lru;
+    UT_hash_handle hh;
+} hv_hostpol_t;
+
+typedef struct hv_polite_s hv_polite_t;
+
+typedef struct {
+    uint64_t decreases;      /* adaptive slow-downs */
+    uint64_t increases;      /* adaptive speed-ups */
+    unsigned throttled;      /* hosts currently below their configured pace */
+} hv_polite_stats_t;
+
+hv_polite_t *hv_polite_new(const hv_config_t *cfg);
+void hv_polite_free(hv_polite_t *p);
+
+/** The entry for `key` (created with the configured pace for host name `host`), referenced. */
+hv_hostpol_t *hv_polite_get(hv_polite_t *p, const char *key, const char *host);
+void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h);
+
+/** A request to the host was started at `now`: set when the next may start. */
+void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now);
+
+/**
+ * Tell the throttle how a request went: `status` is the final HTTP status (0 for a transport
+ * failure or timeout), `latency_ms` the time to the response (0 unknown). Returns 1 when the
+ * host's pace changed (its jobs may have to be re-evaluated).
+ */
+int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
+                       uint64_t latency_ms, uint64_t now);
+
+/** Raise the host's delay to at least `ms` (robots.txt Crawl-delay). */
+void hv_polite_min_delay(hv_hostpol_t *h, uint64_t ms);
+
+const hv_polite_stats_t *hv_polite_stats(const hv_polite_t *p);
+
+#endif

@@ -1,0 +1,186 @@
+/* polite.c: per-host pacing, adaptive throttling and robots.txt state. */
+#include "harvestd/polite.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/log.h"
+
+#define ENTRIES_MAX 8192
+/* The delay the throttle starts from when the configured delay is 0, and its ceiling. */
+#define THROTTLE_MIN_DELAY_MS 250
+#define THROTTLE_MAX_DELAY_MS 60000
+/* A response this many times slower than the host's best smoothed time means congestion. */
+#define LATENCY_FACTOR 4.0
+#define LATENCY_FLOOR_MS 500.0
+
+struct hv_polite_s {
+    const hv_config_t *cfg;
+    hv_hostpol_t *table;
+    TAILQ_HEAD(, hv_hostpol_s) lru;
+    unsigned count;
+    hv_polite_stats_t stats;
+};
+
+hv_polite_t *hv_polite_new(const hv_config_t *cfg)
+{
+    hv_polite_t *p = hv_xcalloc(1, sizeof(*p));
+    p->cfg = cfg;
+    TAILQ_INIT(&p->lru);
+    return p;
+}
+
+static void entry_free(hv_polite_t *p, hv_hostpol_t *h)
+{
+    HASH_DEL(p->table, h);
+    TAILQ_REMOVE(&p->lru, h, _lru);
+    p->count--;
+    if (h->limit < h->base_limit || h->delay_ms > h->base_delay_ms)
+        p->stats.throttled--;
+    hv_robots_free(h->robots);
+    free(h->key);
+    free(h);
+}
+
+void hv_polite_free(hv_polite_t *p)
+{
+    hv_hostpol_t *h, *tmp;
+    HASH_ITER(hh, p->table, h, tmp)
+        entry_free(p, h);
+    free(p);
+}
+
+hv_hostpol_t *hv_polite_get(hv_polite_t *p, const char *key, const char *host)
+{
+    hv_hostpol_t *h;
+    HASH_FIND_STR(p->table, key, h);
+    if (h == NULL) {
+        /* Make room first: evict entries nobody uses, oldest first. */
+        hv_hostpol_t *e, *next;
+        for (e = TAILQ_FIRST(&p->lru); e != NULL && p->count >= ENTRIES_MAX; e = next) {
+            next = TAILQ_NEXT(e, _lru);
+            if (e->_refs == 0 && e->robots_state != HV_ROBOTS_FETCHING)
+                entry_free(p, e);
+        }
+        h = hv_xcalloc(1, sizeof(*h));
+        h->key = hv_xstrdup(key);
+        hv_config_host_policy(p->cfg, host, &h->base_limit, &h->base_delay_ms, &h->jitter);
+        h->limit = h->base_limit;
+        h->delay_ms = h->base_delay_ms;
+        HASH_ADD_KEYPTR(hh, p->table, h->key, strlen(h->key), h);
+        p->count++;
+    } else {
+        TAILQ_REMOVE(&p->lru, h, _lru);
+    }
+    TAILQ_INSERT_TAIL(&p->lru, h, _lru);
+    h->_refs++;
+    return h;
+}
+
+void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h)
+{
+    (void)p;
+    h->_refs--;
+}
+
+void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
+{
+    (void)p;
+    if (h->delay_ms == 0)
+        return;
+    double d = (double)h->delay_ms;
+    if (h->jitter > 0) {
+        double r = (double)random() / (double)RAND_MAX; /* 0..1 */
+        d *= 1.0 + h->jitter * (2.0 * r - 1.0);
+    }
+    h->next_start_ms = now + (uint64_t)(d > 0 ? d : 0);
+}
+
+static void set_throttled(hv_polite_t *p, hv_hostpol_t *h, int was)
+{
+    int is = h->limit < h->base_limit || h->delay_ms > h->base_delay_ms;
+    if (is && !was)
+        p->stats.throttled++;
+    else if (!is && was)
+        p->stats.throttled--;
+}
+
+int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
+                       uint64_t latency_ms, uint64_t now)
+{
+    if (!p->cfg->adaptive)
+        return 0;
+    int was = h->limit < h->base_limit || h->delay_ms > h->base_delay_ms;
+    int congested = status == 429 || status == 503 || timeout;
+    if (latency_ms > 0 && !congested) {
+        double l = (double)latency_ms;
+        h->ewma_ms = h->ewma_ms == 0 ? l : 0.8 * h->ewma_ms + 0.2 * l;
+        if (h->floor_ms == 0 || h->ewma_ms < h->floor_ms)
+            h->floor_ms = h->ewma_ms;
+        else
+            h->floor_ms *= 1.001; /* forget an old best slowly: hosts change */
+        if (h->ewma_ms > LATENCY_FACTOR * h->floor_ms && h->ewma_ms > LATENCY_FLOOR_MS)
+            congested = 1;
+    }
+    if (congested) {
+        /* One slow-down per round trip: the requests already in flight answer the same way and
+         * must not halve the pace again. */
+        uint64_t settle = h->ewma_ms > 0 ? (uint64_t)h->ewma_ms : 1000;
+        if (now - h->last_change_ms < settle && h->last_change_ms != 0)
+            return 0;
+        unsigned old_limit = h->limit;
+        uint64_t old_delay = h->delay_ms;
+        h->limit = h->limit > 1 ? h->limit / 2 : 1;
+        h->delay_ms = h->delay_ms < THROTTLE_MIN_DELAY_MS ? THROTTLE_MIN_DELAY_MS
+                                                          : HV_MIN(h->delay_ms * 2,
+                                                                   (uint64_t)THROTTLE_MAX_DELAY_MS);
+        h->successes = 0;
+        h->last_change_ms = now;
+        h->decreases++;
+        p->stats.decreases++;
+        set_throttled(p, h, was);
+        HV_LOG(HV_LOG_DEBUG,
+               "event=throttle host=%s direction=down reason=%s limit=%u->%u delay_ms=%" PRIu64
+               "->%" PRIu64,
+               h->key, status ? "status" : timeout ? "timeout" : "latency", old_limit, h->limit,
+               old_delay, h->delay_ms);
+        return 1;
+    }
+    if (!was || status < 200 || status > 399)
+        return 0;
+    /* Additive increase: one step back towards the configured pace after as many successes
+     * as the current concurrency. */
+    if (++h->successes < h->limit)
+        return 0;
+    h->successes = 0;
+    h->last_change_ms = now;
+    if (h->limit < h->base_limit)
+        h->limit++;
+    if (h->delay_ms > h->base_delay_ms) {
+        uint64_t step = HV_MAX(h->delay_ms / 4, (uint64_t)1);
+        h->delay_ms = h->delay_ms - step < h->base_delay_ms || h->delay_ms <= THROTTLE_MIN_DELAY_MS
+                          ? h->base_delay_ms
+                          : h->delay_ms - step;
+    }
+    p->stats.increases++;
+    set_throttled(p, h, was);
+    HV_LOG(HV_LOG_DEBUG, "event=throttle host=%s direction=up limit=%u delay_ms=%" PRIu64,
+           h->key, h->limit, h->delay_ms);
+    return 1;
+}
+
+void hv_polite_min_delay(hv_hostpol_t *h, uint64_t ms)
+{
+    if (h->base_delay_ms < ms)
+        h->base_delay_ms = ms;
+    if (h->delay_ms < ms)
+        h->delay_ms = ms;
+}
+
+const hv_polite_stats_t *hv_polite_stats(const hv_polite_t *p)
+{
+    return &p->stats;
+}
