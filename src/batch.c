@@ -280,6 +280,7 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->ud = ud;
     b->skip = opts->skip;
     b->skip_ud = opts->skip_ud;
+    b->rules = opts->rules;
     TAILQ_INIT(&b->results);
     b->flow = hv_sched_flow_new(e->sched, may_start, b, 0);
     b->stats.started_ms = uv_now(e->loop);

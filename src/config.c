@@ -121,6 +121,9 @@ static const directive_t directives[] = {
      "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
      "do not verify TLS certificates (never do this in production)"},
+    {"default_rules", T_PATH, F(default_rules), 0, 0, 0, "",
+     "the [rules \"NAME\"] set a batch uses when it names none (a spool file names one on its "
+     "first line: #! rules=NAME); empty: title only"},
     {"metrics_listen", T_PATH, F(metrics_listen), 0, 0, 0, "",
      "ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: off"},
     {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
@@ -387,6 +390,7 @@ void hv_config_mark_cli(hv_config_t *cfg, const char *name)
 /* ---- INI files (inih) ---- */
 
 static int host_section_name(const char *section, char *out, size_t cap);
+static int quoted_section(const char *section, const char *kind, char *out, size_t cap);
 
 typedef struct {
     FILE *f;
@@ -433,9 +437,11 @@ static char *ini_read_line(char *str, int num, void *stream)
         size_t nlen = close != NULL ? (size_t)(close - p - 1) : strlen(p + 1);
         char section[300], host[256];
         snprintf(section, sizeof(section), "%.*s", (int)HV_MIN(nlen, sizeof(section) - 1), p + 1);
-        if (close == NULL || host_section_name(section, host, sizeof(host)) != 0) {
+        if (close == NULL || (host_section_name(section, host, sizeof(host)) != 0 &&
+                              quoted_section(section, "rules", host, sizeof(host)) != 0)) {
             snprintf(st->err, st->errcap,
-                     "%s:%d: unknown section [%.*s] (known: [host \"NAME\"])", st->path,
+                     "%s:%d: unknown section [%.*s] (known: [host \"NAME\"], [rules \"NAME\"])",
+                     st->path,
                      st->line, (int)HV_MIN(nlen, (size_t)100), p + 1);
             st->failed = 1;
             return NULL;
@@ -443,6 +449,32 @@ static char *ini_read_line(char *str, int num, void *stream)
     }
     memcpy(str, p, len + 1);
     return str;
+}
+
+/* `KIND "name"` -> name in out (as written); 0, or -1 if the section is not of that kind. */
+static int quoted_section(const char *section, const char *kind, char *out, size_t cap)
+{
+    const char *p = section;
+    size_t klen = strlen(kind);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (strncasecmp(p, kind, klen) != 0 || (p[klen] != ' ' && p[klen] != '\t'))
+        return -1;
+    p += klen;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p != '"')
+        return -1;
+    const char *end = strchr(p + 1, '"');
+    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
+        return -1;
+    for (const char *q = end + 1; *q != '\0'; q++)
+        if (*q != ' ' && *q != '\t')
+            return -1;
+    size_t n = (size_t)(end - p - 1);
+    memcpy(out, p + 1, n);
+    out[n] = '\0';
+    return 0;
 }
 
 /* `host "example.org"` -> example.org in out; 0, or -1 if the section is not a host one. */
@@ -475,8 +507,11 @@ static int set_host_rule(hv_config_t *cfg, const char *section, const char *name
                          const char *value, char *err, size_t errcap)
 {
     char host[256];
+    if (quoted_section(section, "rules", host, sizeof(host)) == 0)
+        return hv_config_add_rule(cfg, host, name, value, err, errcap);
     if (host_section_name(section, host, sizeof(host)) != 0) {
-        snprintf(err, errcap, "unknown section [%s] (known: [host \"NAME\"])", section);
+        snprintf(err, errcap, "unknown section [%s] (known: [host \"NAME\"], [rules \"NAME\"])",
+                 section);
         return UV_EINVAL;
     }
     hv_host_rule_t *r = NULL;
@@ -538,6 +573,41 @@ void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *p
     *per_host = r != NULL && r->per_host ? r->per_host : cfg->per_host;
     *delay_ms = r != NULL && r->delay_set ? r->delay_ms : cfg->host_delay_ms;
     *jitter = r != NULL && r->jitter_set ? r->jitter : cfg->host_delay_jitter;
+}
+
+int hv_config_add_rule(hv_config_t *cfg, const char *set, const char *key, const char *value,
+                       char *err, size_t errcap)
+{
+    hv_ruleset_t *rs = NULL;
+    for (unsigned i = 0; i < cfg->nrulesets; i++)
+        if (strcmp(hv_ruleset_name(cfg->rulesets[i]), set) == 0)
+            rs = cfg->rulesets[i];
+    if (rs == NULL) {
+        if (cfg->nrulesets == HV_RULESETS_MAX) {
+            snprintf(err, errcap, "too many rule sets (at most %d)", HV_RULESETS_MAX);
+            return UV_EINVAL;
+        }
+        rs = hv_ruleset_new(set);
+        cfg->rulesets[cfg->nrulesets++] = rs;
+    }
+    return hv_ruleset_add(rs, key, value, err, errcap);
+}
+
+const hv_ruleset_t *hv_config_ruleset(const hv_config_t *cfg, const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (unsigned i = 0; i < cfg->nrulesets; i++)
+        if (strcmp(hv_ruleset_name(cfg->rulesets[i]), name) == 0)
+            return cfg->rulesets[i];
+    return NULL;
+}
+
+void hv_config_free(hv_config_t *cfg)
+{
+    for (unsigned i = 0; i < cfg->nrulesets; i++)
+        hv_ruleset_free(cfg->rulesets[i]);
+    cfg->nrulesets = 0;
 }
 
 static int on_ini_entry(void *user, const char *section, const char *name, const char *value)
@@ -614,14 +684,23 @@ void hv_config_defaults(hv_config_t *cfg)
 
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
 {
+    for (unsigned i = 0; i < cfg->nrulesets; i++) {
+        char msg[400];
+        if (hv_ruleset_finish(cfg->rulesets[i], msg, sizeof(msg)) != 0) {
+            snprintf(err, errcap, "rules \"%s\": %s", hv_ruleset_name(cfg->rulesets[i]), msg);
+            return UV_EINVAL;
+        }
+    }
+    if (cfg->default_rules[0] != '\0' && hv_config_ruleset(cfg, cfg->default_rules) == NULL) {
+        snprintf(err, errcap, "default_rules: no [rules \"%s\"] section", cfg->default_rules);
+        return UV_EINVAL;
+    }
     if (cfg->parse_jobs == 0) {
         unsigned n = uv_available_parallelism();
         cfg->parse_jobs = n > 0 ? n : 1;
     }
     if (cfg->per_host > cfg->concurrency)
         cfg->per_host = cfg->concurrency;
-    (void)err;
-    (void)errcap;
     return 0;
 }
 

@@ -2241,6 +2241,12 @@ static char *hv_html_title_text(GumboNode *title)
 
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
 {
+    return hv_html_analyse_rules(body, len, NULL, NULL, out);
+}
+
+int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rules,
+                          const char *base_url, hv_html_result_t *out)
+{
     /* max_errors = 0: the default keeps every parse error, and unclosed nesting then costs
      * memory quadratic in depth (gumbo aborts the process when malloc fails). */
     GumboOptions opts = kGumboDefaultOptions;
@@ -2258,6 +2264,7 @@ int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
         len = text_len = 0;
     }
     out->title = NULL;
+    out->fields = NULL;
     out->depth = hv_html_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
     if (out->depth > HV_HTML_MAX_DEPTH) {
         rc = HV_ENESTING;
@@ -2286,6 +2293,8 @@ int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
     title = hv_html_find_title(doc->document);
     if (title != NULL)
         out->title = hv_html_title_text(title);
+    if (!hv_ruleset_empty(rules))
+        out->fields = hv_ruleset_eval(rules, doc->document, text, text_len, base_url);
 
 out:
     if (doc != NULL)
@@ -2300,4 +2309,6 @@ void hv_html_result_free(hv_html_result_t *r)
         return;
     free(r->title);
     r->title = NULL;
+    free(r->fields);
+    r->fields = NULL;
 }

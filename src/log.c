@@ -16,6 +16,12 @@ static const char *const level_names[] = {"debug", "info", "notice", "warning", 
 /* syslog priorities of the levels above (debug 7 ... err 3) */
 static const int level_priority[] = {7, 6, 5, 4, 3};
 static int to_journal;
+static void (*before_write)(void);
+
+void hv_log_set_before(void (*fn)(void))
+{
+    before_write = fn;
+}
 
 void hv_log_init(void)
 {
@@ -44,6 +50,8 @@ void hv_log_write(hv_log_level_t lvl, const char *fmt, ...)
         m = 0;
     size_t len = (size_t)n + ((size_t)m < room ? (size_t)m : room - 1);
     line[len++] = '\n';
+    if (before_write != NULL)
+        before_write();
     /* A lost log line is better than a stalled loop: retry only EINTR. */
     ssize_t w;
     do

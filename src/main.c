@@ -69,6 +69,10 @@ static void usage(FILE *out)
             "\n"
             "  -c, --config FILE      INI configuration (command-line options override it)\n"
             "  --progress, --no-progress  live progress line on stderr (default: when a terminal)\n"
+            "  --extract NAME=SELECTOR      a field: the first match (SELECTOR [@attr|::html])\n"
+            "  --extract-all NAME=SELECTOR  a field: every match, as a list\n"
+            "  --links                the page's links (absolute URLs) as field 'links'\n"
+            "  --rules NAME           use the config's [rules \"NAME\"] set\n"
             "  -v                     more logging (-vv for debug); -q for warnings only\n"
             "  --help, --version\n"
             "\n"
@@ -138,6 +142,11 @@ static int parse_args(app_t *app, int argc, char **argv)
         }
         memcpy(name, n, nlen);
         name[nlen] = '\0';
+        if (strcmp(name, "links") == 0 && eq == NULL) {
+            opts[nopts].name = hv_xstrdup("+links");
+            opts[nopts++].value = "links=@links";
+            continue;
+        }
         if (eq != NULL) {
             value = eq + 1;
         } else if (hv_config_is_flag(name)) {
@@ -149,7 +158,16 @@ static int parse_args(app_t *app, int argc, char **argv)
             }
             value = argv[++i];
         }
-        if (strcmp(name, "once") == 0) {
+        if (strcmp(name, "links") == 0 && eq == NULL) {
+            continue; /* handled before values are read */
+        } else if (strcmp(name, "extract") == 0 || strcmp(name, "extract-all") == 0 ||
+                   strcmp(name, "extract_all") == 0) {
+            opts[nopts].name = hv_xstrdup(name[7] == '\0' ? "+extract" : "+extract_all");
+            opts[nopts++].value = value;
+        } else if (strcmp(name, "rules") == 0) {
+            opts[nopts].name = hv_xstrdup("default_rules");
+            opts[nopts++].value = value;
+        } else if (strcmp(name, "once") == 0) {
             cfg->input_path = value;
         } else if (strcmp(name, "o") == 0 || strcmp(name, "output") == 0) {
             cfg->output_path = value;
@@ -168,6 +186,22 @@ static int parse_args(app_t *app, int argc, char **argv)
         goto out;
     }
     for (size_t i = 0; i < nopts; i++) {
+        if (opts[i].name[0] == '+') {
+            /* --extract NAME=SELECTOR, --extract-all NAME=SELECTOR, --links */
+            char key[80];
+            const char *eqv = strchr(opts[i].value, '=');
+            if (eqv == NULL || eqv == opts[i].value || (size_t)(eqv - opts[i].value) >= 64) {
+                rc = usage_error("--extract wants NAME=SELECTOR, got: ", opts[i].value);
+                goto out;
+            }
+            snprintf(key, sizeof(key), "%.*s%s", (int)(eqv - opts[i].value), opts[i].value,
+                     strcmp(opts[i].name, "+extract_all") == 0 ? "[]" : "");
+            if (hv_config_add_rule(cfg, "", key, eqv + 1, err, sizeof(err)) != 0) {
+                rc = usage_error(err, NULL);
+                goto out;
+            }
+            continue;
+        }
         int r = hv_config_set(cfg, opts[i].name, opts[i].value, err, sizeof(err));
         if (r == UV_ENOENT) {
             rc = usage_error("unknown option: --", opts[i].name);
@@ -299,8 +333,19 @@ static void progress_clear(app_t *app)
 {
     if (app->progress_shown) {
         fprintf(stderr, "\r\033[K");
+        fflush(stderr);
         app->progress_shown = 0;
     }
+}
+
+/* Log lines must not land at the end of the progress line: clear it first (the next tick
+ * draws it again). */
+static app_t *progress_app;
+
+static void clear_progress_before_log(void)
+{
+    if (progress_app != NULL)
+        progress_clear(progress_app);
 }
 
 static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail)
@@ -312,6 +357,8 @@ static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail
         uv_timer_stop(&app->progress_timer);
         uv_close((uv_handle_t *)&app->progress_timer, NULL);
         progress_clear(app);
+        hv_log_set_before(NULL);
+        progress_app = NULL;
     }
     hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
     hv_engine_format_stats(app->engine, engine_stats, sizeof(engine_stats));
@@ -341,10 +388,15 @@ static int start_once(app_t *app)
         return EXIT_USAGE;
     }
     app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
+    /* Rules given on the command line win over the configuration's default set. */
+    const hv_ruleset_t *rules = hv_config_ruleset(&app->cfg, "");
+    if (hv_ruleset_empty(rules))
+        rules = hv_config_ruleset(&app->cfg, app->cfg.default_rules);
     hv_batch_opts_t opts = {
         .name = app->cfg.input_path,
         .output_path = app->cfg.output_path,
         .fsync = HV_FSYNC_NEVER, /* one fsync at the end is enough for --once */
+        .rules = rules,
     };
     rc = hv_batch_new(app->engine, &opts, src, on_once_done, app, &app->batch);
     if (rc != 0) {
@@ -366,6 +418,8 @@ static int start_once(app_t *app)
         uv_timer_init(&app->loop, &app->progress_timer);
         app->progress_timer.data = app;
         uv_timer_start(&app->progress_timer, on_progress, 250, 250);
+        progress_app = app;
+        hv_log_set_before(clear_progress_before_log);
     }
     HV_LOG(HV_LOG_INFO,
            "event=start mode=once version=%s input=%s output=%s concurrency=%u per_host=%u "
@@ -605,5 +659,6 @@ int main(int argc, char **argv)
     assert(rc == 0);
     (void)rc;
     hv_tls_ctx_free(app.tls);
+    hv_config_free(&app.cfg);
     return app.exit_code;
 }

@@ -133,7 +133,7 @@ typedef struct client_s {
     int nhandles;
     hv_buf_t response;
     char rbuf[2048];
-    LIST_ENTRY(client_s) link;
+    TAILQ_ENTRY(client_s) link;
 } client_t;
 
 struct hv_metrics_server_s {
@@ -144,7 +144,7 @@ struct hv_metrics_server_s {
     uint64_t lag_expected_ns;
     hv_metrics_render_cb render;
     void *ud;
-    LIST_HEAD(, client_s) clients;
+    TAILQ_HEAD(, client_s) clients;
     unsigned nclients;
     unsigned handles;
     int closing;
@@ -172,7 +172,7 @@ static void on_client_handle_close(uv_handle_t *h)
     if (--c->nhandles > 0)
         return;
     struct hv_metrics_server_s *m = c->srv;
-    LIST_REMOVE(c, link);
+    TAILQ_REMOVE(&m->clients, c, link);
     m->nclients--;
     hv_buf_free(&c->response);
     free(c);
@@ -299,11 +299,19 @@ static void on_connection(uv_stream_t *server, int status)
     c->tcp.data = c;
     c->timer.data = c;
     c->nhandles = 2;
-    LIST_INSERT_HEAD(&m->clients, c, link);
+    TAILQ_INSERT_TAIL(&m->clients, c, link);
     m->nclients++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 || m->nclients > MAX_CLIENTS) {
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         client_close(c);
         return;
+    }
+    if (m->nclients > MAX_CLIENTS) {
+        /* Full of idle or slow clients: the oldest one goes, so a scrape always gets in. */
+        client_t *old = TAILQ_FIRST(&m->clients);
+        while (old != NULL && uv_is_closing((uv_handle_t *)&old->tcp))
+            old = TAILQ_NEXT(old, link);
+        if (old != NULL && old != c)
+            client_close(old);
     }
     llhttp_init(&c->parser, HTTP_REQUEST, &req_settings);
     c->parser.data = c;
@@ -326,7 +334,7 @@ static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
 {
     struct hv_metrics_server_s *m = hv_xcalloc(1, sizeof(*m));
     m->loop = loop;
-    LIST_INIT(&m->clients);
+    TAILQ_INIT(&m->clients);
     uv_timer_init(loop, &m->lag);
     m->lag.data = m;
     m->handles = 1;
@@ -415,7 +423,7 @@ void hv_metrics_close(hv_metrics_server_t *m, void (*done)(void *ud), void *ud)
     m->closing = 1;
     m->done = done;
     m->done_ud = ud;
-    LIST_FOREACH(c, &m->clients, link)
+    TAILQ_FOREACH(c, &m->clients, link)
         client_close(c);
     uv_close((uv_handle_t *)&m->lag, on_server_handle_close);
     if (m->listening)

@@ -12,8 +12,10 @@
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/queue.h>
 
+#include "harvestd/charset.h"
 #include "harvestd/common.h"
 #include "harvestd/html.h"
 #include "harvestd/metrics.h"
@@ -25,6 +27,7 @@ typedef struct {
     int rc;                   /* written by the worker */
     uint64_t ns;              /* written by the worker: time spent parsing */
     hv_html_result_t result;  /* written by the worker */
+    char charset[32];         /* written by the worker */
 } item_t;
 
 struct hv_parse_group_s {
@@ -32,6 +35,7 @@ struct hv_parse_group_s {
     hv_parse_t *p;
     int fast;                 /* try the title fast path first */
     void *tag;
+    const hv_ruleset_t *rules; /* extraction rules of the batch (shared, read-only) */
     unsigned n;
     size_t bytes;
     item_t items[HV_PARSE_GROUP];
@@ -65,8 +69,17 @@ static void work_cb(uv_work_t *req)
     for (unsigned i = 0; i < g->n; i++) {
         item_t *it = &g->items[i];
         uint64_t t0 = uv_hrtime();
-        if (!g->fast || !hv_html_title_fast(it->body, it->len, &it->result))
-            it->rc = hv_html_analyse(it->body, it->len, &it->result);
+        /* The item owns its record while it runs: reading it here is safe. */
+        hv_charset_result_t cs;
+        hv_charset_decode(it->body, it->len, it->rec->content_type, &cs);
+        const char *text = cs.text != NULL ? cs.text : it->body;
+        memcpy(it->charset, cs.name, sizeof(it->charset));
+        it->charset[sizeof(it->charset) - 1] = '\0';
+        if (!hv_ruleset_empty(g->rules))
+            it->rc = hv_html_analyse_rules(text, cs.len, g->rules, it->rec->url, &it->result);
+        else if (!g->fast || !hv_html_title_fast(text, cs.len, &it->result))
+            it->rc = hv_html_analyse(text, cs.len, &it->result);
+        hv_charset_result_free(&cs);
         it->ns = uv_hrtime() - t0;
         free(it->body);
         it->body = NULL;
@@ -77,6 +90,14 @@ static void finish_item(item_t *it)
 {
     hv_record_t *rec = it->rec;
     hv_metrics_parse_time((double)it->ns / 1e9);
+    if (it->charset[0] != '\0') {
+        free(rec->charset);
+        rec->charset = hv_xstrdup(it->charset);
+    }
+    if (it->result.fields != NULL) {
+        rec->fields = it->result.fields;
+        it->result.fields = NULL;
+    }
     if (it->rc == HV_ENESTING) {
         char text[64];
         snprintf(text, sizeof(text), "nesting_exceeds_%d", HV_HTML_MAX_DEPTH);
@@ -110,12 +131,13 @@ static void after_work_cb(uv_work_t *req, int status)
     free(g);
 }
 
-hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag)
+hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag, const hv_ruleset_t *rules)
 {
     hv_parse_group_t *g = hv_xcalloc(1, sizeof(*g));
     g->p = p;
     g->fast = p->fast;
     g->tag = tag;
+    g->rules = rules;
     return g;
 }
 

@@ -70,6 +70,8 @@ void hv_record_free(hv_record_t *r)
     free(r->url);
     free(r->title);
     free(r->content_type);
+    free(r->charset);
+    free(r->fields);
     free(r->error);
     free(r);
 }
@@ -163,8 +165,16 @@ int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
         hv_record_add_int(obj, "http_status", r->http_status);
     if (r->title != NULL)
         hv_record_add_string(obj, "title", r->title);
+    if (r->fields != NULL) {
+        /* Built and printed by cJSON on the parse worker from UTF-8 text: already JSON. */
+        cJSON *raw = cJSON_CreateRaw(r->fields);
+        if (raw == NULL || !cJSON_AddItemToObject(obj, "fields", raw))
+            hv_record_oom();
+    }
     if (r->content_type != NULL)
         hv_record_add_string(obj, "content_type", r->content_type);
+    if (r->charset != NULL)
+        hv_record_add_string(obj, "charset", r->charset);
     if (r->bytes >= 0)
         hv_record_add_int(obj, "bytes", r->bytes);
     if (r->redirects >= 0)

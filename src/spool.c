@@ -384,6 +384,35 @@ static int looks_binary(int fd, char *reason, size_t cap)
     return 0;
 }
 
+/* The extraction rules for a file: a first line "#! rules=NAME" picks a [rules "NAME"] set
+ * (an unknown name rejects the file), otherwise default_rules applies. */
+static int pick_rules(hv_spool_t *sp, int fd, const hv_ruleset_t **out, char *reason, size_t cap)
+{
+    char line[256];
+    ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+    *out = hv_config_ruleset(sp->cfg, sp->cfg->default_rules);
+    if (n <= 0)
+        return 0;
+    line[n] = '\0';
+    line[strcspn(line, "\r\n")] = '\0';
+    if (strncmp(line, "#!", 2) != 0)
+        return 0;
+    const char *p = strstr(line + 2, "rules=");
+    if (p == NULL)
+        return 0;
+    p += 6;
+    size_t len = strcspn(p, " \t");
+    char name[128];
+    snprintf(name, sizeof(name), "%.*s", (int)HV_MIN(len, sizeof(name) - 1), p);
+    *out = hv_config_ruleset(sp->cfg, name);
+    if (*out == NULL) {
+        int w = snprintf(reason, cap, "unknown rule set '%.100s' named on the first line", name);
+        (void)w; /* a cut reason is still a reason */
+        return -1;
+    }
+    return 0;
+}
+
 /* Start (or resume) the batch for active/<name>, whose lock we hold in lock_fd. */
 static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resume)
 {
@@ -408,6 +437,12 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
         return;
     }
     if (looks_binary(lock_fd, reason, sizeof(reason))) {
+        reject(sp, sb->active_path, name, reason);
+        sbatch_free(sb);
+        return;
+    }
+    const hv_ruleset_t *rules = NULL;
+    if (pick_rules(sp, lock_fd, &rules, reason, sizeof(reason)) != 0) {
         reject(sp, sb->active_path, name, reason);
         sbatch_free(sb);
         return;
@@ -445,6 +480,7 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
         .fsync_interval_ms = sp->cfg->fsync_interval_ms,
         .skip = resume ? skip_line : NULL,
         .skip_ud = sb,
+        .rules = rules,
     };
     if (resume && !exists(sb->out_path)) {
         /* Nothing was written before the interruption: start the output afresh. */

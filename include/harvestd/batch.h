@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "harvestd/engine.h"
+#include "harvestd/extract.h"
 #include "harvestd/record.h"
 #include "harvestd/source.h"
 
@@ -39,6 +40,7 @@ typedef struct {
     uint64_t fsync_interval_ms;
     hv_batch_skip_cb skip;     /* optional */
     void *skip_ud;
+    const hv_ruleset_t *rules; /* extraction rules (outlive the batch); NULL: title only */
 } hv_batch_opts_t;
 
 typedef struct {

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "harvestd/extract.h"
 #include "harvestd/log.h"
 
 /** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
@@ -26,6 +27,7 @@ typedef struct {
 } hv_host_rule_t;
 
 #define HV_HOST_RULES_MAX 128
+#define HV_RULESETS_MAX 32
 
 typedef struct {
     /* run mode */
@@ -64,6 +66,11 @@ typedef struct {
     uint64_t robots_max_bytes;
     hv_host_rule_t host_rules[HV_HOST_RULES_MAX];
     unsigned nhost_rules;
+
+    /* extraction */
+    hv_ruleset_t *rulesets[HV_RULESETS_MAX]; /* [rules "NAME"] sections; "" = command line */
+    unsigned nrulesets;
+    char default_rules[64];      /* the set a batch uses when it names none */
 
     /* retries */
     unsigned retries;            /* further attempts after a transient failure */
@@ -121,6 +128,16 @@ int hv_config_is_set(const hv_config_t *cfg, const char *name);
 
 /** Mark `name` as set from the command line (after a successful hv_config_set). */
 void hv_config_mark_cli(hv_config_t *cfg, const char *name);
+
+/** Add one extraction rule to the set `set` ("" for the command line's). 0 or UV_EINVAL. */
+int hv_config_add_rule(hv_config_t *cfg, const char *set, const char *key, const char *value,
+                       char *err, size_t errcap);
+
+/** The rule set called `name` (NULL for none or unknown). */
+const hv_ruleset_t *hv_config_ruleset(const hv_config_t *cfg, const char *name);
+
+/** Release what the configuration allocated (rule sets). */
+void hv_config_free(hv_config_t *cfg);
 
 /** Whether directive `name` is a yes/no switch (on the command line it takes no value). */
 int hv_config_is_flag(const char *name);

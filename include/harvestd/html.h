@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "harvestd/extract.h"
+
 /**
  * Deepest element nesting we hand to gumbo (about 30 ms of parse time for one chain this
  * deep; gumbo's time also grows with the depth at every tag, which the pre-scan caps).
@@ -22,6 +24,7 @@ typedef struct {
     char *title;         /* malloc'd text of the first HTML <title>, whitespace collapsed and
                             trimmed; NULL if there is none or it is empty */
     size_t depth;        /* pre-scan estimate of the deepest nesting (see hv_html_analyse) */
+    char *fields;        /* malloc'd JSON object of extracted fields (hv_html_analyse_rules) */
 } hv_html_result_t;
 
 /**
@@ -54,6 +57,14 @@ size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit);
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out);
 
 void hv_html_result_free(hv_html_result_t *r);
+
+/**
+ * hv_html_analyse() plus extraction: when `rules` is non-empty, out->fields receives the
+ * rules' JSON object (malloc'd), evaluated over the same tree; `base_url` is the page's final
+ * URL (for @links). A refused document (HV_ENESTING) gets no fields.
+ */
+int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rules,
+                          const char *base_url, hv_html_result_t *out);
 
 /**
  * The title fast path: parse only the page's prefix up to the first "</title" end tag.

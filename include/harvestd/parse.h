@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "harvestd/extract.h"
 #include "harvestd/record.h"
 
 typedef struct hv_parse_s hv_parse_t;
@@ -30,8 +31,10 @@ hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb 
 
 typedef struct hv_parse_group_s hv_parse_group_t;
 
-/** Start a group of pages of one batch (`tag` comes back with each result). */
-hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag);
+/** Start a group of pages of one batch (`tag` comes back with each result). Pages are decoded
+ * to UTF-8 (charset.h) and analysed; with non-empty `rules` (shared, read-only, outliving the
+ * group) the whole page is parsed and the fields extracted. */
+hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag, const hv_ruleset_t *rules);
 /** Add a page: `body` (malloc'd) and `rec` are taken over. UV_ENOBUFS when the group is full
  * (nothing taken). */
 int hv_parse_group_add(hv_parse_group_t *g, hv_record_t *rec, char *body, size_t len);

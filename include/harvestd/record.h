@@ -4,8 +4,8 @@
  * A record is plain data owned by whoever holds it: the fetch stage builds it, the parse
  * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
  * and absent fields are omitted:
- *   requested_url, url, status, http_status, title, content_type, bytes, redirects,
- *   attempts, elapsed_ms, fetched_at, stage, error_type, error
+ *   requested_url, url, status, http_status, title, fields, content_type, charset, bytes,
+ *   redirects, attempts, elapsed_ms, fetched_at, stage, error_type, error
  */
 #ifndef HARVESTD_RECORD_H
 #define HARVESTD_RECORD_H
@@ -54,6 +54,8 @@ typedef struct hv_record_s {
     int http_status;        /* 0: absent */
     char *title;            /* NULL: absent */
     char *content_type;     /* NULL: absent */
+    char *charset;          /* encoding the page was decoded from; NULL: absent */
+    char *fields;           /* extracted fields, a JSON object text; NULL: absent */
     int64_t bytes;          /* decoded body bytes; -1: absent */
     int redirects;          /* -1: absent */
     int attempts;           /* download attempts made (retries + 1); -1: absent */

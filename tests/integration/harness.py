@@ -3,8 +3,8 @@
 Environment (set by `make integration`):
   HARVESTD_BIN        absolute path of the harvestd binary (required; every test that runs it is
                       skipped when it is missing)
-  HARVESTD_TOOLS      directory of helper binaries built from tests/tools (optional; no test
-                      needs one yet)
+  HARVESTD_TOOLS      directory of helper binaries built from tests/tools (optional: the tests
+                      that run one look beside HARVESTD_BIN too, and are skipped without it)
   HARVESTD_SANITIZER  non-empty when the binary is built with sanitizers (also detected from the
                       binary's symbols): memory bounds are not asserted then, and the harness
                       waits longer
@@ -60,8 +60,9 @@ SANITIZER = os.environ.get("HARVESTD_SANITIZER", "").strip() or _detect_sanitize
 # How much slower a sanitizer build may be; multiplies the harness's own waits.
 SLOWDOWN = 3 if SANITIZER else 1
 
-KEY_ORDER = ["requested_url", "url", "status", "http_status", "title", "content_type", "bytes",
-             "redirects", "attempts", "elapsed_ms", "fetched_at", "stage", "error_type", "error"]
+KEY_ORDER = ["requested_url", "url", "status", "http_status", "title", "fields", "content_type",
+             "charset", "bytes", "redirects", "attempts", "elapsed_ms", "fetched_at", "stage",
+             "error_type", "error"]
 
 SANITIZER_MARKERS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                      "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer"]

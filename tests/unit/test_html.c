@@ -6,6 +6,7 @@
 #define hv_html_prescan_depth hv_html_test_prescan_depth
 #define hv_html_analyse hv_html_test_analyse
 #define hv_html_result_free hv_html_test_result_free
+#define hv_html_analyse_rules hv_html_test_analyse_rules
 #include "../../src/html.c"
 
 #include "test.h"

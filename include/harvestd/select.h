@@ -1,0 +1,99 @@
+/*
+ * select.h: extraction rules: a practical subset of CSS selectors evaluated over a gumbo
+ * tree, plus what to take from each match. Compilation happens once (config load, on the
+ * loop); evaluation runs on parse workers and touches only its arguments (a compiled
+ * selector is read-only there, so workers may share it).
+ *
+ * Selector grammar (a group separated by ','): compound selectors joined by descendant
+ * (whitespace) and child ('>') combinators; a compound is an optional type selector (or
+ * '*') followed by any of: .class, #id, [attr], [attr=value], [attr~=value], [attr^=value],
+ * [attr$=value], [attr*=value] (values bare identifiers or "quoted"/'quoted'),
+ * :first-child, :nth-child(n) (n a positive integer). Type and attribute names match ASCII
+ * case-insensitively; values and classes match exactly.
+ *   - Identifiers are runs of ASCII letters, digits, '-', '_' and non-ASCII characters; they
+ *     may start with a digit or '-' (ids such as "#123" occur on real pages). Escapes are not
+ *     supported outside quotes. Inside quotes a backslash takes the next character literally
+ *     (\" \' \\); escapes by code point (\41) are rejected.
+ *   - Whitespace is allowed around '>', ',' and inside [ ] and :nth-child( ). Pseudo-class
+ *     names are case-insensitive. Not supported: namespaces ("svg|rect", "[a|=b]"), the
+ *     "i"/"s" attribute flags, nth-child formulas (2n+1, odd), other pseudo-classes.
+ *   - [a^=""], [a$=""], [a*=""] and [a~=""] match nothing, as in CSS. Classes and [a~=v]
+ *     split the attribute on ASCII whitespace.
+ *   - Type selectors compare the tag name in every namespace (HTML, SVG, MathML): gumbo's
+ *     name for tags it knows, the source spelling for the others (so "clippath" matches
+ *     <clipPath>). :first-child and :nth-child count element siblings only.
+ *   - Limits: 1024 bytes of text, 64 compound selectors in the whole group and 16 in one
+ *     member, :nth-child(n) with n at most 1000000.
+ *
+ * What to take follows the selector: nothing (the text, whitespace runs collapsed to one
+ * space and trimmed), "@attr" (the attribute's value) or "::html" (the outer HTML):
+ *     "h3 a"            text of the first match
+ *     "h3 a @title"     attribute title of the first match
+ *     "div.x ::html"    outer HTML of the first match (serialised from the source bytes)
+ * The take part applies to the whole group and must end the text ("a@href" and "a ::HTML"
+ * are accepted too; "a @href x" is not). A rule marked "all" returns every match as a list
+ * instead of the first.
+ *
+ * Text is the concatenation of the text, whitespace and CDATA nodes below the match, in
+ * document order (comments excluded, no separators added between elements), then collapsed
+ * as above (ASCII whitespace only: U+00A0 stays).
+ *
+ * Scoped rules: a rule may have an item selector and fields relative to each item, giving a
+ * list of objects: item "article.product_pod" with fields title = "h3 a @title" and
+ * price = "p.price_color". Field selectors are relative to their item: every compound of
+ * the chain must match inside the item (jQuery's find() and parsel behave the same way), so
+ * "div p" under an item that itself sits in a div only finds p elements below a div inside
+ * the item.
+ *
+ * Compile errors name the 1-based character position of the fault, e.g.
+ * "position 7: expected ']'" for "a[href", "position 3: empty selector in group" for "a,,b".
+ */
+#ifndef HARVESTD_SELECT_H
+#define HARVESTD_SELECT_H
+
+#include <gumbo.h>
+#include <stddef.h>
+
+typedef struct hv_selector_s hv_selector_t;
+
+typedef enum { HV_TAKE_TEXT, HV_TAKE_ATTR, HV_TAKE_HTML } hv_take_t;
+
+/**
+ * Compile "SELECTOR [@attr | ::html]". Returns the selector (free with hv_selector_free), or
+ * NULL with a NUL-terminated message in `err` (truncated to `errcap`; `err` may be NULL) that
+ * gives the 1-based character position of the fault ("position 7: expected ']'").
+ */
+hv_selector_t *hv_selector_compile(const char *text, char *err, size_t errcap);
+void hv_selector_free(hv_selector_t *s);
+
+hv_take_t hv_selector_take(const hv_selector_t *s);
+/** The attribute name of "@attr", lower-cased, owned by `s`; NULL unless HV_TAKE_ATTR. */
+const char *hv_selector_attr(const hv_selector_t *s);
+
+/**
+ * Matches of `s` among the descendants of `scope` (not `scope` itself), in document order,
+ * each once even if several group members match, at most `max` (0: no limit). Combinators
+ * only look at ancestors below `scope` (see "Scoped rules"); pass the document node to
+ * search a whole page. Writes up to `cap` node pointers into `out` (may be NULL when `cap`
+ * is 0) and returns the number of matches found (which may exceed cap). Iterative: no
+ * recursion over the tree; the cost is about one test per element plus the ancestor walks
+ * of descendant combinators.
+ */
+size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const GumboNode **out,
+                         size_t cap, size_t max);
+
+/**
+ * The value `s` takes from `node`: malloc'd, NUL-terminated UTF-8 text (collapsed/trimmed
+ * text, the attribute value with entities decoded, or the outer HTML from `source` (the
+ * bytes that were parsed, needed for HV_TAKE_HTML, may be NULL otherwise)); the caller frees
+ * it. NULL when the attribute is missing, and for HV_TAKE_HTML when `source` is NULL.
+ *
+ * The outer HTML runs from the element's start tag to the end of its own end tag; without
+ * one (void elements, <p> closed implicitly, misnested tags) it ends where its last
+ * descendant ends. Offsets are clamped to `source_len`, nothing outside `source` is read,
+ * and NUL bytes in the source come out as U+FFFD.
+ */
+char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
+                        size_t source_len);
+
+#endif

@@ -1,0 +1,1040 @@
+/* select.c: compiling extraction selectors and evaluating them over a gumbo tree. */
+#include "harvestd/select.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "harvestd/common.h"
+#include "harvestd/utf8.h"
+
+/*
+ * Selectors come from the operator's configuration, so these limits exist to catch mistakes
+ * and to keep the work per candidate node small and predictable, not to fend off attacks.
+ */
+#define HV_SEL_MAX_LEN 1024     /* bytes of selector text */
+#define HV_SEL_MAX_COMPOUNDS 64 /* compound selectors in a whole group */
+#define HV_SEL_MAX_CHAIN 16     /* compound selectors in one member of a group */
+#define HV_SEL_MAX_NTH 1000000  /* largest n in :nth-child(n) */
+#define HV_SEL_POS_SLOTS 64     /* sibling-position cache entries (power of two) */
+#define HV_SEL_NAME_SHOWN 32    /* bytes of a bad name quoted back in an error */
+
+typedef enum {
+    HV_SEL_CLASS,       /* .name */
+    HV_SEL_ID,          /* #name */
+    HV_SEL_ATTR,        /* [name] or [name op value] */
+    HV_SEL_FIRST_CHILD, /* :first-child */
+    HV_SEL_NTH_CHILD,   /* :nth-child(n) */
+} hv_sel_kind_t;
+
+typedef enum {
+    HV_SEL_OP_EXISTS, /* [a] */
+    HV_SEL_OP_EQUALS, /* [a=v] */
+    HV_SEL_OP_WORD,   /* [a~=v]: one of the whitespace-separated words */
+    HV_SEL_OP_PREFIX, /* [a^=v] */
+    HV_SEL_OP_SUFFIX, /* [a$=v] */
+    HV_SEL_OP_SUBSTR, /* [a*=v] */
+} hv_sel_op_t;
+
+typedef struct {
+    hv_sel_kind_t kind;
+    hv_sel_op_t op;
+    char *name;       /* attribute name, lower-case (HV_SEL_ATTR) */
+    char *value;      /* class, id or attribute value, NUL-terminated */
+    size_t value_len;
+    size_t nth;       /* n of :nth-child(n); 1 for :first-child */
+} hv_sel_simple_t;
+
+typedef enum {
+    HV_SEL_COMB_NONE,       /* first compound of a chain */
+    HV_SEL_COMB_DESCENDANT, /* whitespace: the previous compound matches some ancestor */
+    HV_SEL_COMB_CHILD,      /* '>': the previous compound matches the parent */
+} hv_sel_comb_t;
+
+typedef struct {
+    char *type;         /* lower-case type name; NULL for '*' or no type selector */
+    size_t type_len;
+    GumboTag tag;       /* gumbo's tag for `type`; GUMBO_TAG_UNKNOWN compares names */
+    hv_sel_comb_t comb; /* how the compound on the left relates to this one */
+    size_t first;       /* simple selectors: simples[first, first + count) */
+    size_t count;
+} hv_sel_compound_t;
+
+typedef struct {
+    size_t first; /* compounds[first, first + count), written left to right */
+    size_t count;
+} hv_sel_complex_t;
+
+struct hv_selector_s {
+    hv_sel_complex_t complexes[HV_SEL_MAX_COMPOUNDS];
+    size_t ncomplex;
+    hv_sel_compound_t compounds[HV_SEL_MAX_COMPOUNDS];
+    size_t ncompound;
+    hv_sel_simple_t *simples;
+    size_t nsimple;
+    size_t simple_cap;
+    int uses_position; /* some compound has :first-child or :nth-child */
+    hv_take_t take;
+    char *attr; /* HV_TAKE_ATTR: lower-case attribute name */
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* Compilation                                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *text;
+    size_t len;
+    size_t pos; /* byte offset of the next unread character */
+    hv_selector_t *sel;
+    char *err;
+    size_t errcap;
+} hv_sel_parser_t;
+
+static int is_ws(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
+
+/* Identifier characters: CSS's, without escapes. Bytes of multi-byte UTF-8 sequences count,
+ * so non-ASCII class names work. Leading digits and hyphens are allowed: real pages use ids
+ * such as "123", and being stricter than the page would only frustrate the operator. */
+static int is_ident(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '_' || c >= 0x80;
+}
+
+static int is_hex(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static unsigned char lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c - 'A' + 'a') : c;
+}
+
+static unsigned char peek(const hv_sel_parser_t *p, size_t ahead)
+{
+    return p->pos + ahead < p->len ? (unsigned char)p->text[p->pos + ahead] : '\0';
+}
+
+static int skip_ws(hv_sel_parser_t *p)
+{
+    size_t start = p->pos;
+    while (p->pos < p->len && is_ws((unsigned char)p->text[p->pos]))
+        p->pos++;
+    return p->pos != start;
+}
+
+/* Error positions count characters, not bytes, so that they agree with what an editor shows
+ * for a selector containing non-ASCII class names. */
+static size_t char_position(const char *text, size_t off)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < off; i++)
+        if (((unsigned char)text[i] & 0xC0) != 0x80)
+            n++;
+    return n;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(hv_sel_parser_t *p, size_t at,
+                                                       const char *fmt, ...)
+{
+    if (p->err == NULL || p->errcap == 0)
+        return -1;
+    int n = snprintf(p->err, p->errcap, "position %zu: ", char_position(p->text, at));
+    if (n < 0 || (size_t)n >= p->errcap)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->err + n, p->errcap - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* "unexpected 'x'" for the character at `at`, without echoing control or non-ASCII bytes. */
+static int fail_unexpected(hv_sel_parser_t *p, size_t at, const char *after)
+{
+    unsigned char c = (unsigned char)p->text[at];
+    if (c > 0x20 && c < 0x7f)
+        return fail(p, at, "unexpected '%c'%s", c, after);
+    return fail(p, at, "unexpected character%s", after);
+}
+
+/* Reads an identifier (lower-cased if asked) into a new string; NULL if there is none. */
+static char *read_ident(hv_sel_parser_t *p, int fold, size_t *len_out)
+{
+    size_t start = p->pos;
+    while (p->pos < p->len && is_ident((unsigned char)p->text[p->pos]))
+        p->pos++;
+    size_t len = p->pos - start;
+    if (len_out != NULL)
+        *len_out = len;
+    if (len == 0)
+        return NULL;
+    char *s = hv_xstrndup(p->text + start, len);
+    if (fold)
+        for (size_t i = 0; i < len; i++)
+            s[i] = (char)lower((unsigned char)s[i]);
+    return s;
+}
+
+static int starts_compound(const hv_sel_parser_t *p)
+{
+    unsigned char c = peek(p, 0);
+    return c == '*' || c == '.' || c == '#' || c == '[' || (c == ':' && peek(p, 1) != ':') ||
+           is_ident(c);
+}
+
+static hv_sel_simple_t *add_simple(hv_sel_parser_t *p, hv_sel_kind_t kind)
+{
+    hv_selector_t *s = p->sel;
+    if (s->nsimple == s->simple_cap) {
+        s->simple_cap = s->simple_cap ? s->simple_cap * 2 : 8;
+        s->simples = hv_xrealloc(s->simples, s->simple_cap * sizeof(s->simples[0]));
+    }
+    hv_sel_simple_t *sp = &s->simples[s->nsimple++];
+    memset(sp, 0, sizeof(*sp));
+    sp->kind = kind;
+    s->compounds[s->ncompound - 1].count++;
+    return sp;
+}
+
+/*
+ * A quoted value: the quote at p->pos up to its twin. A backslash takes the next character
+ * literally (\" \' \\); escapes by code point (\41) are refused rather than half-supported.
+ */
+static int read_quoted(hv_sel_parser_t *p, char **out, size_t *out_len)
+{
+    size_t open = p->pos;
+    char quote = p->text[p->pos++];
+    char *buf = hv_xmalloc(p->len - p->pos + 1);
+    size_t n = 0;
+
+    for (;;) {
+        if (p->pos >= p->len) {
+            free(buf);
+            return fail(p, open, "unterminated quoted value");
+        }
+        char c = p->text[p->pos];
+        if (c == quote) {
+            p->pos++;
+            break;
+        }
+        if (c == '\\') {
+            unsigned char next = peek(p, 1);
+            if (next == '\0') {
+                free(buf);
+                return fail(p, open, "unterminated quoted value");
+            }
+            if (is_hex(next) || next == '\n' || next == '\r' || next == '\f') {
+                free(buf);
+                return fail(p, p->pos, "escapes by code point are not supported");
+            }
+            buf[n++] = (char)next;
+            p->pos += 2;
+            continue;
+        }
+        buf[n++] = c;
+        p->pos++;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *out_len = n;
+    return 0;
+}
+
+/* "[name]", "[name op value]" with optional whitespace inside the brackets. */
+static int parse_attr(hv_sel_parser_t *p)
+{
+    p->pos++; /* '[' */
+    skip_ws(p);
+    size_t name_at = p->pos;
+    char *name = read_ident(p, 1, NULL);
+    if (name == NULL) {
+        if (p->pos >= p->len)
+            return fail(p, p->pos, "expected ']'");
+        return fail(p, name_at, "expected an attribute name after '['");
+    }
+    hv_sel_simple_t *sp = add_simple(p, HV_SEL_ATTR);
+    sp->name = name; /* owned by the selector from here on */
+    sp->op = HV_SEL_OP_EXISTS;
+    skip_ws(p);
+
+    unsigned char c = peek(p, 0), c1 = peek(p, 1);
+    if (c == ']') {
+        p->pos++;
+        return 0;
+    }
+    size_t op_at = p->pos;
+    if (c == '=') {
+        sp->op = HV_SEL_OP_EQUALS;
+        p->pos++;
+    } else if ((c == '~' || c == '^' || c == '$' || c == '*') && c1 == '=') {
+        sp->op = c == '~'   ? HV_SEL_OP_WORD
+                 : c == '^' ? HV_SEL_OP_PREFIX
+                 : c == '$' ? HV_SEL_OP_SUFFIX
+                            : HV_SEL_OP_SUBSTR;
+        p->pos += 2;
+    } else if ((c == '|' || c == '!') && c1 == '=') {
+        return fail(p, op_at, "unsupported operator '%c='", c);
+    } else if (c == '~' || c == '^' || c == '$' || c == '*' || c == '|' || c == '!') {
+        return fail(p, op_at + 1, "expected '=' after '%c'", c);
+    } else {
+        return fail(p, op_at, "expected ']'");
+    }
+    size_t op_len = p->pos - op_at;
+
+    skip_ws(p);
+    c = peek(p, 0);
+    if (c == '"' || c == '\'') {
+        if (read_quoted(p, &sp->value, &sp->value_len) != 0)
+            return -1;
+    } else {
+        sp->value = read_ident(p, 0, &sp->value_len);
+        if (sp->value == NULL)
+            return fail(p, p->pos, "expected a value after '%.*s'", (int)op_len,
+                        p->text + op_at);
+    }
+    skip_ws(p);
+    if (peek(p, 0) != ']')
+        return fail(p, p->pos, "expected ']'");
+    p->pos++;
+    return 0;
+}
+
+static int parse_pseudo(hv_sel_parser_t *p)
+{
+    size_t colon = p->pos++;
+    size_t name_at = p->pos;
+    while (p->pos < p->len && is_ident((unsigned char)p->text[p->pos]))
+        p->pos++;
+    size_t name_len = p->pos - name_at;
+    const char *name = p->text + name_at;
+
+    if (name_len == 0)
+        return fail(p, name_at, "expected a pseudo-class name after ':'");
+    if (name_len == 11 && strncasecmp(name, "first-child", 11) == 0) {
+        hv_sel_simple_t *sp = add_simple(p, HV_SEL_FIRST_CHILD);
+        sp->nth = 1;
+        p->sel->uses_position = 1;
+        return 0;
+    }
+    if (name_len != 9 || strncasecmp(name, "nth-child", 9) != 0)
+        return fail(p, colon, "unknown pseudo-class ':%.*s'",
+                    (int)HV_MIN(name_len, (size_t)HV_SEL_NAME_SHOWN), name);
+
+    if (peek(p, 0) != '(')
+        return fail(p, p->pos, "expected '(' after ':nth-child'");
+    p->pos++;
+    skip_ws(p);
+    size_t num_at = p->pos;
+    size_t n = 0;
+    while (p->pos < p->len && p->text[p->pos] >= '0' && p->text[p->pos] <= '9') {
+        n = n * 10 + (size_t)(p->text[p->pos] - '0');
+        if (n > HV_SEL_MAX_NTH)
+            return fail(p, num_at, ":nth-child index larger than %d", HV_SEL_MAX_NTH);
+        p->pos++;
+    }
+    /* Formulas (2n+1, odd, -n+3) are outside the subset: say so at the argument itself
+     * instead of complaining about a missing ')' further on. */
+    unsigned char after = peek(p, 0);
+    if (p->pos == num_at || n == 0 || is_ident(after) || after == '+')
+        return fail(p, num_at, ":nth-child needs a positive integer");
+    skip_ws(p);
+    if (peek(p, 0) != ')')
+        return fail(p, p->pos, "expected ')'");
+    p->pos++;
+    hv_sel_simple_t *sp = add_simple(p, HV_SEL_NTH_CHILD);
+    sp->nth = n;
+    p->sel->uses_position = 1;
+    return 0;
+}
+
+static int parse_compound(hv_sel_parser_t *p, hv_sel_comb_t comb, size_t chain_first)
+{
+    hv_selector_t *s = p->sel;
+    size_t at = p->pos;
+
+    if (s->ncompound == HV_SEL_MAX_COMPOUNDS)
+        return fail(p, at, "more than %d compound selectors", HV_SEL_MAX_COMPOUNDS);
+    if (s->ncompound - chain_first == HV_SEL_MAX_CHAIN)
+        return fail(p, at, "more than %d compound selectors in one chain", HV_SEL_MAX_CHAIN);
+    hv_sel_compound_t *c = &s->compounds[s->ncompound++];
+    memset(c, 0, sizeof(*c));
+    c->comb = comb;
+    c->first = s->nsimple;
+    c->tag = GUMBO_TAG_UNKNOWN;
+
+    if (peek(p, 0) == '*') {
+        p->pos++;
+    } else if (is_ident(peek(p, 0))) {
+        c->type = read_ident(p, 1, &c->type_len);
+        c->tag = gumbo_tag_enum(c->type);
+    }
+
+    for (;;) {
+        unsigned char ch = peek(p, 0);
+        int rc = 0;
+        if (ch == '.' || ch == '#') {
+            p->pos++;
+            char *v;
+            size_t vlen;
+            if ((v = read_ident(p, 0, &vlen)) == NULL)
+                return fail(p, p->pos, ch == '.' ? "expected a class name after '.'"
+                                                 : "expected an id after '#'");
+            hv_sel_simple_t *sp = add_simple(p, ch == '.' ? HV_SEL_CLASS : HV_SEL_ID);
+            sp->value = v;
+            sp->value_len = vlen;
+        } else if (ch == '[') {
+            rc = parse_attr(p);
+        } else if (ch == ':' && peek(p, 1) != ':') {
+            rc = parse_pseudo(p);
+        } else {
+            break;
+        }
+        if (rc != 0)
+            return rc;
+    }
+    /* Callers only come here when starts_compound() said yes, so something was read. */
+    return 0;
+}
+
+static int parse_complex(hv_sel_parser_t *p)
+{
+    hv_selector_t *s = p->sel;
+    size_t first = s->ncompound;
+
+    if (parse_compound(p, HV_SEL_COMB_NONE, first) != 0)
+        return -1;
+    for (;;) {
+        int had_ws = skip_ws(p);
+        if (peek(p, 0) == '>') {
+            p->pos++;
+            skip_ws(p);
+            if (!starts_compound(p))
+                return fail(p, p->pos, "expected a selector after '>'");
+            if (parse_compound(p, HV_SEL_COMB_CHILD, first) != 0)
+                return -1;
+        } else if (had_ws && starts_compound(p)) {
+            if (parse_compound(p, HV_SEL_COMB_DESCENDANT, first) != 0)
+                return -1;
+        } else {
+            break;
+        }
+    }
+    hv_sel_complex_t *cx = &s->complexes[s->ncomplex++];
+    cx->first = first;
+    cx->count = s->ncompound - first;
+    return 0;
+}
+
+/* Why no selector starts at p->pos, as the message for the group member that is missing. */
+static int fail_missing(hv_sel_parser_t *p, int after_comma)
+{
+    size_t at = p->pos;
+    unsigned char c = peek(p, 0);
+
+    if (c == ',')
+        return fail(p, at, "empty selector in group");
+    if (after_comma)
+        return fail(p, at, "expected a selector after ','");
+    if (c == '\0')
+        return fail(p, 0, "empty selector");
+    if (c == '>')
+        return fail(p, at, "expected a selector before '>'");
+    if (c == '@')
+        return fail(p, at, "expected a selector before '@'");
+    if (c == ':')
+        return fail(p, at, "expected a selector before '::'");
+    return fail_unexpected(p, at, "");
+}
+
+static int parse_take(hv_sel_parser_t *p)
+{
+    hv_selector_t *s = p->sel;
+    size_t at = p->pos;
+
+    if (peek(p, 0) == '@') {
+        p->pos++;
+        s->attr = read_ident(p, 1, NULL);
+        if (s->attr == NULL)
+            return fail(p, p->pos, "expected an attribute name after '@'");
+        s->take = HV_TAKE_ATTR;
+    } else if (peek(p, 0) == ':' && peek(p, 1) == ':') {
+        p->pos += 2;
+        size_t name_at = p->pos;
+        while (p->pos < p->len && is_ident((unsigned char)p->text[p->pos]))
+            p->pos++;
+        size_t name_len = p->pos - name_at;
+        if (name_len != 4 || strncasecmp(p->text + name_at, "html", 4) != 0)
+            return fail(p, at, "unsupported '::%.*s' (only '::html' is allowed)",
+                        (int)HV_MIN(name_len, (size_t)HV_SEL_NAME_SHOWN), p->text + name_at);
+        s->take = HV_TAKE_HTML;
+    } else {
+        s->take = HV_TAKE_TEXT;
+        return 0;
+    }
+    size_t take_end = p->pos;
+    skip_ws(p);
+    if (p->pos < p->len) {
+        char after[HV_SEL_NAME_SHOWN + 16];
+        snprintf(after, sizeof(after), " after '%.*s'",
+                 (int)HV_MIN(take_end - at, (size_t)HV_SEL_NAME_SHOWN), p->text + at);
+        return fail_unexpected(p, p->pos, after);
+    }
+    return 0;
+}
+
+static int parse_selector(hv_sel_parser_t *p)
+{
+    for (int after_comma = 0;; after_comma = 1) {
+        skip_ws(p);
+        if (!starts_compound(p))
+            return fail_missing(p, after_comma);
+        if (parse_complex(p) != 0)
+            return -1;
+        skip_ws(p);
+        if (peek(p, 0) != ',')
+            break;
+        p->pos++;
+    }
+    if (parse_take(p) != 0)
+        return -1;
+    if (p->pos < p->len)
+        return fail_unexpected(p, p->pos, "");
+    return 0;
+}
+
+hv_selector_t *hv_selector_compile(const char *text, char *err, size_t errcap)
+{
+    hv_sel_parser_t p = {0};
+    hv_selector_t *sel = NULL;
+    int rc = -1;
+
+    if (err != NULL && errcap > 0)
+        err[0] = '\0';
+    p.text = text != NULL ? text : "";
+    p.len = strnlen(p.text, HV_SEL_MAX_LEN + 1);
+    p.err = err;
+    p.errcap = errcap;
+    if (p.len > HV_SEL_MAX_LEN) {
+        fail(&p, 0, "selector longer than %d bytes", HV_SEL_MAX_LEN);
+        goto out;
+    }
+    sel = hv_xcalloc(1, sizeof(*sel));
+    p.sel = sel;
+    if (parse_selector(&p) != 0)
+        goto out;
+    rc = 0;
+
+out:
+    if (rc != 0) {
+        hv_selector_free(sel);
+        sel = NULL;
+    }
+    return sel;
+}
+
+void hv_selector_free(hv_selector_t *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->ncompound; i++)
+        free(s->compounds[i].type);
+    for (size_t i = 0; i < s->nsimple; i++) {
+        free(s->simples[i].name);
+        free(s->simples[i].value);
+    }
+    free(s->simples);
+    free(s->attr);
+    free(s);
+}
+
+hv_take_t hv_selector_take(const hv_selector_t *s)
+{
+    return s->take;
+}
+
+const char *hv_selector_attr(const hv_selector_t *s)
+{
+    return s->take == HV_TAKE_ATTR ? s->attr : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tree helpers                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+static int is_element(const GumboNode *n)
+{
+    return n->type == GUMBO_NODE_ELEMENT || n->type == GUMBO_NODE_TEMPLATE;
+}
+
+static int is_text(const GumboNode *n)
+{
+    return n->type == GUMBO_NODE_TEXT || n->type == GUMBO_NODE_WHITESPACE ||
+           n->type == GUMBO_NODE_CDATA;
+}
+
+static const GumboVector *children_of(const GumboNode *n)
+{
+    if (n->type == GUMBO_NODE_DOCUMENT)
+        return &n->v.document.children;
+    if (is_element(n))
+        return &n->v.element.children;
+    return NULL;
+}
+
+/*
+ * The node after `n` in document order within the subtree of `root` (entering n's children
+ * first when `descend`), or NULL at the end. Parent pointers and child indexes replace the
+ * call stack, so the depth of the page does not matter.
+ */
+static const GumboNode *next_node(const GumboNode *n, const GumboNode *root, int descend)
+{
+    const GumboVector *kids = descend ? children_of(n) : NULL;
+    if (kids != NULL && kids->length > 0)
+        return kids->data[0];
+    while (n != root) {
+        const GumboNode *parent = n->parent;
+        if (parent == NULL)
+            return NULL;
+        kids = children_of(parent);
+        size_t next = n->index_within_parent + 1;
+        if (kids != NULL && next < kids->length)
+            return kids->data[next];
+        n = parent;
+    }
+    return NULL;
+}
+
+/* The name in a tag's source text ("<Foo a=1>", "</foo >"): after '<' or '</', up to
+ * whitespace, '/' or '>'. Empty when the text is not a tag (parser-inserted elements). */
+static hv_slice_t tag_name(const char *s, size_t len)
+{
+    hv_slice_t name = {NULL, 0};
+    size_t i = 0;
+    if (s == NULL || len == 0 || s[0] != '<')
+        return name;
+    i = (len > 1 && s[1] == '/') ? 2 : 1;
+    size_t start = i;
+    while (i < len && !is_ws((unsigned char)s[i]) && s[i] != '/' && s[i] != '>')
+        i++;
+    name.ptr = s + start;
+    name.len = i - start;
+    return name;
+}
+
+/* The element's tag name: gumbo's for tags it knows, the source text's for the others. */
+static hv_slice_t element_name(const GumboElement *el)
+{
+    if (el->tag != GUMBO_TAG_UNKNOWN) {
+        const char *name = gumbo_normalized_tagname(el->tag);
+        hv_slice_t s = {name, strlen(name)};
+        return s;
+    }
+    return tag_name(el->original_tag.data, el->original_tag.length);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Matching                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const GumboNode *parent;
+    size_t index;  /* a child index in parent */
+    size_t before; /* element children of parent before that index */
+} hv_sel_pos_t;
+
+typedef struct {
+    const GumboNode *scope;
+    hv_sel_pos_t pos[HV_SEL_POS_SLOTS];
+} hv_sel_match_t;
+
+/*
+ * Whether `node` is the n-th element child of its parent. Counting siblings on every test
+ * would be quadratic on a list of 50,000 items, so each evaluation keeps, per parent (hashed
+ * into a few slots), the count at the last index it computed. Document order visits siblings
+ * left to right, so later siblings continue from there. Without a usable slot, counting
+ * backwards stops as soon as n elements are seen, which keeps small n cheap anyway.
+ */
+static int is_nth_element(hv_sel_match_t *m, const GumboNode *node, size_t n)
+{
+    const GumboNode *parent = node->parent;
+    const GumboVector *kids = parent != NULL ? children_of(parent) : NULL;
+    size_t idx = node->index_within_parent;
+
+    if (kids == NULL || idx >= kids->length || kids->data[idx] != node)
+        return n == 1;
+    if (idx < n - 1)
+        return 0;
+
+    uintptr_t h = (uintptr_t)parent >> 4;
+    h ^= h >> 7;
+    h ^= h >> 17;
+    hv_sel_pos_t *slot = &m->pos[h & (HV_SEL_POS_SLOTS - 1)];
+    size_t before = 0;
+
+    if (slot->parent == parent && slot->index <= idx) {
+        before = slot->before;
+        for (size_t i = slot->index; i < idx; i++)
+            before += is_element(kids->data[i]);
+    } else {
+        for (size_t i = idx; i-- > 0;) {
+            if (is_element(kids->data[i]) && ++before >= n)
+                return 0;
+        }
+    }
+    slot->parent = parent;
+    slot->index = idx;
+    slot->before = before;
+    return before == n - 1;
+}
+
+/* Whether ASCII-whitespace-separated `list` contains `word` (never for an empty word). */
+static int has_word(const char *list, const char *word, size_t wlen)
+{
+    const char *p = list;
+    while (*p != '\0') {
+        while (is_ws((unsigned char)*p))
+            p++;
+        const char *start = p;
+        while (*p != '\0' && !is_ws((unsigned char)*p))
+            p++;
+        if ((size_t)(p - start) == wlen && wlen > 0 && memcmp(start, word, wlen) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static const char *attr_value(const GumboNode *node, const char *name)
+{
+    /* gumbo compares names ASCII case-insensitively, which also covers the camel-case names
+     * it gives SVG attributes (viewBox). */
+    const GumboAttribute *a = gumbo_get_attribute(&node->v.element.attributes, name);
+    return a != NULL ? a->value : NULL;
+}
+
+static int match_attr(const hv_sel_simple_t *sp, const char *v)
+{
+    size_t vlen;
+
+    switch (sp->op) {
+    case HV_SEL_OP_EXISTS:
+        return 1;
+    case HV_SEL_OP_EQUALS:
+        return strcmp(v, sp->value) == 0;
+    case HV_SEL_OP_WORD:
+        return has_word(v, sp->value, sp->value_len);
+    case HV_SEL_OP_PREFIX:
+        return sp->value_len > 0 && strncmp(v, sp->value, sp->value_len) == 0;
+    case HV_SEL_OP_SUFFIX:
+        vlen = strlen(v);
+        return sp->value_len > 0 && vlen >= sp->value_len &&
+               memcmp(v + vlen - sp->value_len, sp->value, sp->value_len) == 0;
+    case HV_SEL_OP_SUBSTR:
+        return sp->value_len > 0 && strstr(v, sp->value) != NULL;
+    }
+    return 0;
+}
+
+static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_sel_compound_t *c,
+                          const GumboNode *node)
+{
+    const GumboElement *el = &node->v.element;
+
+    if (c->type != NULL) {
+        if (c->tag != GUMBO_TAG_UNKNOWN) {
+            if (el->tag != c->tag)
+                return 0;
+        } else {
+            if (el->tag != GUMBO_TAG_UNKNOWN)
+                return 0;
+            hv_slice_t name = element_name(el);
+            if (name.len != c->type_len || strncasecmp(name.ptr, c->type, name.len) != 0)
+                return 0;
+        }
+    }
+    for (size_t i = 0; i < c->count; i++) {
+        const hv_sel_simple_t *sp = &s->simples[c->first + i];
+        const char *v;
+        switch (sp->kind) {
+        case HV_SEL_CLASS:
+            v = attr_value(node, "class");
+            if (v == NULL || !has_word(v, sp->value, sp->value_len))
+                return 0;
+            break;
+        case HV_SEL_ID:
+            v = attr_value(node, "id");
+            if (v == NULL || strcmp(v, sp->value) != 0)
+                return 0;
+            break;
+        case HV_SEL_ATTR:
+            v = attr_value(node, sp->name);
+            if (v == NULL || !match_attr(sp, v))
+                return 0;
+            break;
+        case HV_SEL_FIRST_CHILD:
+        case HV_SEL_NTH_CHILD:
+            if (!is_nth_element(m, node, sp->nth))
+                return 0;
+            break;
+        }
+    }
+    return 1;
+}
+
+/* The element parent of `n` inside the scope: combinators never look at the scope itself or
+ * above it, which makes field selectors relative to their item. */
+static const GumboNode *parent_in_scope(const hv_sel_match_t *m, const GumboNode *n)
+{
+    const GumboNode *p = n->parent;
+    if (p == NULL || p == m->scope || !is_element(p))
+        return NULL;
+    return p;
+}
+
+/*
+ * Right-to-left: the last compound must match `node`, then each compound to the left must
+ * match its parent ('>') or some ancestor (' '). Only the most recent descendant step ever
+ * needs retrying: when a child step fails, the compound found by that descendant step is
+ * looked for further up. When a descendant search runs out of ancestors, no other choice
+ * could help, since retrying an earlier (lower) descendant step only moves everything higher,
+ * so the node does not match. One saved position replaces the recursion of a naive matcher.
+ */
+static int match_complex(hv_sel_match_t *m, const hv_selector_t *s, const hv_sel_complex_t *cx,
+                         const GumboNode *node)
+{
+    const hv_sel_compound_t *c = &s->compounds[cx->first];
+    size_t i = cx->count - 1; /* the compound that `cur` matched */
+    const GumboNode *cur = node;
+    size_t retry_level = 0; /* 0: no descendant step to retry */
+    const GumboNode *retry_node = NULL;
+
+    if (!match_compound(m, s, &c[i], node))
+        return 0;
+    while (i > 0) {
+        const GumboNode *from = cur;
+        if (c[i].comb == HV_SEL_COMB_CHILD) {
+            const GumboNode *parent = parent_in_scope(m, cur);
+            if (parent != NULL && match_compound(m, s, &c[i - 1], parent)) {
+                cur = parent;
+                i--;
+                continue;
+            }
+            if (retry_level == 0)
+                return 0;
+            i = retry_level;
+            from = retry_node;
+        }
+        const GumboNode *a = parent_in_scope(m, from);
+        while (a != NULL && !match_compound(m, s, &c[i - 1], a))
+            a = parent_in_scope(m, a);
+        if (a == NULL)
+            return 0;
+        retry_level = i;
+        retry_node = a;
+        cur = a;
+        i--;
+    }
+    return 1;
+}
+
+size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const GumboNode **out,
+                         size_t cap, size_t max)
+{
+    hv_sel_match_t m;
+    size_t found = 0;
+
+    if (s == NULL || scope == NULL)
+        return 0;
+    m.scope = scope;
+    if (s->uses_position)
+        memset(m.pos, 0, sizeof(m.pos));
+
+    for (const GumboNode *n = next_node(scope, scope, 1); n != NULL; n = next_node(n, scope, 1)) {
+        if (!is_element(n))
+            continue;
+        size_t k;
+        for (k = 0; k < s->ncomplex; k++)
+            if (match_complex(&m, s, &s->complexes[k], n))
+                break;
+        if (k == s->ncomplex)
+            continue;
+        if (out != NULL && found < cap)
+            out[found] = n;
+        found++;
+        if (max != 0 && found == max)
+            break;
+    }
+    return found;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Values                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* NUL-terminates buf[len] and guarantees UTF-8. gumbo already hands out valid UTF-8, so the
+ * repair path only runs if that assumption ever breaks. */
+static char *finish_utf8(char *buf, size_t len)
+{
+    buf[len] = '\0';
+    if (hv_utf8_valid(buf, len))
+        return buf;
+    size_t fixed_len;
+    char *fixed = hv_utf8_sanitize(buf, len, &fixed_len);
+    free(buf);
+    return fixed;
+}
+
+/*
+ * The text under `root` with runs of ASCII whitespace collapsed to one space and both ends
+ * trimmed, written to `out` (when not NULL); returns its length. Called once to measure and
+ * once to fill, so the result needs a single exact allocation.
+ */
+static size_t collect_text(const GumboNode *root, char *out)
+{
+    size_t len = 0;
+    int space = 0;
+
+    for (const GumboNode *n = root; n != NULL; n = next_node(n, root, 1)) {
+        if (!is_text(n))
+            continue;
+        for (const char *t = n->v.text.text; *t != '\0'; t++) {
+            if (is_ws((unsigned char)*t)) {
+                space = len > 0;
+                continue;
+            }
+            if (space) {
+                if (out != NULL)
+                    out[len] = ' ';
+                len++;
+                space = 0;
+            }
+            if (out != NULL)
+                out[len] = *t;
+            len++;
+        }
+    }
+    return len;
+}
+
+/* A copy of source bytes as a C string: NUL bytes, which a C string cannot carry, become
+ * U+FFFD, as gumbo does in text. */
+static char *copy_source(const char *p, size_t len)
+{
+    size_t nuls = 0;
+    for (size_t i = 0; i < len; i++)
+        nuls += p[i] == '\0';
+    char *out = hv_xmalloc(len + 2 * nuls + 1);
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] == '\0') {
+            memcpy(out + n, "\xEF\xBF\xBD", 3);
+            n += 3;
+        } else {
+            out[n++] = p[i];
+        }
+    }
+    return finish_utf8(out, n);
+}
+
+/*
+ * Whether the end tag gumbo recorded for `el` is its own. gumbo records the end tag token
+ * that popped the element, which for an element closed implicitly is its ancestor's
+ * ("<div><span>x</div>" gives the span "</div>"). The name is read from `source` with bounds
+ * checks, never through gumbo's pointers.
+ */
+static int own_end_tag(const GumboElement *el, const char *source, size_t source_len)
+{
+    size_t off = el->end_pos.offset, len = el->original_end_tag.length;
+    if (len == 0 || off >= source_len || len > source_len - off)
+        return 0;
+    hv_slice_t end = tag_name(source + off, len);
+    hv_slice_t own = element_name(el);
+    if (el->tag == GUMBO_TAG_UNKNOWN) {
+        size_t s = el->start_pos.offset, slen = el->original_tag.length;
+        if (slen == 0 || s >= source_len || slen > source_len - s)
+            return 0;
+        own = tag_name(source + s, slen);
+    }
+    return end.len > 0 && end.len == own.len && strncasecmp(end.ptr, own.ptr, own.len) == 0;
+}
+
+/*
+ * Where the source of `node` ends: after its own end tag, or else after its last descendant
+ * (following last children down), and never before the end of its start tag.
+ */
+static size_t element_end(const GumboNode *node, const char *source, size_t source_len)
+{
+    size_t end = 0;
+    const GumboNode *n = node;
+
+    while (n != NULL) {
+        if (is_element(n)) {
+            const GumboElement *el = &n->v.element;
+            if (own_end_tag(el, source, source_len))
+                return HV_MAX(end, (size_t)el->end_pos.offset + el->original_end_tag.length);
+            end = HV_MAX(end, (size_t)el->start_pos.offset + el->original_tag.length);
+            const GumboVector *kids = &el->children;
+            n = kids->length > 0 ? kids->data[kids->length - 1] : NULL;
+        } else if (n->type == GUMBO_NODE_DOCUMENT) {
+            break;
+        } else {
+            const GumboText *t = &n->v.text;
+            return HV_MAX(end, (size_t)t->start_pos.offset + t->original_text.length);
+        }
+    }
+    return end;
+}
+
+static char *outer_html(const GumboNode *node, const char *source, size_t source_len)
+{
+    size_t start, end;
+
+    if (source == NULL)
+        return NULL;
+    if (is_element(node)) {
+        start = node->v.element.start_pos.offset;
+        end = element_end(node, source, source_len);
+    } else if (node->type == GUMBO_NODE_DOCUMENT) {
+        start = 0;
+        end = source_len;
+    } else {
+        start = node->v.text.start_pos.offset;
+        end = start + node->v.text.original_text.length;
+    }
+    start = HV_MIN(start, source_len);
+    end = HV_MIN(end, source_len);
+    if (end < start)
+        end = start;
+    return copy_source(source + start, end - start);
+}
+
+char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
+                        size_t source_len)
+{
+    if (s == NULL || node == NULL)
+        return NULL;
+    switch (s->take) {
+    case HV_TAKE_ATTR: {
+        if (!is_element(node))
+            return NULL;
+        const char *v = attr_value(node, s->attr);
+        return v != NULL ? finish_utf8(hv_xstrdup(v), strlen(v)) : NULL;
+    }
+    case HV_TAKE_HTML:
+        return outer_html(node, source, source_len);
+    case HV_TAKE_TEXT:
+        break;
+    }
+    size_t len = collect_text(node, NULL);
+    char *text = hv_xmalloc(len + 1);
+    collect_text(node, text);
+    return finish_utf8(text, len);
+}
