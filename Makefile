@@ -33,7 +33,7 @@ endif
 HARDEN_LDFLAGS = -Wl,-z,relro,-z,now -pie
 
 # Libraries with a pkg-config file; the rest are plain -l flags (mbedtls ships no .pc).
-PKGS        = libuv gumbo libcjson liburiparser zlib inih libsystemd
+PKGS        = libuv gumbo libcjson liburiparser zlib inih libsystemd libbrotlidec
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
@@ -81,8 +81,11 @@ include third_party/llhttp.mk
 $(BIN): $(MAIN_OBJ) $(LIB_OBJS) $(LLHTTP_LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $(MAIN_OBJ) $(LIB_OBJS) $(DEPS_LIBS)
 
+# The unit tests also compress (brotli) to check the decoders.
+UNIT_LIBS := $(shell $(PKG_CONFIG) --libs libbrotlienc 2>/dev/null)
+
 $(UNIT_BIN): $(UNIT_OBJS) $(LIB_OBJS) $(LLHTTP_LIB)
-	$(CC) $(FINAL_LDFLAGS) -o $@ $(UNIT_OBJS) $(LIB_OBJS) $(DEPS_LIBS)
+	$(CC) $(FINAL_LDFLAGS) -o $@ $(UNIT_OBJS) $(LIB_OBJS) $(DEPS_LIBS) $(UNIT_LIBS)
 
 $(BUILD)/tools/%: tests/tools/%.c $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
 	@mkdir -p $(@D)

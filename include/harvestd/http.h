@@ -36,7 +36,13 @@ typedef enum {
 typedef struct hv_http_s hv_http_t;
 typedef hv_http_body_t (*hv_http_head_cb)(hv_http_t *h);
 
-typedef enum { HV_ENC_IDENTITY, HV_ENC_GZIP, HV_ENC_DEFLATE, HV_ENC_UNSUPPORTED } hv_http_enc_t;
+typedef enum {
+    HV_ENC_IDENTITY,
+    HV_ENC_GZIP,
+    HV_ENC_DEFLATE,
+    HV_ENC_BROTLI,
+    HV_ENC_UNSUPPORTED
+} hv_http_enc_t;
 
 struct hv_http_s {
     /* results: valid from the head callback on */
@@ -70,6 +76,8 @@ struct hv_http_s {
     unsigned char _z_hdr[2];   /* first bytes of a "deflate" body, to tell zlib from raw */
     unsigned _z_hdr_len;
     int _z_members;            /* complete gzip members so far */
+    struct BrotliDecoderStateStruct *_br;
+    int _br_end;
     int _z_ignore;             /* junk after the last member: drop the rest */
 };
 

@@ -2,6 +2,7 @@
  * byte by byte, and must give the same outcome every time. */
 #include <stdlib.h>
 #include <string.h>
+#include <brotli/encode.h>
 #include <zlib.h>
 
 #include "harvestd/common.h"
@@ -338,10 +339,48 @@ TEST_IMPL(http_corrupt_gzip)
     ASSERT_STR_EQ("gzip_corrupt", o.error);
 }
 
+static outcome_t brotli_page(const char *text, size_t cut, uint64_t max_body)
+{
+    static char resp[8192];
+    uint8_t br[4096];
+    size_t blen = sizeof(br);
+    ASSERT(BrotliEncoderCompress(5, 22, BROTLI_MODE_TEXT, strlen(text), (const uint8_t *)text,
+                                 &blen, br));
+    blen -= cut;
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: %zu\r\n\r\n", blen);
+    memcpy(resp + n, br, blen);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    return trace(resp, (size_t)n + blen, 0, max_body);
+}
+
+TEST_IMPL(http_brotli_is_decoded)
+{
+    outcome_t o = brotli_page("<title>Brotli</title> compressed body", 0, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(37, o.body_len);
+    ASSERT_MEM_EQ("<title>Brotli</title>", o.body, 21);
+}
+
+TEST_IMPL(http_brotli_bomb_and_truncation)
+{
+    static char big[3000];
+    memset(big, 'b', sizeof(big) - 1);
+    outcome_t o = brotli_page(big, 0, 1024);
+    ASSERT_EQ(HV_ETOOBIG, o.rc);
+    o = brotli_page("<title>Cut</title> and some more text to cut", 3, 1024);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("brotli_truncated", o.error);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 9\r\n\r\nnot brotli", 0);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("brotli_corrupt", o.error);
+}
+
 TEST_IMPL(http_unsupported_encoding)
 {
     mode_for_test = HV_HTTP_BODY_KEEP;
-    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\nxx",
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: zstd\r\nContent-Length: 2\r\n\r\nxx",
                         0);
     ASSERT_EQ(HV_EPROTO, o.rc);
     ASSERT_STR_EQ("unsupported_content_encoding", o.error);
@@ -358,7 +397,7 @@ TEST_IMPL(http_request_text)
     ASSERT_OK(hv_http_request(&b, &u, "harvestd/test"));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nUser-Agent: harvestd/test\r\n"
-                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip\r\n"
+                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
                   "Connection: keep-alive\r\n\r\n",
                   b.data);
     hv_buf_free(&b);
