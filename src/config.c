@@ -477,29 +477,14 @@ static int quoted_section(const char *section, const char *kind, char *out, size
     return 0;
 }
 
-/* `host "example.org"` -> example.org in out; 0, or -1 if the section is not a host one. */
+/* `host "example.org"` -> example.org in out (lower-cased: host names are); 0, or -1 if the
+ * section is not a host one. */
 static int host_section_name(const char *section, char *out, size_t cap)
 {
-    const char *p = section;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (strncasecmp(p, "host", 4) != 0 || (p[4] != ' ' && p[4] != '\t'))
+    if (quoted_section(section, "host", out, cap) != 0)
         return -1;
-    p += 4;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p != '"')
-        return -1;
-    const char *end = strchr(p + 1, '"');
-    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
-        return -1;
-    for (const char *q = end + 1; *q != '\0'; q++)
-        if (*q != ' ' && *q != '\t')
-            return -1;
-    size_t n = (size_t)(end - p - 1);
-    for (size_t i = 0; i < n; i++)
-        out[i] = (char)tolower((unsigned char)p[1 + i]);
-    out[n] = '\0';
+    for (char *c = out; *c != '\0'; c++)
+        *c = (char)tolower((unsigned char)*c);
     return 0;
 }
 

@@ -94,6 +94,16 @@ static int ensure_dir(const char *path, char *err, size_t errcap)
     return 0;
 }
 
+static void spool_free(hv_spool_t *sp)
+{
+    free(sp->incoming);
+    free(sp->active);
+    free(sp->done);
+    free(sp->rejected);
+    free(sp->out);
+    free(sp);
+}
+
 int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
                   const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,
                   size_t errcap)
@@ -124,12 +134,7 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     for (size_t i = 0; i < HV_ARRAY_SIZE(dirs); i++) {
         int rc = ensure_dir(dirs[i], err, errcap);
         if (rc != 0) {
-            free(sp->incoming);
-            free(sp->active);
-            free(sp->done);
-            free(sp->rejected);
-            free(sp->out);
-            free(sp);
+            spool_free(sp);
             return rc;
         }
     }
@@ -304,12 +309,7 @@ static void maybe_closed(hv_spool_t *sp)
     if (sp->closing && sp->handles == 0 && sp->nactive == 0) {
         void (*closed)(void *) = sp->closed;
         void *ud = sp->closed_ud;
-        free(sp->incoming);
-        free(sp->active);
-        free(sp->done);
-        free(sp->rejected);
-        free(sp->out);
-        free(sp);
+        spool_free(sp);
         if (closed != NULL)
             closed(ud);
     }
