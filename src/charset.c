@@ -25,6 +25,8 @@
 #define HV_CHARSET_LABEL_MAX 24
 
 #define HV_CHARSET_REPLACEMENT_CHAR 0xFFFD
+/* Input bytes per iconv() call; far longer than any multi-byte sequence or escape. */
+#define HV_CHARSET_ICONV_WINDOW 1024
 
 /* The encodings of the WHATWG Encoding Standard, in the standard's order. */
 enum {
@@ -1013,9 +1015,9 @@ static size_t hv_charset_invalid_len(hv_charset_mb_t mb, const unsigned char *p,
 
 /*
  * Stream a multi-byte encoding through iconv. glibc stops at each invalid sequence (EILSEQ)
- * and at a sequence cut short by the end of input (EINVAL); both become U+FFFD and decoding
- * goes on. "//IGNORE" is no help: it drops bytes silently and still reports an error.
- * Returns -1 if glibc has no such converter.
+ * and at a sequence cut short by the end of its input (EINVAL); both become U+FFFD and
+ * decoding goes on. "//IGNORE" is no help: it drops bytes silently and still reports an
+ * error. Returns -1 if glibc has no such converter.
  */
 static int hv_charset_mbcs_decode(const hv_charset_enc_t *enc, const char *s, size_t n,
                                   hv_charset_out_t *o)
@@ -1031,25 +1033,36 @@ static int hv_charset_mbcs_decode(const hv_charset_enc_t *enc, const char *s, si
     /* Two-byte characters mostly become three bytes; the buffer doubles if that is short. */
     hv_charset_out_reserve(o, n + n / 2 + 16);
     while (inleft > 0) {
+        /* Input goes in windows: sanitizers check the whole input range on every iconv()
+         * call, which a page with an error every few bytes would make quadratic. */
+        size_t window = HV_MIN(inleft, (size_t)HV_CHARSET_ICONV_WINDOW);
+        size_t wleft = window;
         char *outp = o->buf + o->len;
         size_t outleft = o->cap - o->len - 1;
-        size_t r = iconv(cd, &inp, &inleft, &outp, &outleft);
+        size_t r = iconv(cd, &inp, &wleft, &outp, &outleft);
+        int err = errno;
         o->len = (size_t)(outp - o->buf);
+        inleft -= window - wleft;
         if (r != (size_t)-1)
-            break;
-        if (errno == E2BIG) {
+            continue; /* the window is done */
+        if (err == E2BIG) {
             hv_charset_out_reserve(o, o->cap - o->len + 16);
-        } else if (errno == EINVAL) {
+            continue;
+        }
+        if (err == EINVAL && wleft == inleft) {
+            /* A sequence cut short by the end of the page. */
             hv_charset_out_cp(o, HV_CHARSET_REPLACEMENT_CHAR);
             break;
-        } else {
-            uint32_t cp;
-            size_t bad = hv_charset_invalid_len((hv_charset_mb_t)enc->mb,
-                                                (const unsigned char *)inp, inleft, &cp);
-            hv_charset_out_cp(o, cp);
-            inp += bad;
-            inleft -= bad;
         }
+        if (err == EINVAL && window - wleft > 0)
+            continue; /* cut short by the window: the next window starts with it */
+
+        uint32_t cp;
+        size_t bad = hv_charset_invalid_len((hv_charset_mb_t)enc->mb, (const unsigned char *)inp,
+                                            inleft, &cp);
+        hv_charset_out_cp(o, cp);
+        inp += bad;
+        inleft -= bad;
     }
 
     /* Return a stateful decoder to its initial state; harmless for the others. */
@@ -1170,4 +1183,32 @@ void hv_charset_result_free(hv_charset_result_t *r)
     free(r->text);
     r->text = NULL;
     r->len = 0;
+}
+
+/* glibc unloads a converter module once a few others have been released, so with several
+ * encodings in rotation every iconv_open would load its module from disk again. Holding one
+ * descriptor per converter for the life of the process keeps them all loaded. */
+static iconv_t preloaded[HV_CS_COUNT];
+static int preloaded_ready;
+
+void hv_charset_preload(void)
+{
+    if (preloaded_ready)
+        return;
+    for (int i = 0; i < HV_CS_COUNT; i++) {
+        preloaded[i] = (iconv_t)-1;
+        if (hv_charset_encs[i].iconv_name != NULL)
+            preloaded[i] = iconv_open("UTF-8", hv_charset_encs[i].iconv_name);
+    }
+    preloaded_ready = 1;
+}
+
+void hv_charset_unload(void)
+{
+    if (!preloaded_ready)
+        return;
+    for (int i = 0; i < HV_CS_COUNT; i++)
+        if (preloaded[i] != (iconv_t)-1)
+            iconv_close(preloaded[i]);
+    preloaded_ready = 0;
 }

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "harvestd/batch.h"
+#include "harvestd/charset.h"
 #include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
@@ -613,6 +614,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "harvestd: warning: --insecure: TLS certificates are NOT verified; "
                         "any server can impersonate any site\n");
     size_threadpool(app.cfg.parse_jobs);
+    hv_charset_preload();
     raise_nofile();
     /* A reader that went away must surface as a write error (EPIPE), not kill us. */
     signal(SIGPIPE, SIG_IGN);
@@ -660,5 +662,6 @@ int main(int argc, char **argv)
     (void)rc;
     hv_tls_ctx_free(app.tls);
     hv_config_free(&app.cfg);
+    hv_charset_unload();
     return app.exit_code;
 }

@@ -55,6 +55,14 @@ void hv_charset_decode(const char *body, size_t len, const char *content_type,
 void hv_charset_result_free(hv_charset_result_t *r);
 
 /**
+ * Load every iconv converter once and keep it loaded (glibc would otherwise unload and
+ * reload modules as encodings rotate, ~1000x slower). Call at start-up, before any worker
+ * runs; hv_charset_unload() at exit.
+ */
+void hv_charset_preload(void);
+void hv_charset_unload(void);
+
+/**
  * The WHATWG encoding name for a label ("Latin1" -> "windows-1252", " UTF8 " -> "utf-8"),
  * or NULL if the label is unknown. Matching is ASCII case-insensitive and ignores
  * surrounding whitespace.
