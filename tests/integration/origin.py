@@ -15,12 +15,22 @@ Counters (read them from the test thread with snapshot() or the attributes):
   (every parsed request: method, target, version, headers), max_open_connections, max_inflight
   (requests being answered at the same time), stale_drops (requests that arrived on a connection
   the server had abandoned: /close-after-response, /page?close=1, /page?v10=1).
+Every Request carries `time` (time.monotonic() when its head was parsed), so tests can measure
+the gaps between requests at the server. /limit keeps a log per key (limit_log) and /robots.txt
+one of its own (robots_log); see the handlers.
+
+Politeness endpoints (retries, pacing, robots.txt): /seq?key=&steps= answers each request of a
+key with the next scripted step (status, reset or ok), /limit?key=&max= refuses with 429 while
+more than `max` requests of the key are in flight, /robots.txt serves what set_robots() chose
+(404 until then), and serve_any_path=True answers any unknown path with a page.
 """
 
 import asyncio
+import email.utils
 import functools
 import gzip
 import http
+import math
 import socket
 import struct
 import threading
@@ -39,6 +49,7 @@ class Request:
         self.version = version
         self.headers = headers  # list of (name, value) in arrival order
         self.conn_id = conn_id
+        self.time = time.monotonic()  # when the head was parsed (server side)
         split = urllib.parse.urlsplit(target)
         self.path = split.path
         self.query = {k: v[0] for k, v in urllib.parse.parse_qs(split.query, keep_blank_values=True).items()}
@@ -120,6 +131,10 @@ class Origin:
         self._holds = {}
         self._lock = threading.Lock()
         self._next_conn = 0
+        # /robots.txt: None answers 404 like any unknown path; set_robots() scripts it.
+        self._robots = None
+        # Unknown paths answer 404 unless this is set (then a 200 page titled with the path).
+        self.serve_any_path = False
         self.reset()
 
     # ---------------------------------------------------------------- lifecycle
@@ -202,6 +217,10 @@ class Origin:
             self.inflight = 0
             self.max_inflight = 0
             self.stale_drops = 0
+            self._seq_counts = {}
+            self._limit_inflight = {}
+            self.limit_log = {}
+            self.robots_log = []
 
     def snapshot(self):
         with self._lock:
@@ -224,6 +243,26 @@ class Origin:
         """Requests whose target contains `marker`."""
         with self._lock:
             return [r for r in self.requests if marker in r.target]
+
+    def set_robots(self, body, status=200, delay=0.0, content_type="text/plain"):
+        """Script /robots.txt: `body` (str or bytes) with `status`, answered after `delay`
+        seconds. set_robots(None) goes back to 404 (no robots.txt)."""
+        if body is None:
+            self._robots = None
+            return
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        self._robots = (status, body, delay, content_type)
+
+    def times(self, marker):
+        """Server arrival times (monotonic) of the requests whose target contains `marker`."""
+        return [r.time for r in self.find_request(marker)]
+
+    def limit_entries(self, key):
+        """The /limit?key=KEY log: (arrival time, requests of the key in flight counting this
+        one, status answered), in arrival order."""
+        with self._lock:
+            return list(self.limit_log.get(key, []))
 
     def release(self, key):
         """Let the /hold?key=KEY requests (now waiting or still to come) answer."""
@@ -314,7 +353,7 @@ class Origin:
                     handler = h
                     break
         if handler is None:
-            handler = Origin._h_not_found
+            handler = Origin._h_any if self.serve_any_path else Origin._h_not_found
         return await handler(self, conn, req)
 
     # ---------------------------------------------------------------- response helpers
@@ -636,6 +675,121 @@ class Origin:
         self._abandon(conn, delay)
         return True
 
+    # ------------------------------------------------ politeness: retries, pacing, robots.txt
+
+    async def _h_any(self, conn, req):
+        """Any unknown path when serve_any_path is set: a 200 page titled with the path."""
+        return await self._respond(conn, req, 200, html_page(req.path), content_type=self.HTML)
+
+    def _next_step(self, key, steps):
+        with self._lock:
+            n = self._seq_counts.get(key, 0)
+            self._seq_counts[key] = n + 1
+        return steps[min(n, len(steps) - 1)]
+
+    async def _reset(self, conn):
+        """Reset the connection (RST) without a byte of response."""
+        sock = conn.writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.writer.transport.abort()
+        raise _Close()
+
+    async def _h_seq(self, conn, req):
+        """/seq?key=K&steps=503,reset,ok&title=T&delay=S&ra=V&ra_date=S&hang=S: the n-th
+        request of key K (counted per origin since the last reset()) takes step n of `steps`
+        (the last step repeats): a status code (a page titled "Status N"), "reset" (the
+        connection is reset before any response), "hang" (the page, after `hang` seconds,
+        default 5) or "ok" (a 200 page titled T). Error statuses carry "Retry-After: V" with
+        ra=V, or an HTTP-date S seconds after the next whole second with ra_date=S. delay=S
+        waits before every answer."""
+        q = req.query
+        step = self._next_step(q.get("key", req.target), (q.get("steps") or "ok").split(","))
+        delay = _float(q, "delay", 0)
+        if delay:
+            await asyncio.sleep(delay)
+        if step == "hang":
+            await asyncio.sleep(_float(q, "hang", 5))
+            step = "ok"
+        if step == "reset":
+            await self._reset(conn)
+        if step == "ok":
+            return await self._respond(conn, req, 200, html_page(q.get("title", "Seq")),
+                                       content_type=self.HTML)
+        try:
+            code = int(step)
+        except ValueError:
+            code = 500
+        headers = []
+        if "ra" in q:
+            headers.append("Retry-After: " + q["ra"])
+        elif "ra_date" in q:
+            when = math.ceil(time.time()) + _float(q, "ra_date", 0)
+            headers.append("Retry-After: " + email.utils.formatdate(when, usegmt=True))
+        return await self._respond(conn, req, code, html_page("Status %d" % code),
+                                   content_type=self.HTML, headers=headers)
+
+    async def _h_limit(self, conn, req):
+        """/limit?key=K&max=2&delay=0.3&rdelay=0&title=T: a server that can take `max` requests
+        of key K at a time. A request that arrives while `max` of them are in flight (answered or
+        being refused) gets 429 (no Retry-After) after `rdelay` seconds; the others get a page
+        after `delay` seconds. Every arrival is logged in limit_log[K] as (time, requests of K in
+        flight counting itself, status)."""
+        q = req.query
+        key = q.get("key", "default")
+        limit = _int(q, "max", 2)
+        with self._lock:
+            now_inflight = self._limit_inflight.get(key, 0) + 1
+            self._limit_inflight[key] = now_inflight
+            refused = now_inflight > limit
+            self.limit_log.setdefault(key, []).append((req.time, now_inflight, 429 if refused else 200))
+        try:
+            await asyncio.sleep(_float(q, "rdelay" if refused else "delay", 0 if refused else 0.3))
+        finally:
+            with self._lock:
+                self._limit_inflight[key] -= 1
+        if refused:
+            return await self._respond(conn, req, 429, html_page("Too Many Requests"),
+                                       content_type=self.HTML)
+        return await self._respond(conn, req, 200, html_page(q.get("title", "Limited")),
+                                   content_type=self.HTML)
+
+    async def _h_robots(self, conn, req):
+        """/robots.txt: what set_robots() scripted (404 otherwise). Each answer is logged in
+        robots_log as (arrival time, time its response is written), before it is written."""
+        robots = self._robots
+        if robots is None:
+            return await self._h_not_found(conn, req)
+        status, body, delay, ct = robots
+        if delay:
+            await asyncio.sleep(delay)
+        with self._lock:
+            self.robots_log.append((req.time, time.monotonic()))
+        return await self._respond(conn, req, status, body, content_type=ct)
+
+    # ------------------------------------------------ content: stored responses
+
+    def put_response(self, body, content_type=HTML, headers=()):
+        """Store a response for /stored and return its path ("/stored?id=N"): `body` (bytes, or
+        str encoded as UTF-8) with `content_type` (None: no Content-Type) and extra header lines
+        such as "Content-Encoding: gzip". For bodies too large for /raw's query string and for
+        responses that need headers of their own; stored responses live as long as the origin."""
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+        with self._lock:
+            stored = self.__dict__.setdefault("_stored", {})
+            key = str(len(stored) + 1)
+            stored[key] = (bytes(body), content_type, tuple(headers))
+        return "/stored?id=" + key
+
+    async def _h_stored(self, conn, req):
+        """/stored?id=N: the response put_response() stored under N (404 if there is none)."""
+        with self._lock:
+            entry = self.__dict__.get("_stored", {}).get(req.query.get("id", ""))
+        if entry is None:
+            return await self._h_not_found(conn, req)
+        body, ct, headers = entry
+        return await self._respond(conn, req, 200, body, content_type=ct, headers=list(headers))
+
     ROUTES = {
         "/page": _h_page,
         "/raw": _h_raw,
@@ -657,6 +811,10 @@ class Origin:
         "/garbage": _h_garbage,
         "/bad-content-length": _h_bad_length,
         "/close-after-response": _h_close_after_response,
+        "/seq": _h_seq,
+        "/limit": _h_limit,
+        "/robots.txt": _h_robots,
+        "/stored": _h_stored,
     }
     PREFIX_ROUTES = (
         ("/status/", _h_status),
