@@ -155,6 +155,9 @@ static void robots_refuse(hv_engine_t *e, hv_job_t *job, int unavailable)
     hv_record_fail(rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS,
                    unavailable ? "robots_txt_unavailable" : "disallowed_by_robots_txt");
     e->robots_disallowed++;
+    /* No request went out: the host's pacing slot (Crawl-delay) is not used up. Done
+     * re-evaluates the host with the slot given back. */
+    hv_polite_unstart(job->host->pol);
     hv_sched_done(e->sched, job);
 }
 

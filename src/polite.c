@@ -86,17 +86,28 @@ void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h)
     h->_refs--;
 }
 
-void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
+static uint64_t jittered(const hv_hostpol_t *h)
 {
-    (void)p;
-    if (h->delay_ms == 0)
-        return;
     double d = (double)h->delay_ms;
     if (h->jitter > 0) {
         double r = (double)random() / (double)RAND_MAX; /* 0..1 */
         d *= 1.0 + h->jitter * (2.0 * r - 1.0);
     }
-    h->next_start_ms = now + (uint64_t)(d > 0 ? d : 0);
+    return (uint64_t)(d > 0 ? d : 0);
+}
+
+void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
+{
+    (void)p;
+    h->prev_next_start_ms = h->next_start_ms;
+    h->last_start_ms = now;
+    if (h->delay_ms > 0)
+        h->next_start_ms = now + jittered(h);
+}
+
+void hv_polite_unstart(hv_hostpol_t *h)
+{
+    h->next_start_ms = h->prev_next_start_ms;
 }
 
 static void set_throttled(hv_polite_t *p, hv_hostpol_t *h, int was)
@@ -129,7 +140,7 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
         /* One slow-down per round trip: the requests already in flight answer the same way and
          * must not halve the pace again. */
         uint64_t settle = h->ewma_ms > 0 ? (uint64_t)h->ewma_ms : 1000;
-        if (now - h->last_change_ms < settle && h->last_change_ms != 0)
+        if (now - h->last_decrease_ms < settle && h->last_decrease_ms != 0)
             return 0;
         unsigned old_limit = h->limit;
         uint64_t old_delay = h->delay_ms;
@@ -138,8 +149,11 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
                                                           : HV_MIN(h->delay_ms * 2,
                                                                    (uint64_t)THROTTLE_MAX_DELAY_MS);
         h->successes = 0;
-        h->last_change_ms = now;
+        h->last_decrease_ms = now;
         h->decreases++;
+        /* The longer delay counts from the last start, not only from the next one. */
+        if (h->next_start_ms < h->last_start_ms + h->delay_ms)
+            h->next_start_ms = h->last_start_ms + h->delay_ms;
         p->stats.decreases++;
         set_throttled(p, h, was);
         HV_LOG(HV_LOG_DEBUG,
@@ -156,14 +170,15 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
     if (++h->successes < h->limit)
         return 0;
     h->successes = 0;
-    h->last_change_ms = now;
     if (h->limit < h->base_limit)
         h->limit++;
     if (h->delay_ms > h->base_delay_ms) {
-        uint64_t step = HV_MAX(h->delay_ms / 4, (uint64_t)1);
-        h->delay_ms = h->delay_ms - step < h->base_delay_ms || h->delay_ms <= THROTTLE_MIN_DELAY_MS
+        /* Shrink by a quarter; below a few tens of milliseconds the throttle's own delay is
+         * noise, so it ends there. */
+        uint64_t next = h->delay_ms - HV_MAX(h->delay_ms / 4, (uint64_t)1);
+        h->delay_ms = next < h->base_delay_ms || next < THROTTLE_MIN_DELAY_MS / 8
                           ? h->base_delay_ms
-                          : h->delay_ms - step;
+                          : next;
     }
     p->stats.increases++;
     set_throttled(p, h, was);

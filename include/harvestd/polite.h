@@ -33,11 +33,13 @@ typedef struct hv_hostpol_s {
     uint64_t base_delay_ms;
     double jitter;
     uint64_t next_start_ms;  /* loop time before which no request may start */
+    uint64_t last_start_ms;  /* when the last request started */
+    uint64_t prev_next_start_ms; /* next_start_ms before the last start (hv_polite_unstart) */
     /* adaptive */
     double ewma_ms;          /* smoothed response time */
     double floor_ms;         /* the best smoothed response time seen (slowly forgotten) */
     unsigned successes;      /* since the last change */
-    uint64_t last_change_ms;
+    uint64_t last_decrease_ms;
     uint64_t decreases;
     /* robots.txt */
     hv_robots_state_t robots_state;
@@ -67,6 +69,10 @@ void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h);
 
 /** A request to the host was started at `now`: set when the next may start. */
 void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now);
+
+/** The request announced by the last hv_polite_started() never went out (robots.txt refused
+ * it): give its pacing slot back. */
+void hv_polite_unstart(hv_hostpol_t *h);
 
 /**
  * Tell the throttle how a request went: `status` is the final HTTP status (0 for a transport
