@@ -126,7 +126,8 @@ bench: deps
 	    QUICK=$(QUICK) $(PYTHON) tests/bench/bench.py
 
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined lint test integration
+	@LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0 \
+	    $(MAKE) --no-print-directory BUILD=build-asan SANITIZER=address,undefined lint test integration
 
 ubsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-ubsan SANITIZER=undefined test integration

@@ -580,14 +580,17 @@ int main(int argc, char **argv)
     hv_log_init();
     hv_config_defaults(&app.cfg);
     rc = parse_args(&app, argc, argv);
-    if (rc != EXIT_OK)
+    if (rc != EXIT_OK) {
+        hv_config_free(&app.cfg);
         return rc;
+    }
     hv_log_level = app.cfg.log_level;
 
     rc = hv_tls_ctx_new(app.cfg.ca_file[0] ? app.cfg.ca_file : NULL, app.cfg.insecure, &app.tls,
                         err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "harvestd: %s\n", err);
+        hv_config_free(&app.cfg);
         return EXIT_USAGE;
     }
     if (app.check_only) {
@@ -608,6 +611,7 @@ int main(int argc, char **argv)
             printf("harvestd: configuration OK%s%s\n", app.config_path ? ": " : "",
                    app.config_path ? app.config_path : "");
         hv_tls_ctx_free(app.tls);
+        hv_config_free(&app.cfg);
         return rc;
     }
     if (app.cfg.insecure)
@@ -628,6 +632,8 @@ int main(int argc, char **argv)
             uv_run(&app.loop, UV_RUN_DEFAULT);
             uv_loop_close(&app.loop);
             hv_tls_ctx_free(app.tls);
+            hv_config_free(&app.cfg);
+            hv_charset_unload();
             return EXIT_USAGE;
         }
     }
