@@ -40,6 +40,17 @@ int hv_buf_append(hv_buf_t *b, const void *data, size_t len)
     return 0;
 }
 
+int hv_buf_presize(hv_buf_t *b, size_t total)
+{
+    if (total > b->max)
+        return HV_ETOOBIG;
+    if (total > b->cap) {
+        b->data = hv_xrealloc(b->data, total);
+        b->cap = total;
+    }
+    return 0;
+}
+
 void hv_buf_reset(hv_buf_t *b)
 {
     b->len = 0;
@@ -57,6 +68,10 @@ char *hv_buf_steal(hv_buf_t *b, size_t *len)
 {
     char *p = b->data;
     *len = b->len;
+    /* Doubling leaves up to half the allocation unused; a body kept in a queue should cost
+     * what it holds, so give a large slack back (glibc shrinks in place). */
+    if (p != NULL && b->len > 0 && b->cap - b->len > b->len / 8 + 1024)
+        p = hv_xrealloc(p, b->len);
     b->data = NULL;
     b->len = 0;
     b->cap = 0;

@@ -53,7 +53,7 @@ static const directive_t directives[] = {
      "URLs waiting for a request slot; the input is read no further while it is full"},
     {"page_queue", T_UINT, F(page_queue), 1, 100000, 0, "256",
      "downloaded pages waiting for a parser; connections stop reading while it is full"},
-    {"page_queue_bytes", T_SIZE, F(page_queue_bytes), 1, 64 * 1024 * MIB, 0, "16m",
+    {"page_queue_bytes", T_SIZE, F(page_queue_bytes), 1, 64 * 1024 * MIB, 0, "4m",
      "bytes of downloaded pages waiting for a parser (full at or above this)"},
     {"result_queue", T_UINT, F(result_queue), 1, 1000000, 0, "256",
      "finished records waiting for the writer; parsing and downloads pause while it is full"},
