@@ -3,7 +3,7 @@
 
 Environment (set by the Makefile):
   HARVESTD_BIN    absolute path of build/harvestd
-  HARVESTD_TOOLS  directory of the tools built from tests/tools (parse_limit)
+  HARVESTD_TOOLS  directory of the tools built from tests/tools (parse_limit, delay_server)
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs, under a minute)
@@ -12,8 +12,8 @@ What it measures (see README.md beside this file for the details and the reasons
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
   2. parse_limit (tests/tools/parse_limit.c): gumbo alone on every core: the parse limit.
   3. harvestd --once over HTTP (1k, 20k, 100k URLs) and HTTPS (20k) against the same nginx.
-  4. harvestd --once against delay_server.py (100 ms per response, 500 loopback hosts) at
-     --concurrency 1000: the latency bound.
+  4. harvestd --once against delay_server (tests/tools/delay_server.c: 100 ms per response,
+     500 loopback hosts) at --concurrency 1000: the latency bound.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
 The table and the PASS/FAIL targets go to standard output, progress to standard error, and
 everything (raw numbers included) to BENCH_DIR/results.json.
@@ -47,7 +47,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import corpus  # noqa: E402
-import delay_server  # noqa: E402
 
 GENERATOR_PKI_VERSION = 1
 
@@ -80,7 +79,8 @@ CONFIG.update({
     "latency_concurrency": 1000,
     "latency_delay_s": 0.1,
     "latency_hosts": 500,
-    "latency_server_procs": 4,
+    # One C delay server serves all 500 hosts with a quarter to a third of a core at 10,000/s.
+    "latency_server_procs": 1,
     "selfcheck_seconds": 1 if QUICK else 2,
 })
 
@@ -582,10 +582,21 @@ def cycling_counts(n_urls, base, paths):
 
 # ---- the latency-bound run -------------------------------------------------------------------
 
-class DelayServers:
-    """delay_server.py processes sharing the latency hosts (one range of addresses each)."""
+# The page every delay server answers with (tests/tools/delay_server.c) has this title.
+LATENCY_TITLE = "Latency test page"
 
-    def __init__(self, hosts, procs, delay):
+
+def latency_address(k):
+    """The k-th delay server address, as delay_server maps it: 127.0.1.1 .. 127.0.1.250,
+    127.0.2.1 .. (never 127.0.0.x)."""
+    return "127.0.%d.%d" % (1 + k // 250, 1 + k % 250)
+
+
+class DelayServers:
+    """delay_server processes sharing the latency hosts (one range of addresses each)."""
+
+    def __init__(self, tool, hosts, procs, delay):
+        self.tool = tool
         self.hosts = hosts
         self.nprocs = procs
         self.delay = delay
@@ -594,25 +605,27 @@ class DelayServers:
         self.port = None
 
     def start(self):
+        if not os.access(self.tool, os.X_OK):
+            raise BenchError("%s is missing: build it with `make build/tools/delay_server`"
+                             % self.tool)
         # A port free on the first address is almost surely free on the others (nothing else
         # listens there); if one cannot be bound the servers say so and we try another port.
         errors = []
         for _ in range(2):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             try:
-                s.bind((delay_server.address(0), 0))
+                s.bind((latency_address(0), 0))
             except OSError as e:
                 s.close()
                 raise BenchError("cannot bind %s: %s (on Linux all of 127.0.0.0/8 is local)"
-                                 % (delay_server.address(0), e))
+                                 % (latency_address(0), e))
             self.port = s.getsockname()[1]
             s.close()
             per = -(-self.hosts // self.nprocs)
             errors = []
             for k in range(0, self.hosts, per):
-                cmd = [sys.executable, os.path.join(HERE, "delay_server.py"), "--port",
-                       str(self.port), "--first", str(k), "--count", str(min(per, self.hosts - k)),
-                       "--delay", str(self.delay)]
+                cmd = [self.tool, "--port", str(self.port), "--first", str(k),
+                       "--count", str(min(per, self.hosts - k)), "--delay", str(self.delay)]
                 self.procs.append(CHILDREN.popen(cmd, stdin=subprocess.DEVNULL,
                                                  stdout=subprocess.PIPE))
                 self.firsts.append(k)
@@ -666,7 +679,7 @@ def delay_selfcheck(servers, connections, seconds, list_dir):
     for k in servers.firsts:
         cmd = ["wrk", "-t1", "-c%d" % per, "-d%ds" % seconds, "--timeout", "5s", "-s",
                os.path.join(HERE, "rotate.lua"),
-               "http://%s:%d" % (delay_server.address(k), servers.port), "--", paths_file]
+               "http://%s:%d" % (latency_address(k), servers.port), "--", paths_file]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     raws = []
     for p in procs:
@@ -699,7 +712,7 @@ def delay_selfcheck(servers, connections, seconds, list_dir):
 
 
 def judge_delay_server(stats, delay, concurrency):
-    """Did the delay servers hold their side during the harvestd run? A saturated asyncio
+    """Did the delay servers hold their side during the harvestd run? A saturated server
     process shows in its CPU share (near a whole core); a busy machine shows in responses that
     leave late, which lowers the bound to concurrency / (delay + lag)."""
     if not stats:
@@ -925,7 +938,8 @@ class Bench:
         if hard != resource.RLIM_INFINITY and hard < conc + 64:
             self.fail_row(label, n, "open-file hard limit %d < %d" % (hard, conc + 64))
             return
-        servers = DelayServers(hosts, CONFIG["latency_server_procs"], delay)
+        servers = DelayServers(os.path.join(self.tools, "delay_server"), hosts,
+                               CONFIG["latency_server_procs"], delay)
         try:
             servers.start()
         except BenchError as e:
@@ -933,17 +947,17 @@ class Bench:
             return
         try:
             log("delay servers: %d hosts (%s..%s) on port %d, %d processes" % (
-                hosts, delay_server.address(0), delay_server.address(hosts - 1), servers.port,
+                hosts, latency_address(0), latency_address(hosts - 1), servers.port,
                 len(servers.procs)))
             check = delay_selfcheck(servers, conc, CONFIG["selfcheck_seconds"], self.runs_dir)
             self.delay_notes.append(check["note"])
             # The self-check's own statistics are not the run's: restart the servers afresh.
             servers.stop()
             servers.start()
-            urls = ["http://%s:%d/p/%d" % (delay_server.address(k % hosts), servers.port, k)
+            urls = ["http://%s:%d/p/%d" % (latency_address(k % hosts), servers.port, k)
                     for k in range(n)]
             res = run_harvestd(self.bin, self.runs_dir, "latency-%d" % n, urls,
-                               collections.Counter(urls), lambda u: delay_server.TITLE,
+                               collections.Counter(urls), lambda u: LATENCY_TITLE,
                                CONFIG["latency_args"], timeout=120 + n // 100)
         finally:
             judged = judge_delay_server(servers.stop(), delay, conc)
