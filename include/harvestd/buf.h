@@ -22,16 +22,16 @@ void hv_buf_init(hv_buf_t *b, size_t max);
 int hv_buf_append(hv_buf_t *b, const void *data, size_t len);
 /** Ensure room for `extra` more bytes without appending; 0 or HV_ETOOBIG. */
 int hv_buf_reserve(hv_buf_t *b, size_t extra);
-/** Make the allocation at least `total` bytes at once (no geometric slack), as when the final
- *  size is announced; 0, or HV_ETOOBIG if `total` exceeds `max`. Later appends past it grow as
- *  usual. */
+/** Make the allocation at least `total` bytes at once (rounded up to whole pages, no geometric
+ *  slack), as when the final size is announced; 0, or HV_ETOOBIG if `total` exceeds `max`.
+ *  Later appends past it grow as usual. */
 int hv_buf_presize(hv_buf_t *b, size_t total);
 /** Forget the contents, keep the allocation. */
 void hv_buf_reset(hv_buf_t *b);
 /** Free the allocation; the buffer is empty and reusable afterwards. */
 void hv_buf_free(hv_buf_t *b);
-/** Hand the allocation to the caller (NULL if empty), shrunk to fit when growth left much
- *  slack; the buffer becomes empty. */
+/** Hand the allocation to the caller (NULL if empty), shrunk to whole pages when growth left
+ *  much slack; the buffer becomes empty. */
 char *hv_buf_steal(hv_buf_t *b, size_t *len);
 
 #endif

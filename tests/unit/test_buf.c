@@ -41,21 +41,23 @@ TEST_IMPL(buf_steal_transfers_ownership)
     free(p);
 }
 
-TEST_IMPL(buf_presize_allocates_exactly_and_respects_max)
+TEST_IMPL(buf_presize_allocates_whole_pages_once_within_max)
 {
     hv_buf_t b;
     hv_buf_init(&b, 100000);
     ASSERT_EQ(HV_ETOOBIG, hv_buf_presize(&b, 100001));
     ASSERT_NULL(b.data);
     ASSERT_OK(hv_buf_presize(&b, 40000));
-    ASSERT_EQ(40000, b.cap);
+    ASSERT_EQ(40960, b.cap); /* whole pages */
     char chunk[1000];
     memset(chunk, 'x', sizeof(chunk));
     for (int i = 0; i < 40; i++)
         ASSERT_OK(hv_buf_append(&b, chunk, sizeof(chunk)));
-    ASSERT_EQ(40000, b.cap); /* filled without a reallocation */
+    ASSERT_EQ(40960, b.cap); /* filled without a reallocation */
     ASSERT_OK(hv_buf_presize(&b, 10));
-    ASSERT_EQ(40000, b.cap); /* never shrinks */
+    ASSERT_EQ(40960, b.cap); /* never shrinks */
+    ASSERT_OK(hv_buf_presize(&b, 99000));
+    ASSERT_EQ(100000, b.cap); /* rounding stops at the limit */
     ASSERT_OK(hv_buf_append(&b, "y", 1)); /* past the announced size: grows as usual */
     ASSERT_EQ(40001, b.len);
     ASSERT_EQ('y', b.data[40000]);
@@ -74,7 +76,7 @@ TEST_IMPL(buf_steal_gives_back_growth_slack)
     ASSERT_EQ(65536, b.cap);
     char *p = hv_buf_steal(&b, &len);
     ASSERT_EQ(33000, len);
-    ASSERT_LT(malloc_usable_size(p), 34000);
+    ASSERT_LT(malloc_usable_size(p), 36864 + 64); /* 33,000 rounded up to whole pages */
     ASSERT_EQ('z', p[0]);
     ASSERT_EQ('z', p[32999]);
     free(p);
