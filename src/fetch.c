@@ -462,7 +462,7 @@ static void follow_redirect(hv_req_t *r)
     end_req(r);
     hv_sched_done(f->sched, job);
     hv_sched_submit(f->sched, job->flow, job, 1);
-    hv_sched_kick(f->sched);
+    hv_sched_kick(f->sched, 1);
 }
 
 static void response_complete(hv_req_t *r)

@@ -55,6 +55,8 @@ struct hv_sched_s {
     unsigned inflight;
     int dispatching;
     int again;
+    unsigned budget;  /* starts left to the outermost kick */
+    unsigned started; /* starts made by it */
 };
 
 hv_sched_t *hv_sched_new(uv_loop_t *loop, unsigned concurrency, hv_polite_t *polite,
@@ -282,16 +284,18 @@ static hv_flow_t *next_flow(hv_sched_t *s)
     return best;
 }
 
-void hv_sched_kick(hv_sched_t *s)
+unsigned hv_sched_kick(hv_sched_t *s, unsigned max)
 {
     if (s->dispatching) {
         s->again = 1; /* called from inside a start callback: the outer loop goes on */
-        return;
+        return 0;
     }
     s->dispatching = 1;
+    s->budget = max;
+    s->started = 0;
     do {
         s->again = 0;
-        while (s->inflight < s->concurrency && s->gate(s->ud)) {
+        while (s->started < s->budget && s->inflight < s->concurrency && s->gate(s->ud)) {
             hv_flow_t *f = next_flow(s);
             if (f == NULL)
                 break;
@@ -317,10 +321,12 @@ void hv_sched_kick(hv_sched_t *s)
                 TAILQ_INSERT_TAIL(&s->ready, f, ready_link);
             }
             fhost_gc(s, fh);
+            s->started++;
             s->start(s->ud, job);
         }
-    } while (s->again);
+    } while (s->again && s->started < s->budget);
     s->dispatching = 0;
+    return s->started;
 }
 
 void hv_sched_drop_waiting(hv_sched_t *s, hv_flow_t *flow,

@@ -82,8 +82,10 @@ void hv_sched_submit(hv_sched_t *s, hv_flow_t *flow, hv_job_t *job, int front);
 /** `job` no longer holds its slot (finished, failed or redirected). */
 void hv_sched_done(hv_sched_t *s, hv_job_t *job);
 
-/** Start as many waiting jobs as the limits and gates allow. Re-entrant safe. */
-void hv_sched_kick(hv_sched_t *s);
+/** Start as many waiting jobs as the limits and gates allow, at most `max`; returns how many
+ *  were started. Re-entrant safe: a call from inside a start callback returns 0 and the
+ *  outer call goes on, within its own `max`. */
+unsigned hv_sched_kick(hv_sched_t *s, unsigned max);
 
 /** The host entry for key "scheme://host:port", or NULL. */
 hv_host_t *hv_sched_host_find(hv_sched_t *s, const char *key);
