@@ -48,7 +48,6 @@ static void on_handle_close(uv_handle_t *h)
     hv_conn_t *c = h->data;
     if (--c->_nhandles == 0) {
         hv_tls_free(c->_tls);
-        free(c->_rbuf);
         free(c->_host);
         free(c);
     }
@@ -234,6 +233,13 @@ fail:
     return rc;
 }
 
+/* One read buffer for every connection: what on_read receives (or TLS decrypts) is consumed
+ * before the callback returns, and deliveries never nest (a paused TLS connection's buffered
+ * records are delivered from its idle handle, not from inside another callback). Per
+ * connection, 64 KiB each came to 2 MiB of touched memory at 32 connections and more at
+ * 1,000. Connections live on the loop thread only. */
+static char read_buf[HV_CONN_READ_BUF];
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     hv_conn_t *c = h->data;
@@ -245,10 +251,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         buf->len = len;
         return;
     }
-    if (c->_rbuf == NULL)
-        c->_rbuf = hv_xmalloc(HV_CONN_READ_BUF);
-    buf->base = c->_rbuf;
-    buf->len = HV_CONN_READ_BUF;
+    buf->base = read_buf;
+    buf->len = sizeof(read_buf);
 }
 
 /* Send whatever mbedtls produced during the last call. */
@@ -305,10 +309,8 @@ static void tls_progress(hv_conn_t *c)
         c->cbs->on_connect(c, 0);
         return;
     }
-    if (c->_rbuf == NULL)
-        c->_rbuf = hv_xmalloc(HV_CONN_READ_BUF);
     while (c->state == HV_CONN_OPEN && c->_reading) {
-        ssize_t n = hv_tls_read(c->_tls, c->_rbuf, HV_CONN_READ_BUF);
+        ssize_t n = hv_tls_read(c->_tls, read_buf, sizeof(read_buf));
         tls_flush(c);
         if (n == 0)
             return;
@@ -321,7 +323,7 @@ static void tls_progress(hv_conn_t *c)
             }
             return;
         }
-        c->cbs->on_read(c, c->_rbuf, (size_t)n);
+        c->cbs->on_read(c, read_buf, (size_t)n);
     }
 }
 
@@ -352,7 +354,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         tls_progress(c);
         return;
     }
-    c->cbs->on_read(c, c->_rbuf, (size_t)nread);
+    c->cbs->on_read(c, read_buf, (size_t)nread);
 }
 
 static void on_write_cb(uv_write_t *req, int status)

@@ -30,7 +30,7 @@
 #include "harvestd/dns.h"
 #include "harvestd/tls.h"
 
-/** Size of the per-connection read buffer (reads are consumed synchronously). */
+/** Size of the read buffer all connections share (reads are consumed synchronously). */
 #define HV_CONN_READ_BUF (64 * 1024)
 
 typedef struct hv_conn_s hv_conn_t;
@@ -89,7 +89,6 @@ struct hv_conn_s {
     int _reading;
     int _tcp_retrying;          /* _tcp is closing so that the next address can be tried */
     int _nhandles;              /* handles still to close before the memory can go */
-    char *_rbuf;
 };
 
 /**
