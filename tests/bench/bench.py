@@ -11,7 +11,8 @@ Environment (set by the Makefile):
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
   2. parse_limit (tests/tools/parse_limit.c): gumbo alone on every core: the parse limit.
-  3. harvestd --once over HTTP (1k, 20k, 100k URLs) and HTTPS (20k) against the same nginx.
+  3. harvestd --once over HTTP (1k, 20k, 100k URLs) and HTTPS (20k) against the same nginx,
+     and over HTTP with an extraction rule that needs the whole tree, on parse_limit's pages.
   4. harvestd --once against delay_server (tests/tools/delay_server.c: 100 ms per response,
      500 loopback hosts) at --concurrency 1000: the latency bound.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
@@ -76,6 +77,10 @@ CONFIG.update({
     # One host on loopback: the whole default concurrency may go to it.
     "nginx_args": ["--concurrency", "32", "--per-host", "32"],
     "latency_args": ["--concurrency", "1000", "--per-host", "4"],
+    # The rules run: a field from the last element of every corpus page, so that no page can
+    # be settled from a prefix: gumbo builds the whole tree, as parse_limit does.
+    "rules_args": ["--extract", "updated=footer.footer p:nth-child(2)"],
+    "rules_field": ("updated", "Last updated on "),
     "latency_concurrency": 1000,
     "latency_delay_s": 0.1,
     "latency_hosts": 500,
@@ -87,6 +92,7 @@ CONFIG.update({
 TARGETS = {
     "http_pages_per_s": 3000,
     "http_vs_wrk": 0.25,
+    "rules_vs_parse": 0.85,
     "https_vs_http": 0.80,
     "latency_vs_bound": 0.90,
     "peak_rss_mib": 40,
@@ -429,13 +435,15 @@ def parse_summary(stderr_text):
     return None
 
 
-def check_records(out_path, expected_count, expected_title):
+def check_records(out_path, expected_count, expected_title, field=None):
     """Read harvestd's JSONL output. `expected_count` maps each requested URL to the number of
-    input lines that name it, `expected_title(url)` gives the title its page must yield.
+    input lines that name it, `expected_title(url)` gives the title its page must yield;
+    `field`, if given, is (name, prefix): every record's fields[name] must start with prefix.
     Returns (ok, why, details)."""
     seen = collections.Counter()
     failures = collections.Counter()
     bad_title = 0
+    bad_field = 0
     bad_json = 0
     example = None
     records = 0
@@ -464,6 +472,12 @@ def check_records(out_path, expected_count, expected_title):
                 bad_title += 1
                 if example is None:
                     example = rec
+            if field is not None:
+                value = (rec.get("fields") or {}).get(field[0])
+                if not isinstance(value, str) or not value.startswith(field[1]):
+                    bad_field += 1
+                    if example is None:
+                        example = rec
     missing = sum((expected_count - seen).values())
     extra = sum((seen - expected_count).values())
     problems = []
@@ -472,6 +486,8 @@ def check_records(out_path, expected_count, expected_title):
             "%s x%d" % kv for kv in failures.most_common(3))))
     if bad_title:
         problems.append("%d wrong/missing titles" % bad_title)
+    if bad_field:
+        problems.append("%d wrong/missing fields.%s" % (bad_field, field[0]))
     if bad_json:
         problems.append("%d lines not JSON" % bad_json)
     if missing:
@@ -479,12 +495,13 @@ def check_records(out_path, expected_count, expected_title):
     if extra:
         problems.append("%d unexpected records" % extra)
     details = {"records": records, "failed": dict(failures), "bad_title": bad_title,
+               "bad_field": bad_field,
                "bad_json": bad_json, "missing": missing, "extra": extra, "example": example}
     return not problems, "; ".join(problems), details
 
 
 def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title, extra_args,
-                 timeout):
+                 timeout, field=None):
     """One `harvestd --once` run. The child is started through /usr/bin/time, whose %M is the
     peak RSS of harvestd itself (see README.md: ru_maxrss of a child forked straight from this
     Python process would report this process's size); user+system CPU comes from os.wait4() on
@@ -563,10 +580,10 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
     if broke:
         last = [ln for ln in stderr_text.splitlines() if ln.strip()][-1:]
         res.update(ok=False, broke=True, why=broke + (": " + last[0][:200] if last else ""))
-        ok, why, details = check_records(out_path, expected_count, expected_title)
+        ok, why, details = check_records(out_path, expected_count, expected_title, field)
         res["records"] = details
         return res
-    ok, why, details = check_records(out_path, expected_count, expected_title)
+    ok, why, details = check_records(out_path, expected_count, expected_title, field)
     res.update(ok=ok, broke=False, why=why, records=details)
     if ok:
         os.unlink(out_path)   # up to 100k records: keep only failing outputs for inspection
@@ -847,7 +864,8 @@ class Bench:
             nginx.start()
         except BenchError as e:
             nginx.stop()
-            for label in ("wrk HTTP", "wrk HTTPS", "harvestd HTTP", "harvestd HTTPS"):
+            for label in ("wrk HTTP", "wrk HTTPS", "harvestd HTTP", "harvestd HTTPS",
+                          "harvestd HTTP, rules"):
                 self.fail_row(label, None, str(e))
             return
         try:
@@ -896,6 +914,15 @@ class Bench:
         self._nginx_harvest(nginx, "harvestd HTTPS", "https-%d" % CONFIG["https_run"], https_base,
                             CONFIG["https_run"], ["--ca-file", self.ca], "https")
 
+        # 4. Extraction rules that need the whole tree, on the pages parse_limit parsed.
+        if self.parse:
+            n = self.parse["pages"]
+            self._nginx_harvest(nginx, "harvestd HTTP, rules", "rules-%d" % n, http_base, n,
+                                CONFIG["rules_args"], "http", paths=self.paths[:n],
+                                field=CONFIG["rules_field"])
+        else:
+            self.fail_row("harvestd HTTP, rules", None, "no parse limit to compare with")
+
     def _nginx_errors(self, nginx, before, res):
         """A run during which nginx logged errors did not measure harvestd (or wrk) alone."""
         new = nginx.error_count() - before
@@ -906,15 +933,15 @@ class Bench:
             res["why"] = ((res["why"] + "; ") if res.get("why") else "") + text
             self.broken.append(text)
 
-    def _nginx_harvest(self, nginx, label, name, base, n, extra, scheme):
-        paths = self.paths
+    def _nginx_harvest(self, nginx, label, name, base, n, extra, scheme, paths=None, field=None):
+        paths = paths or self.paths
         urls = [base + paths[i % len(paths)] for i in range(n)]
         cut = len(base)
         titles = self.titles
         errors0 = nginx.error_count()
         res = run_harvestd(self.bin, self.runs_dir, name, urls, cycling_counts(n, base, paths),
                            lambda u: titles.get(u[cut:]), CONFIG["nginx_args"] + extra,
-                           timeout=120 + n // 100)
+                           timeout=120 + n // 100, field=field)
         self._nginx_errors(nginx, errors0, res)
         wrk = self.wrk.get(scheme)
         rate = res["pages_per_s"]
@@ -1009,6 +1036,16 @@ class Bench:
             target(name, http["ok"] and https["ok"] and ratio >= TARGETS["https_vs_http"],
                    "{:.1%} ({:,.0f} / {:,.0f})".format(ratio, https["pages_per_s"],
                                                        http["pages_per_s"]))
+        else:
+            target(name, False, "not measured")
+        rules = self.harvest.get("rules-%d" % self.parse["pages"]) if self.parse else None
+        name = "extraction rules (whole tree) >= {:.0%} of the gumbo parse limit".format(
+            TARGETS["rules_vs_parse"])
+        if rules and not rules["broke"]:
+            target(name, rules["ok"] and rules["vs_parse"] >= TARGETS["rules_vs_parse"],
+                   "{:.1%} ({:,.0f} / {:,.0f} pages/s{})".format(
+                       rules["vs_parse"], rules["pages_per_s"], self.parse["pages_per_s"],
+                       "" if rules["ok"] else ", run FAILED"))
         else:
             target(name, False, "not measured")
         lat = self.latency
