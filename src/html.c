@@ -8,6 +8,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/utf8.h"
+#include "html_int.h"
 
 /*
  * The pre-scan runs the HTML tokenizer's rules for finding tags (comments, quoted attribute
@@ -2171,16 +2172,16 @@ static size_t hv_html_tree_depth(GumboNode *root)
 
 /*
  * Make every node a child of the document, so that gumbo_destroy_output(), which recurses,
- * stays shallow on a tree the pre-scan underestimated. Relies on gumbo's default allocator
- * being malloc: the document's new child array is freed with free().
+ * stays shallow on a tree the pre-scan underestimated. The document's new child array comes
+ * from the parse's allocator, which gumbo_destroy_output() frees it with.
  */
-static void hv_html_flatten(GumboNode *doc)
+static void hv_html_flatten(const GumboOptions *o, GumboNode *doc)
 {
     size_t count = 0, depth = 0;
     for (GumboNode *n = hv_html_next(doc, doc, 1, &depth); n != NULL;
          n = hv_html_next(doc, n, 1, &depth))
         count++;
-    GumboNode **all = hv_xmalloc(count * sizeof(*all));
+    GumboNode **all = o->allocator(o->userdata, HV_MAX(count, (size_t)1) * sizeof(*all));
     size_t i = 0;
     depth = 0;
     for (GumboNode *n = hv_html_next(doc, doc, 1, &depth); n != NULL;
@@ -2192,7 +2193,7 @@ static void hv_html_flatten(GumboNode *doc)
         all[i]->parent = doc;
         all[i]->index_within_parent = i;
     }
-    free(doc->v.document.children.data);
+    o->deallocator(o->userdata, doc->v.document.children.data);
     doc->v.document.children.data = (void **)all;
     doc->v.document.children.length = (unsigned int)count;
     doc->v.document.children.capacity = (unsigned int)count;
@@ -2239,6 +2240,31 @@ static char *hv_html_title_text(GumboNode *title)
     return out;
 }
 
+static __thread hv_arena_t *thread_arena;
+
+void hv_html_use_arena(hv_arena_t *a)
+{
+    thread_arena = a;
+}
+
+void hv_html__gumbo_options(GumboOptions *o)
+{
+    *o = kGumboDefaultOptions;
+    o->max_errors = 0;
+    if (thread_arena != NULL) {
+        o->allocator = hv_arena_alloc;
+        o->deallocator = hv_arena_dealloc;
+        o->userdata = thread_arena;
+    }
+}
+
+void hv_html__gumbo_destroy(GumboOptions *o, GumboOutput *doc)
+{
+    gumbo_destroy_output(o, doc);
+    if (o->allocator == hv_arena_alloc)
+        hv_arena_reset(o->userdata);
+}
+
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
 {
     return hv_html_analyse_rules(body, len, NULL, NULL, out);
@@ -2247,9 +2273,8 @@ int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
 int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rules,
                           const char *base_url, hv_html_result_t *out)
 {
-    /* max_errors = 0: the default keeps every parse error, and unclosed nesting then costs
-     * memory quadratic in depth (gumbo aborts the process when malloc fails). */
-    GumboOptions opts = kGumboDefaultOptions;
+    /* gumbo aborts the process when malloc fails: the options keep max_errors at 0. */
+    GumboOptions opts;
     GumboOutput *doc = NULL;
     GumboNode *title = NULL;
     char *clean = NULL;
@@ -2258,7 +2283,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     size_t deepest = 0;
     int rc = 0;
 
-    opts.max_errors = 0;
+    hv_html__gumbo_options(&opts);
     if (body == NULL) {
         body = text = "";
         len = text_len = 0;
@@ -2285,7 +2310,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     deepest = hv_html_tree_depth(doc->document);
     if (deepest > HV_HTML_MAX_DEPTH + HV_HTML_TREE_SLACK) {
         out->depth = deepest;
-        hv_html_flatten(doc->document);
+        hv_html_flatten(&opts, doc->document);
         rc = HV_ENESTING;
         goto out;
     }
@@ -2298,7 +2323,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
 
 out:
     if (doc != NULL)
-        gumbo_destroy_output(&opts, doc);
+        hv_html__gumbo_destroy(&opts, doc);
     free(clean);
     return rc;
 }

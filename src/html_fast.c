@@ -16,6 +16,7 @@
 #include "harvestd/common.h"
 #include "harvestd/html.h"
 #include "harvestd/utf8.h"
+#include "html_int.h"
 
 static int is_html_space(char c)
 {
@@ -136,8 +137,8 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
         fixed = hv_utf8_sanitize(body, cut, &tlen);
         text = fixed;
     }
-    GumboOptions opts = kGumboDefaultOptions;
-    opts.max_errors = 0;
+    GumboOptions opts;
+    hv_html__gumbo_options(&opts);
     g = gumbo_parse_with_options(&opts, text, tlen);
     const GumboNode *t = first_title(g->document);
     /* Only a title inside <head> is settled by the prefix: later markup can neither move it
@@ -148,7 +149,7 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
         out->title = title_text(t);
         accepted = 1;
     }
-    gumbo_destroy_output(&opts, g);
+    hv_html__gumbo_destroy(&opts, g);
     free(fixed);
     return accepted;
 }

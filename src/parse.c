@@ -66,6 +66,10 @@ hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb 
 static void work_cb(uv_work_t *req)
 {
     hv_parse_group_t *g = hv_container_of(req, hv_parse_group_t, req);
+    /* gumbo's trees come from one arena per group: no malloc/free per node (see arena.h). */
+    hv_arena_t arena;
+    hv_arena_init(&arena);
+    hv_html_use_arena(&arena);
     for (unsigned i = 0; i < g->n; i++) {
         item_t *it = &g->items[i];
         uint64_t t0 = uv_hrtime();
@@ -84,6 +88,8 @@ static void work_cb(uv_work_t *req)
         free(it->body);
         it->body = NULL;
     }
+    hv_html_use_arena(NULL);
+    hv_arena_free(&arena);
 }
 
 static void finish_item(item_t *it)

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 
+#include "harvestd/arena.h"
 #include "harvestd/extract.h"
 
 /**
@@ -57,6 +58,13 @@ size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit);
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out);
 
 void hv_html_result_free(hv_html_result_t *r);
+
+/**
+ * From now on, parses on the calling thread take gumbo's memory from `a` (NULL: from malloc,
+ * the default), resetting it after each tree; the caller keeps `a` alive until it sets
+ * another and frees it itself. For a threadpool worker analysing a group of pages.
+ */
+void hv_html_use_arena(hv_arena_t *a);
 
 /**
  * hv_html_analyse() plus extraction: when `rules` is non-empty, out->fields receives the

@@ -7,6 +7,9 @@
 #define hv_html_analyse hv_html_test_analyse
 #define hv_html_result_free hv_html_test_result_free
 #define hv_html_analyse_rules hv_html_test_analyse_rules
+#define hv_html_use_arena hv_html_test_use_arena
+#define hv_html__gumbo_options hv_html_test__gumbo_options
+#define hv_html__gumbo_destroy hv_html_test__gumbo_destroy
 #include "../../src/html.c"
 
 #include "test.h"
@@ -280,16 +283,24 @@ TEST_IMPL(html_tree_depth_and_flatten)
      * exactly once). */
     size_t len;
     char *doc = repeat("<title>t</title>", "<div>", 3000, &len);
-    GumboOptions opts = kGumboDefaultOptions;
-    opts.max_errors = 0;
-    GumboOutput *out = gumbo_parse_with_options(&opts, doc, len);
-    ASSERT_EQ(3002, hv_html_tree_depth(out->document)); /* html, body, 3000 divs */
-    ASSERT_NOT_NULL(hv_html_find_title(out->document));
-    hv_html_flatten(out->document);
-    ASSERT_EQ(1, hv_html_tree_depth(out->document));
-    /* html, head, title, its text, body and the divs, all children of the document now */
-    ASSERT_EQ(3005, out->document->v.document.children.length);
-    gumbo_destroy_output(&opts, out);
+    hv_arena_t arena;
+    hv_arena_init(&arena);
+    /* With malloc, then with an arena: the new child array must come from the same one. */
+    for (int round = 0; round < 2; round++) {
+        hv_html_use_arena(round == 0 ? NULL : &arena);
+        GumboOptions opts;
+        hv_html__gumbo_options(&opts);
+        GumboOutput *out = gumbo_parse_with_options(&opts, doc, len);
+        ASSERT_EQ(3002, hv_html_tree_depth(out->document)); /* html, body, 3000 divs */
+        ASSERT_NOT_NULL(hv_html_find_title(out->document));
+        hv_html_flatten(&opts, out->document);
+        ASSERT_EQ(1, hv_html_tree_depth(out->document));
+        /* html, head, title, its text, body and the divs, all children of the document */
+        ASSERT_EQ(3005, out->document->v.document.children.length);
+        hv_html__gumbo_destroy(&opts, out);
+    }
+    hv_html_use_arena(NULL);
+    hv_arena_free(&arena);
     free(doc);
 }
 
