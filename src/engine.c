@@ -73,16 +73,23 @@ static void robots_ready(hv_engine_t *e, hv_hostpol_t *pol, hv_robots_t *rules, 
     pol->robots = rules;
     pol->robots_state = HV_ROBOTS_READY;
     pol->robots_unavailable = !available;
+    if (available) {
+        pol->robots_final = 0;
+        pol->robots_why[0] = '\0';
+    }
     pol->robots_expires_ms = uv_now(e->loop) + ttl_ms;
     uint64_t delay = hv_robots_crawl_delay_ms(rules);
     if (delay > 0)
         hv_polite_min_delay(pol, delay);
-    HV_LOG(HV_LOG_INFO, "event=robots host=%s result=%s rules=%zu crawl_delay_ms=%" PRIu64,
-           pol->key, why, hv_robots_rules(rules), delay);
+    HV_LOG(HV_LOG_INFO, "event=robots host=%s result=%s%s%s rules=%zu crawl_delay_ms=%" PRIu64,
+           pol->key, why, available ? "" : " cause=", available ? "" : pol->robots_why,
+           hv_robots_rules(rules), delay);
     hv_host_t *h = hv_sched_host_find(e->sched, pol->key);
     if (h != NULL)
         hv_sched_host_changed(e->sched, h);
 }
+
+static int transient(const hv_config_t *cfg, const hv_record_t *rec);
 
 /* A robots.txt request ended: with a body (2xx), or with the record saying how it failed. */
 static void robots_done(hv_engine_t *e, hv_job_t *job, const char *body, size_t len)
@@ -103,8 +110,17 @@ static void robots_done(hv_engine_t *e, hv_job_t *job, const char *body, size_t 
         else if (rec->error_type == HV_ET_TOO_MANY_REDIRECTS)
             robots_ready(e, pol, hv_robots_allow_all(), 1, e->cfg->robots_ttl_ms,
                          "redirects_allow_all");
-        else
+        else {
+            /* The refused pages say why; and when it would not pass by asking again (a 5xx
+             * always might), they fail at once instead of retrying into the same wall. */
+            if (rec->error_type == HV_ET_HTTP_STATUS && rec->http_status > 0)
+                snprintf(pol->robots_why, sizeof(pol->robots_why), "http_%d", rec->http_status);
+            else
+                snprintf(pol->robots_why, sizeof(pol->robots_why), "%s",
+                         rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
+            pol->robots_final = rec->error_type != HV_ET_HTTP_STATUS && !transient(e->cfg, rec);
             robots_ready(e, pol, hv_robots_disallow_all(), 0, retry_ms, "unavailable_disallow_all");
+        }
     } else {
         pol->robots_state = HV_ROBOTS_UNKNOWN;
     }
@@ -143,17 +159,22 @@ static void need_robots(void *ud, hv_host_t *h)
 }
 
 /* A page job's host forbids its URL: a record, no request. */
-static void robots_refuse(hv_engine_t *e, hv_job_t *job, int unavailable)
+static void robots_refuse(hv_engine_t *e, hv_job_t *job, const hv_hostpol_t *pol)
 {
     hv_record_t *rec = job->rec;
+    char why[80];
     free(rec->url);
     rec->url = hv_xstrdup(job->url.href);
     rec->redirects = (int)job->redirects;
     rec->attempts = (int)job->attempts;
     rec->elapsed_ms = (int64_t)(uv_now(e->loop) - job->started_ms);
     rec->fetched_at_ms = hv_now_unix_ms();
-    hv_record_fail(rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS,
-                   unavailable ? "robots_txt_unavailable" : "disallowed_by_robots_txt");
+    if (pol->robots_unavailable)
+        snprintf(why, sizeof(why), "robots_txt_unavailable_%s", pol->robots_why);
+    else
+        snprintf(why, sizeof(why), "disallowed_by_robots_txt");
+    job->robots_retry = pol->robots_unavailable && !pol->robots_final;
+    hv_record_fail(rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, why);
     e->robots_disallowed++;
     /* No request went out: the host's pacing slot (Crawl-delay) is not used up. Done
      * re-evaluates the host with the slot given back. */
@@ -174,7 +195,7 @@ static void start_job(void *ud, hv_job_t *job)
         hv_hostpol_t *pol = job->host->pol;
         if (e->cfg->obey_robots && pol->robots != NULL &&
             !hv_robots_allowed(pol->robots, job->url.target, strlen(job->url.target))) {
-            robots_refuse(e, job, pol->robots_unavailable);
+            robots_refuse(e, job, pol);
             on_failed(e, job);
             return;
         }
@@ -302,6 +323,33 @@ static void on_retry_timer(uv_timer_t *t)
     hv_engine_update(e);
 }
 
+/* Would the same request plausibly succeed a little later? */
+static int transient(const hv_config_t *cfg, const hv_record_t *rec)
+{
+    switch (rec->error_type) {
+    case HV_ET_HTTP_STATUS:
+        return rec->http_status >= 100 && rec->http_status <= 599 &&
+               cfg->retry_status[rec->http_status];
+    case HV_ET_CONNECT:
+    case HV_ET_CONNECT_TIMEOUT:
+    case HV_ET_READ_TIMEOUT:
+    case HV_ET_TOTAL_TIMEOUT:
+    case HV_ET_CONNECTION_RESET:
+        return 1;
+    case HV_ET_DNS:
+        /* A name that does not exist will not exist in a second either. */
+        return rec->error != NULL && (strcmp(rec->error, "dns_temporary_failure") == 0 ||
+                                      strncmp(rec->error, "dns_lookup_exceeded", 19) == 0);
+    case HV_ET_TLS:
+        /* Broken handshakes can be transient; alerts and protocol errors are not. */
+        return rec->error != NULL &&
+               (strcmp(rec->error, "tls_closed_during_handshake") == 0 ||
+                strcmp(rec->error, "tls_connection_reset_during_handshake") == 0);
+    default:
+        return 0;
+    }
+}
+
 /* Is this failure worth another attempt? 1 with job->retry_at set, or 0. */
 static int plan_retry(hv_engine_t *e, hv_job_t *job)
 {
@@ -311,37 +359,9 @@ static int plan_retry(hv_engine_t *e, hv_job_t *job)
 
     if (e->stopping || job->attempts > cfg->retries)
         return 0;
-    switch (rec->error_type) {
-    case HV_ET_HTTP_STATUS:
-        if (rec->http_status < 100 || rec->http_status > 599 || !cfg->retry_status[rec->http_status])
-            return 0;
-        break;
-    case HV_ET_CONNECT:
-    case HV_ET_CONNECT_TIMEOUT:
-    case HV_ET_READ_TIMEOUT:
-    case HV_ET_TOTAL_TIMEOUT:
-    case HV_ET_CONNECTION_RESET:
-        break;
-    case HV_ET_DNS:
-        /* A name that does not exist will not exist in a second either. */
-        if (rec->error == NULL || (strcmp(rec->error, "dns_temporary_failure") != 0 &&
-                                   strncmp(rec->error, "dns_lookup_exceeded", 19) != 0))
-            return 0;
-        break;
-    case HV_ET_ROBOTS:
-        /* An unreachable robots.txt forbids everything only "for now": try again later. */
-        if (rec->error == NULL || strcmp(rec->error, "robots_txt_unavailable") != 0)
-            return 0;
-        break;
-    case HV_ET_TLS:
-        /* Broken handshakes can be transient; alerts and protocol errors are not. */
-        if (rec->error == NULL || (strcmp(rec->error, "tls_closed_during_handshake") != 0 &&
-                                   strcmp(rec->error, "tls_connection_reset_during_handshake") != 0))
-            return 0;
-        break;
-    default:
+    /* An unreachable robots.txt forbids everything only "for now": try again later. */
+    if (rec->error_type == HV_ET_ROBOTS ? !job->robots_retry : !transient(cfg, rec))
         return 0;
-    }
     uint64_t base = cfg->retry_base_ms << HV_MIN(job->attempts - 1, 30u);
     if (base > cfg->retry_max_ms || base < cfg->retry_base_ms)
         base = cfg->retry_max_ms;

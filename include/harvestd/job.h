@@ -37,6 +37,7 @@ typedef struct hv_job_s {
     uint64_t started_ms;       /* loop time of the first dispatch; 0 before */
     uint64_t deadline_ms;      /* loop time by which the whole download must end */
     int fresh_conn_retried;    /* a stale keep-alive connection already cost one retry */
+    int robots_retry;          /* refused by a robots.txt that was unreachable "for now" */
     unsigned attempts;         /* attempts started (1 for the first; retries add one each) */
     int64_t retry_after_ms;    /* the server's Retry-After of the last failure, -1 none */
     uint64_t retry_at;         /* loop time the next attempt may start (while delayed) */

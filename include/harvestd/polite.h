@@ -45,6 +45,9 @@ typedef struct hv_hostpol_s {
     hv_robots_state_t robots_state;
     hv_robots_t *robots;
     int robots_unavailable;  /* the rules are a stand-in: robots.txt could not be fetched */
+    int robots_final;        /* ... for a reason that asking again soon would not change (a
+                                name that does not exist, an untrusted certificate) */
+    char robots_why[48];     /* ... and why: http_503, connection_refused, ... */
     uint64_t robots_expires_ms;
     /* private */
     unsigned _refs;

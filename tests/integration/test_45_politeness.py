@@ -526,7 +526,7 @@ def test_45_43_robots_500_disallows_everything(run_harvestd, fresh_origin):
     urls = [fresh_origin.url("/page?title=p%d" % i) for i in range(3)]
     run = robots_run(run_harvestd, urls, "--retries", "0")
     for r in run.records:
-        assert_failed(r, "download", "RobotsDisallowed", "robots_txt_unavailable")
+        assert_failed(r, "download", "RobotsDisallowed", "robots_txt_unavailable_http_500")
         check_attempts(r, 1)
     assert fresh_origin.find_request("/page") == []
     assert len(fresh_origin.requests_to("/robots.txt")) == 1
@@ -537,7 +537,7 @@ def test_45_43_robots_500_disallows_everything(run_harvestd, fresh_origin):
     fresh_origin.reset()
     run = robots_run(run_harvestd, urls, "--retries", "1", "--retry-base", "100ms")
     for r in run.records:
-        assert_failed(r, "download", "RobotsDisallowed", "robots_txt_unavailable")
+        assert_failed(r, "download", "RobotsDisallowed", "robots_txt_unavailable_http_500")
         check_attempts(r, 2)
     assert fresh_origin.find_request("/page") == []
     assert len(fresh_origin.requests_to("/robots.txt")) == 1
@@ -545,9 +545,29 @@ def test_45_43_robots_500_disallows_everything(run_harvestd, fresh_origin):
 
 
 def test_45_44_robots_unreachable_disallows_everything(run_harvestd, closed_port):
+    # The record names what made robots.txt unreachable; a refused connection may pass later,
+    # so the URL is retried like one.
     url = "http://127.0.0.1:%d/page" % closed_port
     run = robots_run(run_harvestd, [url], "--retries", "0")
-    assert_failed(run.records[0], "download", "RobotsDisallowed", "robots_txt_unavailable")
+    assert_failed(run.records[0], "download", "RobotsDisallowed",
+                  "robots_txt_unavailable_connection_refused")
+    run = robots_run(run_harvestd, [url], "--retries", "1", "--retry-base", "50ms")
+    assert_failed(run.records[0], "download", "RobotsDisallowed",
+                  "robots_txt_unavailable_connection_refused")
+    check_attempts(run.records[0], 2)
+
+
+def test_45_44b_robots_unreachable_for_good_is_not_retried(run_harvestd, tls_origin):
+    # An untrusted certificate will not be trusted a second later: the URLs that wait for
+    # robots.txt fail at once, naming the cause, however many retries are allowed.
+    urls = [tls_origin.url("/page?title=never%d" % i) for i in range(2)]
+    run = robots_run(run_harvestd, urls, "--retries", "2", "--retry-base", "50ms")
+    for r in run.records:
+        assert_failed(r, "download", "RobotsDisallowed",
+                      "robots_txt_unavailable_certificate_untrusted")
+        check_attempts(r, 1)
+    assert run.summary["retries"] == 0
+    assert tls_origin.requests == []
 
 
 def test_45_45_crawl_delay_raises_the_host_delay(run_harvestd, fresh_origin):
