@@ -101,12 +101,21 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
     hv_url_t url;
     int rc;
 
-    if (b->skip != NULL && !overlong && b->skip(b->skip_ud, line, len)) {
+    int verdict = b->skip != NULL && !overlong ? b->skip(b->skip_ud, line, len) : HV_BATCH_FETCH;
+    if (verdict == HV_BATCH_SKIP) {
         b->stats.skipped++;
         return may_read_input(b) ? 0 : (b->source_paused = 1);
     }
     b->stats.lines++;
     hv_record_t *rec = hv_record_new(line, len);
+    if (verdict == HV_BATCH_CRASHED) {
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_PARSER_CRASHED, "parser_crashed_on_this_page");
+        HV_LOG(HV_LOG_WARNING, "event=parser_crashed_before batch=%s line=%" PRIu64, b->name,
+               lineno);
+        push_result(b, rec);
+        hv_engine_update(b->e);
+        return may_read_input(b) ? 0 : (b->source_paused = 1);
+    }
     if (overlong) {
         rc = HV_EURL;
         reason = "line_exceeds_8_kib";
@@ -281,6 +290,7 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->skip = opts->skip;
     b->skip_ud = opts->skip_ud;
     b->rules = opts->rules;
+    b->crash_note = opts->crash_note;
     TAILQ_INIT(&b->results);
     b->flow = hv_sched_flow_new(e->sched, may_start, b, 0);
     b->stats.started_ms = uv_now(e->loop);

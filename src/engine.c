@@ -541,7 +541,7 @@ static void submit_group(hv_engine_t *e, hv_page_t *pg)
     if (want > HV_PARSE_GROUP)
         want = HV_PARSE_GROUP;
     hv_batch_t *b = pg->batch;
-    hv_parse_group_t *g = hv_parse_group_new(e->parse, b, b->rules);
+    hv_parse_group_t *g = hv_parse_group_new(e->parse, b, b->rules, b->crash_note);
     size_t bytes = 0;
     while (pg != NULL) {
         hv_page_t *next = TAILQ_NEXT(pg, link);

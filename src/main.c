@@ -25,6 +25,7 @@
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
 #include "harvestd/log.h"
+#include "harvestd/parse.h"
 #include "harvestd/metrics.h"
 #include "harvestd/reader.h"
 #include "harvestd/spool.h"
@@ -398,6 +399,7 @@ static int start_once(app_t *app)
         .output_path = app->cfg.output_path,
         .fsync = HV_FSYNC_NEVER, /* one fsync at the end is enough for --once */
         .rules = rules,
+        .crash_note = NULL, /* nothing resumes a --once run */
     };
     rc = hv_batch_new(app->engine, &opts, src, on_once_done, app, &app->batch);
     if (rc != 0) {
@@ -510,6 +512,9 @@ static int start_daemon(app_t *app)
     char err[1500];
     static const hv_spool_cbs_t cbs = {on_spool_fatal, on_spool_progress};
 
+    /* A page that crashes the parser is noted, so that the restart does not fetch it into
+     * the same crash (parse.h). */
+    hv_parse_catch_crashes();
     app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
     int rc = hv_spool_open(&app->loop, &app->cfg, app->engine, &cbs, app, &app->spool, err,
                            sizeof(err));

@@ -10,10 +10,13 @@
 #include "harvestd/parse.h"
 
 #include <assert.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <unistd.h>
 
 #include "harvestd/charset.h"
 #include "harvestd/common.h"
@@ -36,6 +39,7 @@ struct hv_parse_group_s {
     int fast;                 /* try the title fast path first */
     void *tag;
     const hv_ruleset_t *rules; /* extraction rules of the batch (shared, read-only) */
+    const char *crash_note;   /* path of the batch's crash note, NULL: none */
     unsigned n;
     size_t bytes;
     item_t items[HV_PARSE_GROUP];
@@ -45,6 +49,7 @@ struct hv_parse_group_s {
 struct hv_parse_s {
     uv_loop_t *loop;
     int fast;
+    char *abort_marker;       /* HARVESTD_TEST_PARSE_ABORT (see work_cb) */
     hv_parse_done_cb done;
     void *ud;
     unsigned busy;
@@ -56,10 +61,50 @@ hv_parse_t *hv_parse_new(uv_loop_t *loop, int title_fast_path, hv_parse_done_cb 
     hv_parse_t *p = hv_xcalloc(1, sizeof(*p));
     p->fast = title_fast_path;
     p->loop = loop;
+    const char *marker = getenv("HARVESTD_TEST_PARSE_ABORT");
+    if (marker != NULL && *marker != '\0')
+        p->abort_marker = hv_xstrdup(marker);
     p->done = done;
     p->ud = ud;
     LIST_INIT(&p->groups);
     return p;
+}
+
+/* The page this worker thread is parsing, for the fatal-signal handler. */
+static __thread const char *current_note;
+static __thread const char *current_line;
+
+static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+static struct sigaction previous[sizeof(fatal_signals) / sizeof(fatal_signals[0])];
+
+static void on_fatal_signal(int sig)
+{
+    if (current_note != NULL && current_line != NULL) {
+        int fd = open(current_note, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            ssize_t rc = write(fd, current_line, strlen(current_line));
+            rc += write(fd, "\n", 1);
+            (void)rc; /* nothing more can be done about a failure here */
+            fsync(fd);
+            close(fd);
+        }
+    }
+    for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++) {
+        if (fatal_signals[i] == sig)
+            sigaction(sig, &previous[i], NULL);
+    }
+    raise(sig); /* delivered when the handler returns: the default action, or a sanitizer's */
+}
+
+void hv_parse_catch_crashes(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NODEFER;
+    for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+        sigaction(fatal_signals[i], &sa, &previous[i]);
 }
 
 /* Worker thread: only the group is touched. */
@@ -73,6 +118,13 @@ static void work_cb(uv_work_t *req)
     for (unsigned i = 0; i < g->n; i++) {
         item_t *it = &g->items[i];
         uint64_t t0 = uv_hrtime();
+        current_note = g->crash_note;
+        current_line = it->rec->requested_url;
+        /* Fault injection for the tests of the crash note: a page holding the marker takes
+         * the process down as a parser assertion would. */
+        if (g->p->abort_marker != NULL && it->body != NULL &&
+            memmem(it->body, it->len, g->p->abort_marker, strlen(g->p->abort_marker)) != NULL)
+            abort();
         /* The item owns its record while it runs: reading it here is safe. */
         hv_charset_result_t cs;
         hv_charset_decode(it->body, it->len, it->rec->content_type, &cs);
@@ -87,7 +139,9 @@ static void work_cb(uv_work_t *req)
         it->ns = uv_hrtime() - t0;
         free(it->body);
         it->body = NULL;
+        current_line = NULL;
     }
+    current_note = NULL;
     hv_html_use_arena(NULL);
     hv_arena_free(&arena);
 }
@@ -137,13 +191,15 @@ static void after_work_cb(uv_work_t *req, int status)
     free(g);
 }
 
-hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag, const hv_ruleset_t *rules)
+hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag, const hv_ruleset_t *rules,
+                                     const char *crash_note)
 {
     hv_parse_group_t *g = hv_xcalloc(1, sizeof(*g));
     g->p = p;
     g->fast = p->fast;
     g->tag = tag;
     g->rules = rules;
+    g->crash_note = crash_note;
     return g;
 }
 
@@ -196,5 +252,6 @@ void hv_parse_cancel_pending(hv_parse_t *p, const void *tag)
 void hv_parse_free(hv_parse_t *p)
 {
     assert(p->busy == 0);
+    free(p->abort_marker);
     free(p);
 }

@@ -88,6 +88,7 @@ struct hv_batch_s {
     hv_batch_skip_cb skip;
     void *skip_ud;
     const hv_ruleset_t *rules;  /* extraction rules (owned by the config), NULL: title only */
+    const char *crash_note;     /* crash note path (owned by the caller), NULL: none */
 
     hv_flow_t *flow;
     uint64_t jobs_alive;       /* jobs created and not yet ended (waiting, in flight, delayed) */

@@ -31,6 +31,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_CERTIFICATE] = "CertificateError",
     [HV_ET_TLS] = "TlsError",
     [HV_ET_ROBOTS] = "RobotsDisallowed",
+    [HV_ET_PARSER_CRASHED] = "ParserCrashed",
 };
 
 hv_record_t *hv_record_new(const char *requested_url, size_t len)

@@ -31,9 +31,11 @@ typedef struct sbatch_s {
     char *active_path;
     char *out_path;
     char *summary_path;
+    char *crash_path;         /* out/NAME.crashes: input lines whose page crashed the parser */
     int lock_fd;
     int resumed;
     hv_okset_t *okset;
+    hv_okset_t *crashed;      /* lines of the crash note, NULL if there is none */
     hv_batch_t *batch;
     TAILQ_ENTRY(sbatch_s) link;
 } sbatch_t;
@@ -297,6 +299,8 @@ static void sbatch_free(sbatch_t *sb)
     if (sb->lock_fd >= 0)
         close(sb->lock_fd); /* releases the flock */
     hv_okset_free(sb->okset);
+    hv_okset_free(sb->crashed);
+    free(sb->crash_path);
     free(sb->name);
     free(sb->active_path);
     free(sb->out_path);
@@ -324,6 +328,9 @@ static void finish_complete(sbatch_t *sb)
                uv_err_name(rc));
     else
         fsync_dir(sp->done);
+    /* Its lines have their ParserCrashed records now. */
+    if (unlink(sb->crash_path) == 0)
+        fsync_dir(sp->out);
 }
 
 static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
@@ -364,7 +371,38 @@ static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detai
 static int skip_line(void *ud, const char *line, size_t len)
 {
     sbatch_t *sb = ud;
-    return sb->okset != NULL && hv_okset_take(sb->okset, line, len);
+    if (sb->okset != NULL && hv_okset_take(sb->okset, line, len))
+        return HV_BATCH_SKIP;
+    if (sb->crashed != NULL && hv_okset_take(sb->crashed, line, len)) {
+        hv_okset_add(sb->crashed, line, len); /* every occurrence of the line */
+        return HV_BATCH_CRASHED;
+    }
+    return HV_BATCH_FETCH;
+}
+
+/* The crash note of a batch being resumed: the lines whose page took the parser down. NULL
+ * when there is none (or it cannot be read: those pages are then tried again). */
+static hv_okset_t *read_crash_note(const char *path, const char *name)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return NULL;
+    hv_okset_t *set = hv_okset_new();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        if (line[n - 1] != '\n')
+            break; /* torn by the crash: the page was not noted */
+        if (n > 1) {
+            hv_okset_add(set, line, (size_t)n - 1);
+            HV_LOG(HV_LOG_WARNING, "event=parser_crash_noted batch=\"%s\" url=%.*s", name,
+                   (int)HV_MIN(n - 1, 2048), line);
+        }
+    }
+    free(line);
+    fclose(f);
+    return set;
 }
 
 /* Look at the start of the input: a NUL byte means it is not a URL list. */
@@ -428,6 +466,9 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
     sb->active_path = join(sp->active, name, "");
     sb->out_path = join(sp->out, name, ".jsonl");
     sb->summary_path = join(sp->out, name, ".summary.json");
+    sb->crash_path = join(sp->out, name, ".crashes");
+    if (!resume)
+        unlink(sb->crash_path); /* a stale one cannot be this batch's */
 
     if (resume && exists(sb->summary_path)) {
         /* Completed, then interrupted before the input moved to done/. */
@@ -457,6 +498,7 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
             sbatch_free(sb);
             return;
         }
+        sb->crashed = read_crash_note(sb->crash_path, name);
         HV_LOG(HV_LOG_NOTICE,
                "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
                " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
@@ -481,6 +523,7 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
         .skip = resume ? skip_line : NULL,
         .skip_ud = sb,
         .rules = rules,
+        .crash_note = sb->crash_path,
     };
     if (resume && !exists(sb->out_path)) {
         /* Nothing was written before the interruption: start the output afresh. */

@@ -27,8 +27,11 @@ typedef struct hv_batch_s hv_batch_t;
 
 typedef void (*hv_batch_done_cb)(void *ud, hv_batch_t *b, int status, const char *detail);
 
-/** Decides, per input line, whether it already has its record (resume). Returns 1 to skip. */
+/** Decides, per input line, whether it already has its record (resume): HV_BATCH_FETCH, or
+ *  HV_BATCH_SKIP, or HV_BATCH_CRASHED for a line whose page took the parser down before (it
+ *  gets a ParserCrashed record and is not fetched again). */
 typedef int (*hv_batch_skip_cb)(void *ud, const char *line, size_t len);
+enum { HV_BATCH_FETCH = 0, HV_BATCH_SKIP = 1, HV_BATCH_CRASHED = 2 };
 
 typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
 
@@ -41,6 +44,8 @@ typedef struct {
     hv_batch_skip_cb skip;     /* optional */
     void *skip_ud;
     const hv_ruleset_t *rules; /* extraction rules (outlive the batch); NULL: title only */
+    const char *crash_note;    /* path of the crash note (see hv_parse_catch_crashes),
+                                  outliving the batch; NULL: none */
 } hv_batch_opts_t;
 
 typedef struct {

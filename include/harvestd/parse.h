@@ -33,8 +33,10 @@ typedef struct hv_parse_group_s hv_parse_group_t;
 
 /** Start a group of pages of one batch (`tag` comes back with each result). Pages are decoded
  * to UTF-8 (charset.h) and analysed; with non-empty `rules` (shared, read-only, outliving the
- * group) the whole page is parsed and the fields extracted. */
-hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag, const hv_ruleset_t *rules);
+ * group) the whole page is parsed and the fields extracted. `crash_note` (NULL: none; must
+ * outlive the group) is the path of the batch's crash note: see hv_parse_catch_crashes(). */
+hv_parse_group_t *hv_parse_group_new(hv_parse_t *p, void *tag, const hv_ruleset_t *rules,
+                                     const char *crash_note);
 /** Add a page: `body` (malloc'd) and `rec` are taken over. UV_ENOBUFS when the group is full
  * (nothing taken). */
 int hv_parse_group_add(hv_parse_group_t *g, hv_record_t *rec, char *body, size_t len);
@@ -49,6 +51,17 @@ unsigned hv_parse_busy(const hv_parse_t *p);
 /** Cancel parses with `tag` (NULL: all) that have not started yet (they end with
  * `cancelled`). */
 void hv_parse_cancel_pending(hv_parse_t *p, const void *tag);
+
+/**
+ * From now on, a fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) raised while a worker
+ * parses a page first appends that page's input line and a newline to its group's crash
+ * note (open(2), write(2), fsync(2) and close(2) only: the file appears only then), then
+ * takes its previous course (the process dies). The
+ * daemon calls this once at start: after a restart, the batch fails that line as
+ * ParserCrashed instead of fetching it again into the same crash. Not thread-safe against
+ * other sigaction() calls; call it from the main thread before any parse.
+ */
+void hv_parse_catch_crashes(void);
 
 /** Free the stage; no parse may be in flight. */
 void hv_parse_free(hv_parse_t *p);

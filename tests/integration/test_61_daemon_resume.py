@@ -7,12 +7,14 @@ import collections
 import json
 import os
 import random
+import resource
 import signal
 import time
 
 import pytest
 
-from harness import SLOWDOWN, assert_ok, check_summary, parse_records, title_of, url_lines, wait_complete
+from harness import (SLOWDOWN, assert_failed, assert_ok, check_summary, parse_records, title_of,
+                     url_lines, wait_complete)
 
 
 def ok_counts(records):
@@ -314,4 +316,56 @@ def test_61_09_resumed_batches_respect_max_active_batches(start_daemon, spool, f
         "with max_active_batches = 1, %d resumed batches run at once (%r), requests for %r" % (
             len(started), started, held)
     wait_complete(d, spool, names, timeout=10)
+    assert d.stop() == 0
+
+
+def test_61_10_a_page_that_crashes_the_parser_is_not_fetched_again(start_daemon, spool,
+                                                                    fresh_origin):
+    """A page that makes the parser abort (HARVESTD_TEST_PARSE_ABORT injects the abort a gumbo
+    assertion would cause) takes the daemon down: a failure of ours is not a page's. Its line
+    is noted in out/NAME.crashes on the way down, and the restart, with the fault still armed,
+    records every occurrence of that line as ParserCrashed instead of fetching it into the
+    same crash; the batch completes and the note goes."""
+    o = fresh_origin
+    marker = "poison-61-10"
+    bad = o.url("/page?title=" + marker)
+    good = [o.url("/page?title=g%d" % i) for i in range(5)]
+    lines = good[:2] + [bad] + good[2:] + [bad]
+    env = dict(os.environ, HARVESTD_TEST_PARSE_ABORT=marker)
+    note = spool.path("out", "poison.txt.crashes")
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))  # no core file from the abort
+    try:
+        d = start_daemon(env=env, concurrency=1, per_host=1, flush_ms="20ms")
+        data = spool.drop("poison.txt", lines)
+        d.poll_until(lambda: not d.running(), 20, "the daemon to abort on the poisoned page")
+        assert d.popen.returncode == -signal.SIGABRT, d.stderr_text()[-3000:]
+        d.rc = d.popen.returncode
+        assert spool.files("active") == ["poison.txt"]
+        assert not spool.has_summary("poison.txt")
+        with open(note) as f:
+            noted = f.read()
+        # One line, or two when the other worker reached the second occurrence while the
+        # first was being noted (the process dies only after the note's fsync).
+        assert noted in (bad + "\n", 2 * (bad + "\n")), noted
+        fetched = len(o.find_request(marker))
+        d = start_daemon(env=env, flush_ms="20ms")
+        wait_complete(d, spool, ["poison.txt"], timeout=10)
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, core)
+    recs = spool.records("poison.txt")
+    assert {r["requested_url"] for r in recs} == set(url_lines(data))
+    crashed = [r for r in recs if r["requested_url"] == bad]
+    assert len(crashed) == 2, crashed
+    for r in crashed:
+        assert_failed(r, "parse", "ParserCrashed", "parser_crashed_on_this_page")
+    oks = ok_counts(recs)
+    for u in good:
+        assert oks[u] == 1, (u, oks)
+    assert len(o.find_request(marker)) == fetched  # not fetched again after the restart
+    assert not os.path.exists(note)
+    s = spool.summary("poison.txt")
+    assert s["error_types"] == {"ParserCrashed": 2}, s
+    assert len(d.events("parser_crash_noted")) == noted.count("\n")
+    assert len(d.events("parser_crashed_before")) == 2
     assert d.stop() == 0
