@@ -3,7 +3,11 @@
  *
  * Each client owns a tcp handle and a timer (the whole exchange must finish within
  * CLIENT_TIMEOUT_MS); the client is freed when both are closed. One request per connection:
- * the response is written, then the connection closes.
+ * the response is written, then the connection closes, lingering (as nginx's lingering_close
+ * does): our side is shut down and whatever the client still sends is read and dropped until
+ * it closes, for LINGER_MS and LINGER_BYTES at most. Closing at once with request bytes
+ * unread (an oversized or pipelined request) makes the kernel send a reset, which can destroy
+ * the response before the client has read it (RFC 9112, section 9.6).
  */
 #include "harvestd/metrics.h"
 
@@ -21,6 +25,8 @@
 #define MAX_REQUEST 8192
 #define MAX_CLIENTS 64
 #define CLIENT_TIMEOUT_MS 10000
+#define LINGER_MS 2000
+#define LINGER_BYTES (1024 * 1024)
 #define LAG_PROBE_MS 500
 
 hv_metrics_t hv_metrics;
@@ -124,6 +130,7 @@ typedef struct client_s {
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_write_t wreq;
+    uv_shutdown_t sreq;
     llhttp_t parser;
     char url[64];
     size_t url_len;
@@ -187,11 +194,44 @@ static void client_close(client_t *c)
         uv_close((uv_handle_t *)&c->timer, on_client_handle_close);
 }
 
+static void on_client_timeout(uv_timer_t *t);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+static void on_linger_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    client_t *c = s->data;
+    (void)buf;
+    if (nread == 0)
+        return;
+    if (nread < 0) {
+        client_close(c); /* the client closed too (or failed): done */
+        return;
+    }
+    c->bytes += (size_t)nread;
+    if (c->bytes > MAX_REQUEST + LINGER_BYTES)
+        client_close(c);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    if (status != 0)
+        client_close(req->data); /* UV_ECANCELED when closed meanwhile: idempotent */
+}
+
 static void on_written(uv_write_t *req, int status)
 {
     client_t *c = req->data;
-    (void)status;
-    client_close(c);
+    if (status != 0 || uv_is_closing((uv_handle_t *)&c->tcp)) {
+        client_close(c);
+        return;
+    }
+    c->sreq.data = c;
+    if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) != 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_linger_read) != 0) {
+        client_close(c);
+        return;
+    }
+    uv_timer_start(&c->timer, on_client_timeout, LINGER_MS, 0);
 }
 
 static void respond(client_t *c, int code, const char *reason, const char *ctype, hv_buf_t *body)
