@@ -16,7 +16,6 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
-#include <mbedtls/oid.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_internal.h>
 #include <mbedtls/x509_crt.h>
@@ -142,6 +141,8 @@ fail:
     return UV_EINVAL;
 }
 
+static void session_drop(hv_tls_ctx_t *ctx, session_t *s);
+
 void hv_tls_ctx_free(hv_tls_ctx_t *ctx)
 {
     session_t *s, *tmp;
@@ -149,10 +150,7 @@ void hv_tls_ctx_free(hv_tls_ctx_t *ctx)
         return;
     HASH_ITER(hh, ctx->sessions, s, tmp)
     {
-        HASH_DEL(ctx->sessions, s);
-        mbedtls_ssl_session_free(&s->sess);
-        free(s->key);
-        free(s);
+        session_drop(ctx, s);
     }
     mbedtls_ssl_config_free(&ctx->conf);
     mbedtls_x509_crt_free(&ctx->ca);
@@ -175,20 +173,23 @@ static session_t *session_find(hv_tls_ctx_t *ctx, const char *key)
     return s;
 }
 
+static void session_drop(hv_tls_ctx_t *ctx, session_t *s)
+{
+    HASH_DEL(ctx->sessions, s);
+    TAILQ_REMOVE(&ctx->lru, s, lru);
+    ctx->nsessions--;
+    mbedtls_ssl_session_free(&s->sess);
+    free(s->key);
+    free(s);
+}
+
 static void session_save(hv_tls_t *t)
 {
     hv_tls_ctx_t *ctx = t->ctx;
     session_t *s = session_find(ctx, t->key);
     if (s == NULL) {
-        if (ctx->nsessions >= SESSION_CACHE_MAX) {
-            session_t *old = TAILQ_FIRST(&ctx->lru);
-            HASH_DEL(ctx->sessions, old);
-            TAILQ_REMOVE(&ctx->lru, old, lru);
-            mbedtls_ssl_session_free(&old->sess);
-            free(old->key);
-            free(old);
-            ctx->nsessions--;
-        }
+        if (ctx->nsessions >= SESSION_CACHE_MAX)
+            session_drop(ctx, TAILQ_FIRST(&ctx->lru)); /* the least recently used */
         s = hv_xcalloc(1, sizeof(*s));
         s->key = hv_xstrdup(t->key);
         mbedtls_ssl_session_init(&s->sess);
@@ -201,15 +202,9 @@ static void session_save(hv_tls_t *t)
         TAILQ_REMOVE(&ctx->lru, s, lru);
         TAILQ_INSERT_TAIL(&ctx->lru, s, lru);
     }
-    if (mbedtls_ssl_get_session(&t->ssl, &s->sess) != 0) {
-        /* Nothing to resume from: forget the entry rather than offer a broken one. */
-        HASH_DEL(ctx->sessions, s);
-        TAILQ_REMOVE(&ctx->lru, s, lru);
-        mbedtls_ssl_session_free(&s->sess);
-        free(s->key);
-        free(s);
-        ctx->nsessions--;
-    }
+    /* Nothing to resume from: forget the entry rather than offer a broken one. */
+    if (mbedtls_ssl_get_session(&t->ssl, &s->sess) != 0)
+        session_drop(ctx, s);
 }
 
 /* ---- memory BIO ---- */
@@ -236,58 +231,20 @@ static int bio_send(void *p, const unsigned char *buf, size_t len)
     return (int)len;
 }
 
-/* ---- iPAddress subjectAltName matching (mbedtls 2.28 lists only dNSName entries) ---- */
+/* ---- iPAddress subjectAltName matching ----
+ *
+ * mbedtls 2.28 keeps every subjectAltName entry of a certificate in crt->subject_alt_names
+ * (raw, tagged with its GeneralName choice) but checks only dNSName entries against a host
+ * name. An IP literal is checked here against the iPAddress entries (RFC 6125, 6.2.1).
+ */
 
 static int san_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t ip_len)
 {
-    unsigned char *p = crt->v3_ext.p;
-    const unsigned char *end = p + crt->v3_ext.len;
-    size_t len;
-
-    if (p == NULL)
-        return 0;
-    /* v3_ext may start at the [3] wrapper or directly at the Extensions SEQUENCE. */
-    if (*p == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_ASN1_CONSTRUCTED | 3) &&
-        mbedtls_asn1_get_tag(&p, end, &len, *p) != 0)
-        return 0;
-    if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
-        return 0;
-    end = p + len;
-    while (p < end) {
-        if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE))
-            return 0;
-        const unsigned char *ext_end = p + len;
-        mbedtls_x509_buf oid;
-        oid.tag = MBEDTLS_ASN1_OID;
-        if (mbedtls_asn1_get_tag(&p, ext_end, &oid.len, MBEDTLS_ASN1_OID))
-            return 0;
-        oid.p = p;
-        p += oid.len;
-        int critical;
-        if (p < ext_end && *p == MBEDTLS_ASN1_BOOLEAN &&
-            mbedtls_asn1_get_bool(&p, ext_end, &critical) != 0)
-            return 0;
-        if (mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OCTET_STRING))
-            return 0;
-        if (MBEDTLS_OID_CMP(MBEDTLS_OID_SUBJECT_ALT_NAME, &oid) != 0) {
-            p = (unsigned char *)(uintptr_t)ext_end;
-            continue;
-        }
-        unsigned char *q = p;
-        const unsigned char *san_end = p + len;
-        if (mbedtls_asn1_get_tag(&q, san_end, &len, MBEDTLS_ASN1_CONSTRUCTED |
-                                                        MBEDTLS_ASN1_SEQUENCE))
-            return 0;
-        while (q < san_end) {
-            int tag = *q++;
-            if (mbedtls_asn1_get_len(&q, san_end, &len) != 0)
-                return 0;
-            if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && len == ip_len &&
-                memcmp(q, ip, ip_len) == 0)
-                return 1;
-            q += len;
-        }
-        return 0;
+    for (const mbedtls_x509_sequence *s = &crt->subject_alt_names; s != NULL && s->buf.p != NULL;
+         s = s->next) {
+        if (s->buf.tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | MBEDTLS_X509_SAN_IP_ADDRESS) &&
+            s->buf.len == ip_len && memcmp(s->buf.p, ip, ip_len) == 0)
+            return 1;
     }
     return 0;
 }
@@ -374,6 +331,15 @@ static const char *cert_error(uint32_t flags)
     return "certificate_invalid";
 }
 
+/* The peer sent a fatal alert: name it by its description code. */
+static void alert_error(hv_tls_t *t)
+{
+    if (t->ssl.in_msg != NULL)
+        snprintf(t->error, sizeof(t->error), "tls_alert_%u", (unsigned)t->ssl.in_msg[1]);
+    else
+        snprintf(t->error, sizeof(t->error), "tls_alert");
+}
+
 static int fail(hv_tls_t *t, int rc)
 {
     t->ctx->stats.failures++;
@@ -383,10 +349,7 @@ static int fail(hv_tls_t *t, int rc)
                  cert_error(mbedtls_ssl_get_verify_result(&t->ssl)));
         return HV_ECERT;
     case MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE:
-        if (t->ssl.in_msg != NULL)
-            snprintf(t->error, sizeof(t->error), "tls_alert_%u", (unsigned)t->ssl.in_msg[1]);
-        else
-            snprintf(t->error, sizeof(t->error), "tls_alert");
+        alert_error(t);
         return HV_ETLS;
     case MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY:
     case MBEDTLS_ERR_SSL_CONN_EOF:
@@ -431,19 +394,18 @@ int hv_tls_handshake(hv_tls_t *t)
 
 ssize_t hv_tls_read(hv_tls_t *t, char *buf, size_t cap)
 {
-    {
-        int rc = mbedtls_ssl_read(&t->ssl, (unsigned char *)buf, cap);
-        if (rc > 0)
-            return rc;
-        if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
-            return 0;
-        if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
-            return UV_EOF;
+    int rc = mbedtls_ssl_read(&t->ssl, (unsigned char *)buf, cap);
+    if (rc > 0)
+        return rc;
+    if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
+        return 0;
+    if (rc == 0 || rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY)
+        return UV_EOF;
+    if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE)
+        alert_error(t);
+    else
         snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
-        if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE && t->ssl.in_msg != NULL)
-            snprintf(t->error, sizeof(t->error), "tls_alert_%u", (unsigned)t->ssl.in_msg[1]);
-        return HV_ETLS;
-    }
+    return HV_ETLS;
 }
 
 int hv_tls_has_buffered(const hv_tls_t *t)
