@@ -255,6 +255,19 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof(read_buf);
 }
 
+/* Write a copy of [data, data+len): the copy belongs to the write request until on_write_cb. */
+static int write_copy(hv_conn_t *c, const char *data, size_t len)
+{
+    write_req_t *wr = hv_xmalloc(sizeof(*wr) + len);
+    memcpy(wr->data, data, len);
+    wr->conn = c;
+    wr->buf = uv_buf_init(wr->data, (unsigned)len);
+    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write_cb);
+    if (rc != 0)
+        free(wr);
+    return rc;
+}
+
 /* Send whatever mbedtls produced during the last call. */
 static int tls_flush(hv_conn_t *c)
 {
@@ -263,14 +276,8 @@ static int tls_flush(hv_conn_t *c)
     hv_tls_out(c->_tls, &data, &len);
     if (len == 0)
         return 0;
-    write_req_t *wr = hv_xmalloc(sizeof(*wr) + len);
-    memcpy(wr->data, data, len);
+    int rc = write_copy(c, data, len);
     hv_tls_out_clear(c->_tls);
-    wr->conn = c;
-    wr->buf = uv_buf_init(wr->data, (unsigned)len);
-    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write_cb);
-    if (rc != 0)
-        free(wr);
     return rc;
 }
 
@@ -379,14 +386,7 @@ int hv_conn_write(hv_conn_t *c, const char *data, size_t len)
         }
         return tls_flush(c);
     }
-    write_req_t *wr = hv_xmalloc(sizeof(*wr) + len);
-    memcpy(wr->data, data, len);
-    wr->conn = c;
-    wr->buf = uv_buf_init(wr->data, (unsigned)len);
-    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write_cb);
-    if (rc != 0)
-        free(wr);
-    return rc;
+    return write_copy(c, data, len);
 }
 
 void hv_conn_read_start(hv_conn_t *c)

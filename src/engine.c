@@ -587,7 +587,6 @@ static void on_burst_idle(uv_idle_t *i)
 {
     hv_engine_t *e = i->data;
     uv_idle_stop(i);
-    e->burst_wait = 0;
     e->burst_started = 0;
     hv_engine_update(e);
 }
@@ -640,12 +639,10 @@ void hv_engine_update(hv_engine_t *e)
 
         /* Requests start in bursts; after a full one, the next waits until the loop has
          * polled (kicks come one job at a time from the reader, so the count spans them). */
-        if (!e->burst_wait) {
+        if (!uv_is_active((uv_handle_t *)&e->burst_idle)) {
             e->burst_started += hv_sched_kick(e->sched, START_BURST - e->burst_started);
-            if (e->burst_started >= START_BURST) {
-                e->burst_wait = 1;
+            if (e->burst_started >= START_BURST)
                 uv_idle_start(&e->burst_idle, on_burst_idle);
-            }
         }
         arm_pace_timer(e);
     } while (e->update_again);

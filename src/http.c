@@ -303,10 +303,12 @@ static int on_headers_complete(llhttp_t *p)
         /* The size is announced: allocate it once instead of doubling into it (which copies
          * the body nine times for 40 KB and leaves up to half the allocation unused). Capped,
          * so that a server announcing more than it sends cannot make us reserve much. */
-        if (h->encoding == HV_ENC_IDENTITY && h->content_length > 0)
-            hv_buf_presize(&h->body, HV_MIN((size_t)HV_MIN((uint64_t)h->content_length,
-                                                          (uint64_t)PRESIZE_MAX),
-                                            h->body.max));
+        if (h->encoding == HV_ENC_IDENTITY && h->content_length > 0) {
+            size_t announced = (uint64_t)h->content_length < PRESIZE_MAX
+                                   ? (size_t)h->content_length
+                                   : (size_t)PRESIZE_MAX;
+            hv_buf_presize(&h->body, HV_MIN(announced, h->body.max));
+        }
     }
     /* A 204 or 304 never has a body, whatever Content-Length says: reading one would eat
      * the next response on this connection. */

@@ -38,8 +38,7 @@ struct hv_engine_s {
     hv_flow_t *robots_flow;    /* robots.txt requests: privileged, no batch */
     char product[64];          /* our robots.txt product token ("harvestd") */
     uv_timer_t pace_timer;     /* wakes hosts held back by their pacing delay */
-    uv_idle_t burst_idle;      /* starts the next burst of requests after the loop polled */
-    int burst_wait;            /* burst_idle is armed: no kick until it runs */
+    uv_idle_t burst_idle;      /* active: the next burst of requests waits for the loop to poll */
     unsigned burst_started;    /* requests started since the loop last polled for a burst */
     uint64_t robots_fetches;
     uint64_t robots_disallowed;

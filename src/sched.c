@@ -55,8 +55,6 @@ struct hv_sched_s {
     unsigned inflight;
     int dispatching;
     int again;
-    unsigned budget;  /* starts left to the outermost kick */
-    unsigned started; /* starts made by it */
 };
 
 hv_sched_t *hv_sched_new(uv_loop_t *loop, unsigned concurrency, hv_polite_t *polite,
@@ -291,11 +289,10 @@ unsigned hv_sched_kick(hv_sched_t *s, unsigned max)
         return 0;
     }
     s->dispatching = 1;
-    s->budget = max;
-    s->started = 0;
+    unsigned started = 0;
     do {
         s->again = 0;
-        while (s->started < s->budget && s->inflight < s->concurrency && s->gate(s->ud)) {
+        while (started < max && s->inflight < s->concurrency && s->gate(s->ud)) {
             hv_flow_t *f = next_flow(s);
             if (f == NULL)
                 break;
@@ -321,12 +318,12 @@ unsigned hv_sched_kick(hv_sched_t *s, unsigned max)
                 TAILQ_INSERT_TAIL(&s->ready, f, ready_link);
             }
             fhost_gc(s, fh);
-            s->started++;
+            started++;
             s->start(s->ud, job);
         }
-    } while (s->again && s->started < s->budget);
+    } while (s->again && started < max);
     s->dispatching = 0;
-    return s->started;
+    return started;
 }
 
 void hv_sched_drop_waiting(hv_sched_t *s, hv_flow_t *flow,

@@ -30,6 +30,11 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "harvestd/common.h"
+
+#define TOOL_NAME "parse_limit"
+#include "tool.h"
+
 typedef struct {
     char *data;
     size_t len;
@@ -48,28 +53,14 @@ static atomic_size_t next_job;
 static pthread_barrier_t start_barrier;
 static strvec_t walked;
 
-static void die(const char *what, const char *arg)
-{
-    fprintf(stderr, "parse_limit: %s%s%s\n", what, arg ? ": " : "", arg ? arg : "");
-    exit(2);
-}
-
-static void *xrealloc(void *p, size_t size)
-{
-    void *q = realloc(p, size ? size : 1);
-    if (q == NULL)
-        die("out of memory", NULL);
-    return q;
-}
-
 static void strvec_push(strvec_t *v, const char *s)
 {
     if (v->len == v->cap) {
         v->cap = v->cap ? v->cap * 2 : 1024;
-        v->items = xrealloc(v->items, v->cap * sizeof(*v->items));
+        v->items = hv_xrealloc(v->items, v->cap * sizeof(*v->items));
     }
     size_t n = strlen(s);
-    char *copy = xrealloc(NULL, n + 1);
+    char *copy = hv_xrealloc(NULL, n + 1);
     memcpy(copy, s, n + 1);
     v->items[v->len++] = copy;
 }
@@ -104,30 +95,6 @@ static void read_list(const char *file, strvec_t *out)
     }
     free(line);
     fclose(f);
-}
-
-static void load(const char *path, doc_t *d)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        die(strerror(errno), path);
-    size_t cap = 64 * 1024, len = 0;
-    char *buf = xrealloc(NULL, cap);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f))
-        die("read error", path);
-    fclose(f);
-    d->data = buf;
-    d->len = len;
 }
 
 static double now_s(void)
@@ -223,15 +190,15 @@ int main(int argc, char **argv)
     if (ndocs == 0)
         die("no files to parse", NULL);
 
-    docs = xrealloc(NULL, ndocs * sizeof(*docs));
+    docs = hv_xrealloc(NULL, ndocs * sizeof(*docs));
     size_t bytes = 0;
     for (size_t i = 0; i < ndocs; i++) {
-        load(paths.items[i], &docs[i]);
+        docs[i].data = load_file(paths.items[i], &docs[i].len);
         bytes += docs[i].len;
     }
     total_jobs = ndocs * repeat;
 
-    pthread_t *tids = xrealloc(NULL, threads * sizeof(*tids));
+    pthread_t *tids = hv_xrealloc(NULL, threads * sizeof(*tids));
     if (pthread_barrier_init(&start_barrier, NULL, (unsigned)threads + 1) != 0)
         die("pthread_barrier_init failed", NULL);
     for (unsigned long t = 0; t < threads; t++)

@@ -29,46 +29,10 @@
 #include "harvestd/common.h"
 #include "harvestd/html.h"
 
+#define TOOL_NAME "title_equiv"
+#include "tool.h"
+
 static unsigned long checked, settled, mismatches;
-
-static void die(const char *what, const char *arg)
-{
-    fprintf(stderr, "title_equiv: %s%s%s\n", what, arg ? ": " : "", arg ? arg : "");
-    exit(2);
-}
-
-static void *xrealloc(void *p, size_t size)
-{
-    void *q = realloc(p, size ? size : 1);
-    if (q == NULL)
-        die("out of memory", NULL);
-    return q;
-}
-
-/* The whole file in a malloc'd buffer (not NUL-terminated: documents may hold NUL bytes). */
-static char *load(const char *path, size_t *len_out)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        die(strerror(errno), path);
-    size_t cap = 64 * 1024, len = 0;
-    char *buf = xrealloc(NULL, cap);
-    for (;;) {
-        if (len == cap) {
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f))
-        die("read error", path);
-    fclose(f);
-    *len_out = len;
-    return buf;
-}
 
 /* A title for a one-line report: control characters and backslashes escaped, cut at 200
  * bytes. */
@@ -106,7 +70,7 @@ static void report(const char *path, const char *reason, const char *fast, const
 static void check(const char *path)
 {
     size_t len;
-    char *body = load(path, &len);
+    char *body = load_file(path, &len);
     hv_html_result_t fast, full;
 
     memset(&fast, 0, sizeof(fast));
