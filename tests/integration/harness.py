@@ -527,6 +527,25 @@ def parse_fetched_at(text):
     return calendar.timegm(base) + int(text[20:23]) / 1000.0
 
 
+def check_single_ok_record(rec, url, title, size, before, after):
+    """The one ok record of a run over `url` (a /page of `size` bytes titled `title`) that ran
+    between the times `before` and `after`: every field present and consistent."""
+    assert_ok(rec, title)
+    assert_key_order(rec)
+    for key in ("requested_url", "url", "status", "http_status", "title", "content_type", "bytes",
+                "elapsed_ms", "fetched_at"):
+        assert key in rec, "ok record lacks %s: %r" % (key, rec)
+    assert rec["requested_url"] == url
+    assert rec["url"] == url
+    assert rec["http_status"] == 200
+    assert rec["content_type"].split(";")[0].strip().lower() == "text/html"
+    assert rec["bytes"] == size
+    assert rec.get("redirects", 0) == 0
+    assert isinstance(rec["elapsed_ms"], int) and 0 <= rec["elapsed_ms"] <= (after - before) * 1000 + 50
+    fetched = parse_fetched_at(rec["fetched_at"])
+    assert before - 1 <= fetched <= after + 1, (rec["fetched_at"], before, after)
+
+
 def count_by(records, key):
     out = {}
     for r in records:

@@ -7,8 +7,8 @@ import urllib.parse
 
 import pytest
 
-from harness import (assert_failed, assert_key_order, assert_ok, by_url, count_by,
-                     parse_fetched_at)
+from harness import (assert_failed, assert_key_order, assert_ok, by_url, check_single_ok_record,
+                     count_by, parse_fetched_at)
 from origin import html_page
 
 
@@ -24,21 +24,7 @@ def test_20_01_ok_record_fields(run_harvestd, origin):
     after = time.time()
     assert run.rc == 0
     assert len(run.records) == 1
-    rec = run.records[0]
-    assert_ok(rec, "Hello World")
-    assert_key_order(rec)
-    for key in ("requested_url", "url", "status", "http_status", "title", "content_type", "bytes",
-                "elapsed_ms", "fetched_at"):
-        assert key in rec, "ok record lacks %s: %r" % (key, rec)
-    assert rec["requested_url"] == url
-    assert rec["url"] == url
-    assert rec["http_status"] == 200
-    assert rec["content_type"].split(";")[0].strip().lower() == "text/html"
-    assert rec["bytes"] == 5000
-    assert rec.get("redirects", 0) == 0
-    assert isinstance(rec["elapsed_ms"], int) and 0 <= rec["elapsed_ms"] <= (after - before) * 1000 + 50
-    fetched = parse_fetched_at(rec["fetched_at"])
-    assert before - 1 <= fetched <= after + 1, (rec["fetched_at"], before, after)
+    check_single_ok_record(run.records[0], url, "Hello World", 5000, before, after)
     assert run.summary["ok"] == 1 and run.summary["failed"] == 0 and run.summary["records"] == 1
 
 

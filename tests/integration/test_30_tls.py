@@ -13,7 +13,7 @@ import urllib.parse
 import pytest
 
 from harness import (MIB, SLOWDOWN, assert_failed, assert_key_order, assert_ok, by_url,
-                     parse_fetched_at)
+                     check_single_ok_record)
 from origin import html_page
 
 CERT_ERRORS = ("certificate_untrusted", "certificate_expired", "certificate_not_yet_valid",
@@ -46,21 +46,7 @@ def test_30_01_ok_record_fields_over_https(run_harvestd, pki, tls_origin):
     after = time.time()
     assert run.rc == 0
     assert len(run.records) == 1
-    rec = run.records[0]
-    assert_ok(rec, "Hello World")
-    assert_key_order(rec)
-    for key in ("requested_url", "url", "status", "http_status", "title", "content_type", "bytes",
-                "elapsed_ms", "fetched_at"):
-        assert key in rec, "ok record lacks %s: %r" % (key, rec)
-    assert rec["requested_url"] == url
-    assert rec["url"] == url
-    assert rec["http_status"] == 200
-    assert rec["content_type"].split(";")[0].strip().lower() == "text/html"
-    assert rec["bytes"] == 5000
-    assert rec.get("redirects", 0) == 0
-    assert isinstance(rec["elapsed_ms"], int) and 0 <= rec["elapsed_ms"] <= (after - before) * 1000 + 50
-    fetched = parse_fetched_at(rec["fetched_at"])
-    assert before - 1 <= fetched <= after + 1, (rec["fetched_at"], before, after)
+    check_single_ok_record(run.records[0], url, "Hello World", 5000, before, after)
     s = run.summary
     assert s["ok"] == 1 and s["failed"] == 0 and s["records"] == 1
     assert s["connections_opened"] == 1
