@@ -5,48 +5,70 @@
  * requests finish; STOPPING abandons them. FINISHING waits for the writer to flush, sync and
  * close; DONE has reported through the done callback.
  */
+#include "harvestd/batch.h"
+
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "harvestd/common.h"
-#include "harvestd/job.h"
 #include "harvestd/log.h"
 #include "harvestd/metrics.h"
 #include "harvestd/url.h"
-#include "pipeline_int.h"
+#include "harvestd/writer.h"
 
-void hv_job_free(hv_job_t *job)
+typedef enum { B_RUNNING, B_DRAINING, B_STOPPING, B_FINISHING, B_DONE } hv_batch_state_t;
+
+static const char *const state_names[] = {"running", "draining", "stopping", "finishing", "done"};
+
+struct hv_batch_s {
+    hv_engine_t *e;
+    const hv_config_t *cfg;
+    hv_engine_flow_t *flow;
+    char *name;
+    char *output_path;
+    hv_batch_state_t state;
+    int interrupted;
+    int error;
+    char detail[256];
+    hv_batch_done_cb done;
+    void *ud;
+
+    hv_source_t *source;
+    int source_paused;
+    int input_done;
+    hv_batch_skip_cb skip;
+    void *skip_ud;
+
+    TAILQ_HEAD(, hv_record_s) results;
+    unsigned nresults;
+    hv_writer_t *writer;
+
+    hv_batch_stats_t stats;
+};
+
+static void set_state(hv_batch_t *b, hv_batch_state_t st)
 {
-    hv_record_free(job->rec);
-    hv_url_free(&job->url);
-    free(job);
+    HV_LOG(HV_LOG_DEBUG, "event=batch_state batch=%s from=%s to=%s", b->name,
+           state_names[b->state], state_names[st]);
+    b->state = st;
 }
 
 static int results_full(const hv_batch_t *b)
 {
-    return b->nresults >= b->e->cfg->result_queue;
-}
-
-int hv_batch__accepts_results(const hv_batch_t *b)
-{
-    return !results_full(b) || b->error != 0;
-}
-
-static int may_start(void *ud)
-{
-    hv_batch_t *b = ud;
-    return b->state == B_RUNNING && !results_full(b);
+    return b->nresults >= b->cfg->result_queue;
 }
 
 static int may_read_input(const hv_batch_t *b)
 {
     /* Jobs waiting out a retry count against the bound too: memory must not grow while a
      * host keeps failing. */
-    return b->state == B_RUNNING &&
-           hv_sched_flow_waiting(b->flow) + b->delayed < b->e->cfg->queue_size &&
+    hv_engine_flow_counts_t c;
+    hv_engine_flow_counts(b->flow, &c);
+    return b->state == B_RUNNING && c.waiting + c.delayed < b->cfg->queue_size &&
            !results_full(b);
 }
 
@@ -85,14 +107,15 @@ static void drop_results(hv_batch_t *b)
     }
 }
 
-static void drop_job(void *ud, hv_job_t *job)
-{
-    hv_batch_t *b = ud;
-    b->jobs_alive--;
-    hv_job_free(job);
-}
-
 /* ---- the source ---- */
+
+static int pause_input(hv_batch_t *b)
+{
+    if (may_read_input(b))
+        return 0;
+    b->source_paused = 1;
+    return 1;
+}
 
 static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong)
 {
@@ -104,7 +127,7 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
     int verdict = b->skip != NULL && !overlong ? b->skip(b->skip_ud, line, len) : HV_BATCH_FETCH;
     if (verdict == HV_BATCH_SKIP) {
         b->stats.skipped++;
-        return may_read_input(b) ? 0 : (b->source_paused = 1);
+        return pause_input(b);
     }
     b->stats.lines++;
     hv_record_t *rec = hv_record_new(line, len);
@@ -113,8 +136,8 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
         HV_LOG(HV_LOG_WARNING, "event=parser_crashed_before batch=%s line=%" PRIu64, b->name,
                lineno);
         push_result(b, rec);
-        hv_engine_update(b->e);
-        return may_read_input(b) ? 0 : (b->source_paused = 1);
+        hv_engine_wake(b->e);
+        return pause_input(b);
     }
     if (overlong) {
         rc = HV_EURL;
@@ -128,25 +151,17 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
         HV_LOG(HV_LOG_INFO, "event=invalid_input batch=%s line=%" PRIu64 " error_type=%s error=%s",
                b->name, lineno, hv_error_type_name(t), reason);
         push_result(b, rec);
+        hv_engine_wake(b->e);
     } else {
-        hv_job_t *job = hv_xcalloc(1, sizeof(*job));
-        job->id = ++b->e->next_job_id;
-        job->attempts = 1;
-        job->retry_after_ms = -1;
-        job->rec = rec;
-        job->url = url;
-        b->jobs_alive++;
-        hv_sched_submit(b->e->sched, b->flow, job, 0);
-        unsigned waiting = hv_sched_flow_waiting(b->flow);
-        if (waiting > b->stats.hwm_jobs)
-            b->stats.hwm_jobs = waiting;
+        hv_engine_submit(b->flow, rec, &url);
+        hv_engine_flow_counts_t c;
+        hv_engine_flow_counts(b->flow, &c);
+        b->stats.hwm_jobs = HV_MAX(b->stats.hwm_jobs, c.waiting);
     }
-    hv_engine_update(b->e);
-    if (may_read_input(b))
-        return 0;
-    b->source_paused = 1;
-    return 1;
+    return pause_input(b);
 }
+
+static void stop(hv_batch_t *b, int force);
 
 static void fail_batch(hv_batch_t *b, int err, const char *what)
 {
@@ -156,8 +171,7 @@ static void fail_batch(hv_batch_t *b, int err, const char *what)
     snprintf(b->detail, sizeof(b->detail), "%s", what);
     HV_LOG(HV_LOG_ERROR, "event=batch_failed batch=%s what=\"%s\" err=%s (%s)", b->name, what,
            hv_err_name(err), hv_strerror(err));
-    hv_batch__stop(b, 1);
-    hv_engine_update(b->e);
+    stop(b, 1);
 }
 
 static void on_input_end(void *ud, int status)
@@ -172,7 +186,7 @@ static void on_input_end(void *ud, int status)
     b->input_done = 1;
     HV_LOG(HV_LOG_INFO, "event=input_done batch=%s lines=%" PRIu64 " skipped=%" PRIu64, b->name,
            b->stats.lines, b->stats.skipped);
-    hv_engine_update(b->e);
+    hv_engine_wake(b->e);
 }
 
 static const hv_sink_t sink = {on_line, on_input_end};
@@ -185,54 +199,12 @@ static void close_source(hv_batch_t *b)
     }
 }
 
-/* ---- engine callbacks ---- */
-
-void hv_batch__job_page(hv_batch_t *b, hv_job_t *job, char *body, size_t len)
-{
-    hv_page_t *pg = hv_xmalloc(sizeof(*pg));
-    pg->batch = b;
-    pg->rec = job->rec;
-    pg->body = body;
-    pg->len = len;
-    job->rec = NULL;
-    hv_job_free(job);
-    b->jobs_alive--;
-    b->pages++;
-    hv_engine__queue_page(b->e, pg);
-}
-
-void hv_batch__job_failed(hv_batch_t *b, hv_job_t *job)
-{
-    hv_record_t *rec = job->rec;
-    job->rec = NULL;
-    hv_job_free(job);
-    b->jobs_alive--;
-    push_result(b, rec);
-    hv_engine_update(b->e);
-}
-
-void hv_batch__job_cancelled(hv_batch_t *b, hv_job_t *job)
-{
-    hv_job_free(job);
-    b->jobs_alive--;
-    hv_engine_update(b->e);
-}
-
-void hv_batch__parsed(hv_batch_t *b, hv_record_t *rec, int cancelled)
-{
-    b->pages--;
-    if (cancelled || b->error != 0)
-        hv_record_free(rec);
-    else
-        push_result(b, rec);
-}
-
 /* ---- writer ---- */
 
 static void on_writer_drain(void *ud)
 {
     hv_batch_t *b = ud;
-    hv_engine_update(b->e);
+    hv_engine_wake(b->e);
 }
 
 static void on_writer_error(void *ud, int err)
@@ -248,107 +220,94 @@ static const hv_writer_cbs_t writer_cbs = {on_writer_drain, on_writer_error};
 static void on_writer_done(void *ud, int status)
 {
     hv_batch_t *b = ud;
-    hv_engine_t *e = b->e;
     b->writer = NULL;
     if (status != 0 && b->error == 0) {
         b->error = status;
         snprintf(b->detail, sizeof(b->detail), "finishing %s", b->output_path);
     }
-    b->state = B_DONE;
-    hv_sched_drop_waiting(e->sched, b->flow, drop_job, b);
-    hv_sched_flow_free(e->sched, b->flow);
+    set_state(b, B_DONE);
+    hv_engine_flow_free(b->flow);
     b->flow = NULL;
-    hv_engine__detach(e, b);
     int final = b->error != 0 ? b->error : b->interrupted ? HV_ECANCELLED : 0;
     /* Last: the callee may free the batch and close the engine. */
     b->done(b->ud, b, final, b->detail);
 }
 
-/* ---- lifecycle ---- */
+/* ---- the engine's calls ---- */
 
-int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
-                 hv_batch_done_cb done, void *ud, hv_batch_t **out)
+static int flow_may_start(void *ud)
 {
-    hv_batch_t *b = hv_xcalloc(1, sizeof(*b));
-    hv_writer_opts_t wopts = {
-        .append = opts->output_append,
-        .flush_ms = e->cfg->flush_ms,
-        .fsync_always = opts->fsync == HV_FSYNC_ALWAYS,
-        .fsync_interval_ms = opts->fsync == HV_FSYNC_INTERVAL ? opts->fsync_interval_ms : 0,
-    };
-    int rc = hv_writer_open(e->loop, opts->output_path, &wopts, &writer_cbs, b, &b->writer);
-    if (rc != 0) {
-        free(b);
-        *out = NULL;
-        return rc;
-    }
-    b->e = e;
-    b->name = hv_xstrdup(opts->name);
-    b->output_path = hv_xstrdup(opts->output_path);
-    b->done = done;
-    b->ud = ud;
-    b->skip = opts->skip;
-    b->skip_ud = opts->skip_ud;
-    b->rules = opts->rules;
-    b->crash_note = opts->crash_note;
-    TAILQ_INIT(&b->results);
-    b->flow = hv_sched_flow_new(e->sched, may_start, b, 0);
-    b->stats.started_ms = uv_now(e->loop);
-    b->stats.started_unix_ms = hv_now_unix_ms();
-    hv_engine__attach(e, b);
-    b->source = src;
-    *out = b;
-    hv_source_start(src, &sink, b);
-    return 0;
+    hv_batch_t *b = ud;
+    return b->state == B_RUNNING && !results_full(b);
 }
 
-void hv_batch__stop(hv_batch_t *b, int force)
+static int flow_accepts(void *ud)
 {
-    hv_engine_t *e = b->e;
+    hv_batch_t *b = ud;
+    return !results_full(b) || b->error != 0;
+}
+
+static void flow_record(void *ud, hv_record_t *rec)
+{
+    hv_batch_t *b = ud;
+    if (b->error != 0)
+        hv_record_free(rec);
+    else
+        push_result(b, rec);
+}
+
+static void stop(hv_batch_t *b, int force)
+{
     if (b->state >= B_FINISHING)
         return;
     if (b->error == 0)
         b->interrupted = 1;
     close_source(b);
-    hv_sched_drop_waiting(e->sched, b->flow, drop_job, b);
-    hv_engine__drop_delayed(e, b, drop_job, b);
+    hv_engine_flow_drop(b->flow, 0);
+    hv_engine_flow_counts_t c;
+    hv_engine_flow_counts(b->flow, &c);
     if (!force && b->state == B_RUNNING) {
-        b->state = B_DRAINING;
-        HV_LOG(HV_LOG_NOTICE, "event=drain_start batch=%s in_flight=%" PRIu64, b->name,
-               b->jobs_alive);
+        set_state(b, B_DRAINING);
+        HV_LOG(HV_LOG_NOTICE, "event=drain_start batch=%s in_flight=%u", b->name, c.inflight);
         return;
     }
     if (b->state == B_STOPPING)
         return;
-    b->state = B_STOPPING;
-    HV_LOG(HV_LOG_NOTICE, "event=stop_now batch=%s in_flight=%" PRIu64, b->name, b->jobs_alive);
-    hv_fetch_cancel(e->fetch, b->flow);
-    hv_engine__drop_pages(e, b);
-    hv_parse_cancel_pending(e->parse, b);
+    set_state(b, B_STOPPING);
+    HV_LOG(HV_LOG_NOTICE, "event=stop_now batch=%s in_flight=%u", b->name, c.inflight);
+    hv_engine_flow_drop(b->flow, 1);
     if (b->error != 0)
         drop_results(b);
 }
 
+static void flow_stop(void *ud, int force)
+{
+    stop(ud, force);
+}
+
 static void check_done(hv_batch_t *b)
 {
+    hv_engine_flow_counts_t c;
     if (b->state == B_RUNNING && !b->input_done)
         return;
+    hv_engine_flow_counts(b->flow, &c);
     if (b->state != B_RUNNING) {
-        /* Redirects that came back while stopping can no longer run. */
-        if (b->jobs_alive > hv_sched_flow_waiting(b->flow) + b->delayed)
+        if (c.inflight > 0)
             return; /* requests still in flight */
-        hv_sched_drop_waiting(b->e->sched, b->flow, drop_job, b);
-        hv_engine__drop_delayed(b->e, b, drop_job, b);
+        /* Redirects that came back while stopping can no longer run. */
+        hv_engine_flow_drop(b->flow, 0);
+        hv_engine_flow_counts(b->flow, &c);
     }
-    if (b->jobs_alive > 0 || b->pages > 0 || b->nresults > 0)
+    if (c.waiting + c.delayed + c.inflight + c.pages > 0 || b->nresults > 0)
         return;
-    b->state = B_FINISHING;
+    set_state(b, B_FINISHING);
     close_source(b);
     hv_writer_finish(b->writer, on_writer_done);
 }
 
-void hv_batch__update(hv_batch_t *b)
+static void flow_pass(void *ud)
 {
+    hv_batch_t *b = ud;
     if (b->state >= B_FINISHING)
         return;
     if (b->error != 0)
@@ -364,6 +323,47 @@ void hv_batch__update(hv_batch_t *b)
         hv_source_resume(b->source);
     }
     check_done(b);
+}
+
+static const hv_engine_flow_cbs_t flow_cbs = {flow_may_start, flow_accepts, flow_record,
+                                              flow_pass, flow_stop};
+
+/* ---- lifecycle ---- */
+
+int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
+                 hv_batch_done_cb done, void *ud, hv_batch_t **out)
+{
+    const hv_config_t *cfg = hv_engine_config(e);
+    hv_batch_t *b = hv_xcalloc(1, sizeof(*b));
+    hv_writer_opts_t wopts = {
+        .append = opts->output_append,
+        .flush_ms = cfg->flush_ms,
+        .fsync_always = opts->fsync == HV_FSYNC_ALWAYS,
+        .fsync_interval_ms = opts->fsync == HV_FSYNC_INTERVAL ? opts->fsync_interval_ms : 0,
+    };
+    int rc = hv_writer_open(hv_engine_loop(e), opts->output_path, &wopts, &writer_cbs, b,
+                            &b->writer);
+    if (rc != 0) {
+        free(b);
+        *out = NULL;
+        return rc;
+    }
+    b->e = e;
+    b->cfg = cfg;
+    b->name = hv_xstrdup(opts->name);
+    b->output_path = hv_xstrdup(opts->output_path);
+    b->done = done;
+    b->ud = ud;
+    b->skip = opts->skip;
+    b->skip_ud = opts->skip_ud;
+    TAILQ_INIT(&b->results);
+    b->flow = hv_engine_flow_new(e, &flow_cbs, b, opts->rules, opts->crash_note);
+    b->stats.started_ms = uv_now(hv_engine_loop(e));
+    b->stats.started_unix_ms = hv_now_unix_ms();
+    b->source = src;
+    *out = b;
+    hv_source_start(src, &sink, b);
+    return 0;
 }
 
 const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b)

@@ -8,7 +8,12 @@
  *
  * Connection ownership moves with the request: while a request runs, its connection's
  * callbacks point at the request; when the response allows reuse the connection moves to its
- * host's idle pool (callbacks point at the pool), otherwise it is closed at once.
+ * host's idle pool (callbacks point at the pool), otherwise it is closed at once. The pool is
+ * fetch's own, keyed like the scheduler's hosts ("scheme://host:port"), and outlives them.
+ *
+ * fetch never calls the scheduler: a request that ends sets job->end and hands the job to
+ * on_end, which only records it; the engine's pass releases the slot and decides what comes
+ * next (the page queue, a retry, the next redirect hop).
  */
 #include "harvestd/fetch.h"
 
@@ -19,13 +24,23 @@
 #include <string.h>
 
 #include "harvestd/common.h"
+#include "harvestd/conn.h"
 #include "harvestd/http.h"
 #include "harvestd/log.h"
+#include "harvestd/sched.h"
 
 /* Largest redirect or error body we read just to keep the connection reusable. */
 #define MAX_DRAIN (64 * 1024)
 
 typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
+
+/* One host's idle keep-alive connections, newest first. */
+typedef struct pool_host_s {
+    char *key;
+    TAILQ_HEAD(, hv_conn_s) idle;
+    unsigned nidle;
+    UT_hash_handle hh;
+} pool_host_t;
 
 typedef struct hv_req_s {
     hv_fetch_t *f;
@@ -45,15 +60,15 @@ typedef struct hv_req_s {
 struct hv_fetch_s {
     uv_loop_t *loop;
     const hv_config_t *cfg;
-    hv_sched_t *sched;
     hv_dns_t *dns;
     hv_tls_ctx_t *tls;
-    const hv_fetch_cbs_t *cbs;
+    hv_fetch_end_cb on_end;
     void *ud;
     hv_http_limits_t limits;
     hv_http_limits_t robots_limits;
     TAILQ_HEAD(, hv_req_s) active;
     unsigned nactive;
+    pool_host_t *pools;
     TAILQ_HEAD(, hv_conn_s) idle_lru;
     unsigned nidle;
     unsigned max_idle;
@@ -75,16 +90,15 @@ static const hv_conn_cbs_t req_cbs = {req_on_connect, req_on_read, req_on_error,
 static const hv_conn_cbs_t idle_cbs = {idle_on_connect, idle_on_read, idle_on_error,
                                        idle_on_timeout};
 
-hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_sched_t *sched,
-                         hv_dns_t *dns, hv_tls_ctx_t *tls, const hv_fetch_cbs_t *cbs, void *ud)
+hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
+                         hv_tls_ctx_t *tls, hv_fetch_end_cb on_end, void *ud)
 {
     hv_fetch_t *f = hv_xcalloc(1, sizeof(*f));
     f->tls = tls;
     f->loop = loop;
     f->cfg = cfg;
-    f->sched = sched;
     f->dns = dns;
-    f->cbs = cbs;
+    f->on_end = on_end;
     f->ud = ud;
     f->limits.max_body = cfg->max_bytes;
     f->limits.max_header_bytes = cfg->max_header_bytes;
@@ -112,33 +126,49 @@ static void format_duration(char *out, size_t cap, uint64_t ms)
 
 static void pool_remove(hv_fetch_t *f, hv_conn_t *c)
 {
-    hv_host_t *h = c->pool_host;
-    TAILQ_REMOVE(&h->idle, c, pool_link);
-    h->nidle--;
+    pool_host_t *ph = c->pool_host;
+    TAILQ_REMOVE(&ph->idle, c, pool_link);
     TAILQ_REMOVE(&f->idle_lru, c, lru_link);
     f->nidle--;
     c->pool_host = NULL;
+    if (--ph->nidle == 0) {
+        HASH_DEL(f->pools, ph);
+        free(ph->key);
+        free(ph);
+    }
 }
 
 static void pool_drop(hv_fetch_t *f, hv_conn_t *c)
 {
-    hv_host_t *h = c->pool_host;
     pool_remove(f, c);
     hv_conn_close(c);
-    hv_sched_host_gc(f->sched, h);
 }
 
-static void pool_put(hv_fetch_t *f, hv_conn_t *c, hv_host_t *h)
+static pool_host_t *pool_find(hv_fetch_t *f, const char *key)
 {
-    if (h->nidle >= f->cfg->per_host) {
+    pool_host_t *ph;
+    HASH_FIND_STR(f->pools, key, ph);
+    return ph;
+}
+
+static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key)
+{
+    pool_host_t *ph = pool_find(f, key);
+    if (ph != NULL && ph->nidle >= f->cfg->per_host) {
         hv_conn_close(c);
         return;
     }
+    if (ph == NULL) {
+        ph = hv_xcalloc(1, sizeof(*ph));
+        ph->key = hv_xstrdup(key);
+        TAILQ_INIT(&ph->idle);
+        HASH_ADD_KEYPTR(hh, f->pools, ph->key, strlen(ph->key), ph);
+    }
     c->cbs = &idle_cbs;
     c->data = f;
-    c->pool_host = h;
-    TAILQ_INSERT_HEAD(&h->idle, c, pool_link);
-    h->nidle++;
+    c->pool_host = ph;
+    TAILQ_INSERT_HEAD(&ph->idle, c, pool_link);
+    ph->nidle++;
     TAILQ_INSERT_TAIL(&f->idle_lru, c, lru_link);
     f->nidle++;
     hv_conn_set_timer(c, f->cfg->keepalive_timeout_ms);
@@ -148,11 +178,12 @@ static void pool_put(hv_fetch_t *f, hv_conn_t *c, hv_host_t *h)
         pool_drop(f, TAILQ_FIRST(&f->idle_lru));
 }
 
-static hv_conn_t *pool_take(hv_fetch_t *f, hv_host_t *h)
+static hv_conn_t *pool_take(hv_fetch_t *f, const char *key)
 {
-    hv_conn_t *c = TAILQ_FIRST(&h->idle);
-    if (c == NULL)
+    pool_host_t *ph = pool_find(f, key);
+    if (ph == NULL)
         return NULL;
+    hv_conn_t *c = TAILQ_FIRST(&ph->idle);
     pool_remove(f, c);
     hv_conn_set_timer(c, 0);
     return c;
@@ -208,31 +239,19 @@ static void end_req(hv_req_t *r)
     free(r);
 }
 
-static void fill_common(hv_req_t *r)
-{
-    hv_job_t *job = r->job;
-    hv_record_t *rec = job->rec;
-    free(rec->url);
-    rec->url = hv_xstrdup(job->url.href);
-    rec->redirects = (int)job->redirects;
-    rec->attempts = (int)(job->attempts > 0 ? job->attempts : 1);
-    rec->elapsed_ms = (int64_t)(uv_now(r->f->loop) - job->started_ms);
-    rec->fetched_at_ms = hv_now_unix_ms();
-}
-
 static void finish_fail(hv_req_t *r, hv_error_type_t type, const char *text)
 {
     hv_fetch_t *f = r->f;
     hv_job_t *job = r->job;
     char url[120];
 
-    fill_common(r);
+    hv_job_fill_record(job, uv_now(f->loop));
     hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, text);
     HV_LOG(HV_LOG_INFO, "event=download_failed job=%" PRIu64 " url=%s error_type=%s error=%s",
            job->id, hv_log_url(url, sizeof(url), job->url.href), hv_error_type_name(type), text);
     end_req(r);
-    hv_sched_done(f->sched, job);
-    f->cbs->on_failed(f->ud, job);
+    job->end = HV_JOB_FAILED;
+    f->on_end(f->ud, job);
 }
 
 static void finish_page(hv_req_t *r)
@@ -242,11 +261,13 @@ static void finish_page(hv_req_t *r)
     size_t len;
     char *body = hv_buf_steal(&r->http.body, &len);
 
-    fill_common(r);
+    hv_job_fill_record(job, uv_now(f->loop));
     job->rec->bytes = (int64_t)len;
     end_req(r);
-    hv_sched_done(f->sched, job);
-    f->cbs->on_page(f->ud, job, body, len);
+    job->end = HV_JOB_GOT_PAGE;
+    job->body = body;
+    job->body_len = len;
+    f->on_end(f->ud, job);
 }
 
 static void lower_name(char *out, size_t cap, const char *prefix, int err, size_t skip)
@@ -334,8 +355,8 @@ static void send_request(hv_req_t *r)
 static void open_conn(hv_req_t *r, int allow_pool)
 {
     hv_fetch_t *f = r->f;
-    hv_host_t *h = r->job->host;
-    hv_conn_t *c = allow_pool ? pool_take(f, h) : NULL;
+    const hv_host_t *h = r->job->host;
+    hv_conn_t *c = allow_pool ? pool_take(f, h->key) : NULL;
 
     if (c != NULL) {
         f->stats.connections_reused++;
@@ -460,9 +481,8 @@ static void follow_redirect(hv_req_t *r)
     free(job->rec->content_type);
     job->rec->content_type = NULL;
     end_req(r);
-    hv_sched_done(f->sched, job);
-    hv_sched_submit(f->sched, job->flow, job, 1);
-    hv_sched_kick(f->sched, 1);
+    job->end = HV_JOB_REDIRECTED;
+    f->on_end(f->ud, job);
 }
 
 static void response_complete(hv_req_t *r)
@@ -473,7 +493,7 @@ static void response_complete(hv_req_t *r)
     r->conn = NULL;
     c->requests++;
     if (r->http.keep_alive)
-        pool_put(f, c, r->job->host);
+        pool_put(f, c, r->job->host->key);
     else
         hv_conn_close(c);
 
@@ -627,17 +647,14 @@ void hv_fetch_resume(hv_fetch_t *f)
 void hv_fetch_cancel(hv_fetch_t *f, const struct hv_flow_s *flow)
 {
     hv_req_t *r, *next;
-    /* on_cancelled may end other requests (never start new ones: the callers closed the
-     * gates first), so restart from the head after each callback. */
     for (r = TAILQ_FIRST(&f->active); r != NULL; r = next) {
         next = TAILQ_NEXT(r, link);
         if (flow != NULL && r->job->flow != flow)
             continue;
         hv_job_t *job = r->job;
         end_req(r);
-        hv_sched_done(f->sched, job);
-        f->cbs->on_cancelled(f->ud, job);
-        next = TAILQ_FIRST(&f->active);
+        job->end = HV_JOB_CANCELLED;
+        f->on_end(f->ud, job);
     }
 }
 

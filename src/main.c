@@ -288,8 +288,11 @@ static void on_engine_closed(void *ud)
 static void render_metrics(void *ud, hv_buf_t *out)
 {
     app_t *app = ud;
-    if (app->engine != NULL)
-        hv_engine_render_metrics(app->engine, out);
+    if (app->engine != NULL) {
+        hv_engine_stats_t st;
+        hv_engine_stats(app->engine, &st);
+        hv_metrics_render_engine(out, &st);
+    }
     if (app->spool != NULL) {
         const hv_spool_stats_t *s = hv_spool_stats(app->spool);
         hv_metrics_counter(out, "harvestd_batches_completed_total", "Spool batches completed.",
@@ -362,8 +365,10 @@ static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail
         hv_log_set_before(NULL);
         progress_app = NULL;
     }
+    hv_engine_stats_t st;
+    hv_engine_stats(app->engine, &st);
     hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
-    hv_engine_format_stats(app->engine, engine_stats, sizeof(engine_stats));
+    hv_metrics_format_engine(engine_stats, sizeof(engine_stats), &st);
     fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
     if (status == 0) {
         app->exit_code = EXIT_OK;

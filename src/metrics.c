@@ -20,6 +20,7 @@
 #include <sys/queue.h>
 
 #include "harvestd/common.h"
+#include "harvestd/engine.h"
 #include "harvestd/log.h"
 
 #define MAX_REQUEST 8192
@@ -77,6 +78,84 @@ void hv_metrics_counter(hv_buf_t *out, const char *name, const char *help, uint6
 void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double v)
 {
     appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name, v);
+}
+
+void hv_metrics_render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
+{
+    const hv_fetch_stats_t *f = &s->fetch;
+    const hv_dns_stats_t *d = &s->dns;
+
+    hv_metrics_gauge(out, "harvestd_requests_in_flight", "Requests being downloaded.",
+                     s->requests_in_flight);
+    hv_metrics_gauge(out, "harvestd_jobs_waiting", "URLs waiting for a request slot.",
+                     s->jobs_waiting);
+    hv_metrics_gauge(out, "harvestd_page_queue_depth", "Pages waiting for a parser.",
+                     s->queue.pages);
+    hv_metrics_gauge(out, "harvestd_page_queue_bytes", "Bytes of pages waiting for a parser.",
+                     (double)s->queue.bytes);
+    hv_metrics_gauge(out, "harvestd_page_queue_high_water", "Most pages ever waiting at once.",
+                     s->queue.hwm_pages);
+    hv_metrics_gauge(out, "harvestd_page_queue_high_water_bytes",
+                     "Most page bytes ever waiting at once.", (double)s->queue.hwm_bytes);
+    hv_metrics_counter(out, "harvestd_read_pauses_total",
+                       "Times the page queue filled and every connection stopped reading.",
+                       s->read_pauses);
+    hv_metrics_gauge(out, "harvestd_batches_active", "Batches running.", s->batches);
+    hv_metrics_counter(out, "harvestd_connections_opened_total", "TCP connections opened.",
+                       f->connections_opened);
+    hv_metrics_counter(out, "harvestd_connections_reused_total",
+                       "Requests sent on a pooled keep-alive connection.",
+                       f->connections_reused);
+    hv_metrics_counter(out, "harvestd_stale_connection_retries_total",
+                       "Requests retried because a pooled connection had been closed.",
+                       f->stale_retries);
+    hv_metrics_counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
+    hv_metrics_counter(out, "harvestd_retries_total", "Retries scheduled after a transient failure.",
+                       s->retries);
+    hv_metrics_counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);
+    hv_metrics_counter(out, "harvestd_robots_fetches_total", "robots.txt requests made.",
+                       s->polite.robots_fetches);
+    hv_metrics_counter(out, "harvestd_robots_disallowed_total",
+                       "URLs not fetched because robots.txt disallows them.",
+                       s->polite.robots_disallowed);
+    hv_metrics_counter(out, "harvestd_throttle_decreases_total",
+                       "Times a host's pace was lowered (429/503, timeouts, latency).",
+                       s->polite.decreases);
+    hv_metrics_gauge(out, "harvestd_hosts_throttled", "Hosts below their configured pace.",
+                     s->polite.throttled);
+    hv_metrics_counter(out, "harvestd_dns_cache_hits_total",
+                       "Lookups answered by the cache or a lookup in flight.", d->hits);
+    if (s->has_tls) {
+        appendf(out,
+                "# HELP harvestd_tls_handshakes_total TLS handshakes completed.\n"
+                "# TYPE harvestd_tls_handshakes_total counter\n"
+                "harvestd_tls_handshakes_total{kind=\"full\"} %" PRIu64 "\n"
+                "harvestd_tls_handshakes_total{kind=\"resumed\"} %" PRIu64 "\n",
+                s->tls.handshakes, s->tls.resumed);
+        hv_metrics_counter(out, "harvestd_tls_failures_total", "TLS handshakes that failed.",
+                           s->tls.failures);
+    }
+}
+
+void hv_metrics_format_engine(char *out, size_t cap, const hv_engine_stats_t *s)
+{
+    const hv_fetch_stats_t *f = &s->fetch;
+    const hv_polite_stats_t *p = &s->polite;
+    int n = snprintf(out, cap,
+                     " hwm_pages=%u hwm_page_bytes=%" PRIu64 " read_pauses=%" PRIu64
+                     " connections_opened=%" PRIu64 " connections_reused=%" PRIu64
+                     " stale_retries=%" PRIu64 " redirects=%" PRIu64 " retries=%" PRIu64
+                     " dns_lookups=%" PRIu64 " dns_hits=%" PRIu64 " robots_fetches=%" PRIu64
+                     " robots_disallowed=%" PRIu64 " throttle_decreases=%" PRIu64
+                     " throttle_increases=%" PRIu64 " hosts_throttled=%u",
+                     s->queue.hwm_pages, s->queue.hwm_bytes, s->read_pauses, f->connections_opened,
+                     f->connections_reused, f->stale_retries, f->redirects, s->retries,
+                     s->dns.lookups, s->dns.hits, p->robots_fetches, p->robots_disallowed,
+                     p->decreases, p->increases, p->throttled);
+    if (s->has_tls && n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n,
+                 " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
+                 s->tls.handshakes, s->tls.resumed, s->tls.failures);
 }
 
 static void render_page(hv_buf_t *out)

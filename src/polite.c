@@ -1,4 +1,4 @@
-/* polite.c: per-host pacing, adaptive throttling and robots.txt state. */
+/* polite.c: per-host pacing, adaptive throttling and robots.txt policy. */
 #include "harvestd/polite.h"
 
 #include <inttypes.h>
@@ -7,7 +7,10 @@
 #include <string.h>
 
 #include "harvestd/common.h"
+#include "harvestd/job.h"
 #include "harvestd/log.h"
+#include "harvestd/retry.h"
+#include "harvestd/sched.h"
 
 #define ENTRIES_MAX 8192
 /* The delay the throttle starts from when the configured delay is 0, and its ceiling. */
@@ -17,8 +20,12 @@
 #define LATENCY_FACTOR 4.0
 #define LATENCY_FLOOR_MS 500.0
 
+/* An unreachable or failing robots.txt is asked again after this, not after the full TTL. */
+#define ROBOTS_UNAVAILABLE_TTL_MS 60000
+
 struct hv_polite_s {
     const hv_config_t *cfg;
+    char product[64];          /* our robots.txt product token ("harvestd") */
     hv_hostpol_t *table;
     TAILQ_HEAD(, hv_hostpol_s) lru;
     unsigned count;
@@ -30,6 +37,10 @@ hv_polite_t *hv_polite_new(const hv_config_t *cfg)
     hv_polite_t *p = hv_xcalloc(1, sizeof(*p));
     p->cfg = cfg;
     TAILQ_INIT(&p->lru);
+    /* The product token is the User-Agent's first product name. */
+    size_t plen = strcspn(cfg->user_agent, "/ ");
+    snprintf(p->product, sizeof(p->product), "%.*s", (int)HV_MIN(plen, sizeof(p->product) - 1),
+             cfg->user_agent);
     return p;
 }
 
@@ -187,12 +198,138 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
     return 1;
 }
 
+int hv_polite_attempt_ended(hv_polite_t *p, hv_job_t *job, uint64_t now, const char **key)
+{
+    hv_hostpol_t *h = job->pol;
+    const hv_record_t *rec = job->rec;
+    if (h == NULL)
+        return 0;
+    int timeout = rec->error_type == HV_ET_READ_TIMEOUT || rec->error_type == HV_ET_TOTAL_TIMEOUT ||
+                  rec->error_type == HV_ET_CONNECT_TIMEOUT;
+    uint64_t latency = rec->http_status > 0 && now > job->attempt_ms ? now - job->attempt_ms : 0;
+    int changed = hv_polite_feedback(p, h, rec->http_status, timeout, latency, now);
+    *key = h->key;
+    hv_polite_put(p, h);
+    job->pol = NULL;
+    return changed;
+}
+
 void hv_polite_min_delay(hv_hostpol_t *h, uint64_t ms)
 {
     if (h->base_delay_ms < ms)
         h->base_delay_ms = ms;
     if (h->delay_ms < ms)
         h->delay_ms = ms;
+}
+
+/* ---- robots.txt ---- */
+
+static void robots_ready(hv_hostpol_t *h, hv_robots_t *rules, int available, uint64_t expires,
+                         const char *result)
+{
+    hv_robots_free(h->robots);
+    h->robots = rules;
+    h->robots_state = HV_ROBOTS_READY;
+    h->robots_unavailable = !available;
+    if (available) {
+        h->robots_final = 0;
+        h->robots_why[0] = '\0';
+    }
+    h->robots_expires_ms = expires;
+    uint64_t delay = hv_robots_crawl_delay_ms(rules);
+    if (delay > 0)
+        hv_polite_min_delay(h, delay);
+    HV_LOG(HV_LOG_INFO, "event=robots host=%s result=%s%s%s rules=%zu crawl_delay_ms=%" PRIu64,
+           h->key, result, available ? "" : " cause=", available ? "" : h->robots_why,
+           hv_robots_rules(rules), delay);
+}
+
+/* `body` (`len` bytes) for a 2xx, else NULL with `rec` saying how the request failed; `rec`
+ * NULL: no request could be made. */
+static void robots_result(hv_polite_t *p, hv_hostpol_t *h, const char *body, size_t len,
+                          const hv_record_t *rec, uint64_t now)
+{
+    const hv_config_t *cfg = p->cfg;
+    uint64_t expires = now + cfg->robots_ttl_ms;
+    if (rec == NULL) {
+        robots_ready(h, hv_robots_allow_all(), 1, expires, "bad_url");
+    } else if (body != NULL) {
+        robots_ready(h, hv_robots_parse(body, len, p->product), 1, expires, "fetched");
+    } else if (rec->error_type == HV_ET_HTTP_STATUS && rec->http_status >= 400 &&
+               rec->http_status < 500) {
+        robots_ready(h, hv_robots_allow_all(), 1, expires, "4xx_allow_all");
+    } else if (rec->error_type == HV_ET_TOO_MANY_REDIRECTS) {
+        robots_ready(h, hv_robots_allow_all(), 1, expires, "redirects_allow_all");
+    } else {
+        /* The refused pages say why; and when it would not pass by asking again (a 5xx
+         * always might), they fail at once instead of retrying into the same wall. */
+        if (rec->error_type == HV_ET_HTTP_STATUS && rec->http_status > 0)
+            snprintf(h->robots_why, sizeof(h->robots_why), "http_%d", rec->http_status);
+        else
+            snprintf(h->robots_why, sizeof(h->robots_why), "%s",
+                     rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
+        h->robots_final = rec->error_type != HV_ET_HTTP_STATUS && !hv_retry_transient(cfg, rec);
+        robots_ready(h, hv_robots_disallow_all(), 0,
+                     now + HV_MIN(cfg->robots_ttl_ms, (uint64_t)ROBOTS_UNAVAILABLE_TTL_MS),
+                     "unavailable_disallow_all");
+    }
+}
+
+hv_job_t *hv_polite_robots_job(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t scheme,
+                              const char *name, uint16_t port, uint64_t id, uint64_t now)
+{
+    char text[HV_URL_MAX];
+    hv_url_t url;
+    const char *reason;
+    int v6 = strchr(name, ':') != NULL;
+
+    h->robots_state = HV_ROBOTS_FETCHING;
+    snprintf(text, sizeof(text), "%s://%s%s%s:%u/robots.txt",
+             scheme == HV_SCHEME_HTTPS ? "https" : "http", v6 ? "[" : "", name, v6 ? "]" : "",
+             (unsigned)port);
+    if (hv_url_parse(&url, text, strlen(text), &reason) != 0) {
+        robots_result(p, h, NULL, 0, NULL, now);
+        return NULL;
+    }
+    hv_job_t *job = hv_job_new(id, HV_JOB_ROBOTS, hv_record_new(text, strlen(text)), &url);
+    job->pol = hv_polite_get(p, h->key, name);
+    p->stats.robots_fetches++;
+    HV_LOG(HV_LOG_DEBUG, "event=robots_fetch host=%s", h->key);
+    return job;
+}
+
+void hv_polite_robots_ended(hv_polite_t *p, const hv_job_t *job, int abandon, uint64_t now)
+{
+    hv_hostpol_t *h = job->pol;
+    if (abandon || job->end == HV_JOB_CANCELLED)
+        h->robots_state = HV_ROBOTS_UNKNOWN;
+    else if (job->end == HV_JOB_GOT_PAGE)
+        robots_result(p, h, job->body != NULL ? job->body : "", job->body_len, job->rec, now);
+    else
+        robots_result(p, h, NULL, 0, job->rec, now);
+}
+
+int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
+{
+    hv_hostpol_t *h = job->host->pol;
+    if (p->cfg->obey_robots && h->robots != NULL &&
+        !hv_robots_allowed(h->robots, job->url.target, strlen(job->url.target))) {
+        char why[80];
+        if (h->robots_unavailable)
+            snprintf(why, sizeof(why), "robots_txt_unavailable_%s", h->robots_why);
+        else
+            snprintf(why, sizeof(why), "disallowed_by_robots_txt");
+        job->robots_retry = h->robots_unavailable && !h->robots_final;
+        hv_job_fill_record(job, now);
+        hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, why);
+        p->stats.robots_disallowed++;
+        hv_polite_unstart(h);
+        return 0;
+    }
+    if (job->pol != NULL) /* a redirect moved the job from another host */
+        hv_polite_put(p, job->pol);
+    job->pol = hv_polite_get(p, job->host->key, job->host->name);
+    return 1;
 }
 
 const hv_polite_stats_t *hv_polite_stats(const hv_polite_t *p)

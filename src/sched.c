@@ -1,10 +1,11 @@
 /*
- * sched.c: flows x hosts, round-robin at both levels.
+ * sched.c: flows x hosts, round-robin at both levels, plus a heap of delayed jobs.
  *
  * An fhost is one flow's queue for one host. It is "ready" while it has waiting jobs and its
- * host is below per_host; ready fhosts sit in their flow's ready list, and flows with at
- * least one ready fhost sit in the scheduler's ready list. When a host reaches its limit all
- * its fhosts leave their ready lists; when it drops below, they come back.
+ * host is open (below its limit, past its pacing delay, robots.txt known); ready fhosts sit in
+ * their flow's ready list, and flows with at least one ready fhost sit in the scheduler's
+ * ready list. When a host closes all its fhosts leave their ready lists; when it opens again,
+ * they come back.
  */
 #include "harvestd/sched.h"
 
@@ -31,46 +32,55 @@ struct hv_flow_s {
     void *ud;
     int privileged;
     unsigned inflight;
+    unsigned nwaiting;
+    unsigned ndelayed;
     hv_fhost_t *fhosts;
     TAILQ_HEAD(, hv_fhost_s) ready;
-    unsigned nwaiting;
     int in_ready;
     TAILQ_ENTRY(hv_flow_s) ready_link;
 };
 
 struct hv_sched_s {
-    uv_loop_t *loop;
     unsigned concurrency;
     hv_polite_t *polite;
+    int robots;
+    hv_sched_clock_cb clock;
     hv_sched_start_cb start;
     hv_sched_gate_cb gate;
-    hv_sched_robots_cb robots;
     void *ud;
     TAILQ_HEAD(, hv_host_s) paced;
+    TAILQ_HEAD(, hv_host_s) robots_wanted;
     hv_host_t *hosts;
     unsigned nhosts;
     TAILQ_HEAD(, hv_flow_s) ready;
     unsigned nready;
     unsigned nwaiting;
     unsigned inflight;
-    int dispatching;
-    int again;
+    hv_job_t **heap;           /* delayed jobs, min-heap on not_before */
+    unsigned nheap;
+    unsigned heap_cap;
 };
 
-hv_sched_t *hv_sched_new(uv_loop_t *loop, unsigned concurrency, hv_polite_t *polite,
-                         hv_sched_start_cb start, hv_sched_gate_cb gate,
-                         hv_sched_robots_cb robots, void *ud)
+static uint64_t now_ms(const hv_sched_t *s)
+{
+    return s->clock(s->ud);
+}
+
+hv_sched_t *hv_sched_new(unsigned concurrency, hv_polite_t *polite, int robots,
+                         hv_sched_clock_cb clock, hv_sched_start_cb start, hv_sched_gate_cb gate,
+                         void *ud)
 {
     hv_sched_t *s = hv_xcalloc(1, sizeof(*s));
-    s->loop = loop;
     s->concurrency = concurrency;
     s->polite = polite;
+    s->robots = robots;
+    s->clock = clock;
     s->start = start;
     s->gate = gate;
-    s->robots = robots;
     s->ud = ud;
     TAILQ_INIT(&s->ready);
     TAILQ_INIT(&s->paced);
+    TAILQ_INIT(&s->robots_wanted);
     return s;
 }
 
@@ -88,13 +98,24 @@ hv_flow_t *hv_sched_flow_new(hv_sched_t *s, hv_sched_gate_cb gate, void *ud, int
 void hv_sched_flow_free(hv_sched_t *s, hv_flow_t *flow)
 {
     (void)s;
-    assert(flow->nwaiting == 0 && flow->fhosts == NULL && !flow->in_ready && flow->inflight == 0);
+    assert(flow->nwaiting == 0 && flow->ndelayed == 0 && flow->fhosts == NULL &&
+           !flow->in_ready && flow->inflight == 0);
     free(flow);
 }
 
 unsigned hv_sched_flow_waiting(const hv_flow_t *flow)
 {
     return flow->nwaiting;
+}
+
+unsigned hv_sched_flow_delayed(const hv_flow_t *flow)
+{
+    return flow->ndelayed;
+}
+
+unsigned hv_sched_flow_inflight(const hv_flow_t *flow)
+{
+    return flow->inflight;
 }
 
 void *hv_sched_flow_data(const hv_flow_t *flow)
@@ -124,9 +145,9 @@ static int host_open(hv_sched_t *s, hv_host_t *h, const hv_flow_t *f)
     const hv_hostpol_t *pol = h->pol;
     if (h->inflight >= pol->limit)
         return 0;
-    if (s->robots != NULL && !f->privileged && pol->robots == NULL)
+    if (s->robots && !f->privileged && pol->robots == NULL)
         return 0;
-    if (pol->delay_ms > 0 && uv_now(s->loop) < pol->next_start_ms) {
+    if (pol->delay_ms > 0 && now_ms(s) < pol->next_start_ms) {
         if (!h->_paced) {
             TAILQ_INSERT_TAIL(&s->paced, h, _paced_link);
             h->_paced = 1;
@@ -171,7 +192,6 @@ static hv_host_t *host_get(hv_sched_t *s, const hv_url_t *u)
     h->is_ip = u->host_is_ip;
     h->port = u->port;
     h->scheme = u->scheme;
-    TAILQ_INIT(&h->idle);
     TAILQ_INIT(&h->_fhosts);
     h->pol = hv_polite_get(s->polite, h->key, h->name);
     HASH_ADD_KEYPTR(hh, s->hosts, h->key, strlen(h->key), h);
@@ -183,6 +203,8 @@ static void host_free(hv_sched_t *s, hv_host_t *h)
 {
     if (h->_paced)
         TAILQ_REMOVE(&s->paced, h, _paced_link);
+    if (h->_robots_wanted)
+        TAILQ_REMOVE(&s->robots_wanted, h, _robots_link);
     hv_polite_put(s->polite, h->pol);
     HASH_DEL(s->hosts, h);
     s->nhosts--;
@@ -191,11 +213,11 @@ static void host_free(hv_sched_t *s, hv_host_t *h)
     free(h);
 }
 
-void hv_sched_host_gc(hv_sched_t *s, hv_host_t *h)
+/* A host nothing refers to any more goes away. */
+static void host_gc(hv_sched_t *s, hv_host_t *h)
 {
-    if (h->_nfhosts > 0 || h->inflight > 0 || h->nidle > 0)
-        return;
-    host_free(s, h);
+    if (h->_nfhosts == 0 && h->inflight == 0)
+        host_free(s, h);
 }
 
 static hv_fhost_t *fhost_get(hv_flow_t *f, hv_host_t *h)
@@ -230,7 +252,7 @@ static void fhost_gc(hv_sched_t *s, hv_fhost_t *fh)
     TAILQ_REMOVE(&h->_fhosts, fh, host_link);
     h->_nfhosts--;
     free(fh);
-    hv_sched_host_gc(s, h);
+    host_gc(s, h);
 }
 
 /* ---- jobs ---- */
@@ -249,9 +271,13 @@ void hv_sched_submit(hv_sched_t *s, hv_flow_t *flow, hv_job_t *job, int front)
     flow->nwaiting++;
     s->nwaiting++;
     fhost_ready_update(s, fh);
-    if (s->robots != NULL && !flow->privileged && h->pol->robots_state != HV_ROBOTS_FETCHING &&
-        (h->pol->robots == NULL || uv_now(s->loop) >= h->pol->robots_expires_ms))
-        s->robots(s->ud, h);
+    const hv_hostpol_t *pol = h->pol;
+    if (s->robots && !flow->privileged && !h->_robots_wanted &&
+        pol->robots_state != HV_ROBOTS_FETCHING &&
+        (pol->robots == NULL || now_ms(s) >= pol->robots_expires_ms)) {
+        TAILQ_INSERT_TAIL(&s->robots_wanted, h, _robots_link);
+        h->_robots_wanted = 1;
+    }
 }
 
 void hv_sched_done(hv_sched_t *s, hv_job_t *job)
@@ -263,7 +289,7 @@ void hv_sched_done(hv_sched_t *s, hv_job_t *job)
     job->flow->inflight--;
     job->host = NULL;
     host_ready_update(s, h); /* below its limit again, perhaps */
-    hv_sched_host_gc(s, h);
+    host_gc(s, h);
 }
 
 /* The ready flow with an open gate and the fewest requests in flight; among equals the one
@@ -284,50 +310,164 @@ static hv_flow_t *next_flow(hv_sched_t *s)
 
 unsigned hv_sched_kick(hv_sched_t *s, unsigned max)
 {
-    if (s->dispatching) {
-        s->again = 1; /* called from inside a start callback: the outer loop goes on */
-        return 0;
-    }
-    s->dispatching = 1;
     unsigned started = 0;
-    do {
-        s->again = 0;
-        while (started < max && s->inflight < s->concurrency && s->gate(s->ud)) {
-            hv_flow_t *f = next_flow(s);
-            if (f == NULL)
-                break;
-            hv_fhost_t *fh = TAILQ_FIRST(&f->ready);
-            hv_host_t *h = fh->host;
-            hv_job_t *job = TAILQ_FIRST(&fh->waiting);
-            TAILQ_REMOVE(&fh->waiting, job, link);
-            fh->nwaiting--;
-            f->nwaiting--;
-            s->nwaiting--;
-            h->inflight++;
-            s->inflight++;
-            f->inflight++;
-            hv_polite_started(s->polite, h->pol, uv_now(s->loop));
-            /* This flow and this host go to the back of their lines. */
-            TAILQ_REMOVE(&f->ready, fh, ready_link);
-            fh->ready = 0;
-            if (h->inflight >= h->pol->limit || h->pol->delay_ms > 0)
-                host_ready_update(s, h);
-            fhost_ready_update(s, fh);
-            if (f->in_ready) {
-                TAILQ_REMOVE(&s->ready, f, ready_link);
-                TAILQ_INSERT_TAIL(&s->ready, f, ready_link);
-            }
-            fhost_gc(s, fh);
-            started++;
-            s->start(s->ud, job);
+    while (started < max && s->inflight < s->concurrency && s->gate(s->ud)) {
+        hv_flow_t *f = next_flow(s);
+        if (f == NULL)
+            break;
+        hv_fhost_t *fh = TAILQ_FIRST(&f->ready);
+        hv_host_t *h = fh->host;
+        hv_job_t *job = TAILQ_FIRST(&fh->waiting);
+        TAILQ_REMOVE(&fh->waiting, job, link);
+        fh->nwaiting--;
+        f->nwaiting--;
+        s->nwaiting--;
+        h->inflight++;
+        s->inflight++;
+        f->inflight++;
+        hv_polite_started(s->polite, h->pol, now_ms(s));
+        /* This flow and this host go to the back of their lines. */
+        TAILQ_REMOVE(&f->ready, fh, ready_link);
+        fh->ready = 0;
+        if (h->inflight >= h->pol->limit || h->pol->delay_ms > 0)
+            host_ready_update(s, h);
+        fhost_ready_update(s, fh);
+        if (f->in_ready) {
+            TAILQ_REMOVE(&s->ready, f, ready_link);
+            TAILQ_INSERT_TAIL(&s->ready, f, ready_link);
         }
-    } while (s->again && started < max);
-    s->dispatching = 0;
+        fhost_gc(s, fh);
+        started++;
+        s->start(s->ud, job);
+    }
     return started;
 }
 
-void hv_sched_drop_waiting(hv_sched_t *s, hv_flow_t *flow,
-                           void (*drop)(void *ud, hv_job_t *job), void *ud)
+/* ---- delayed jobs: a binary min-heap on not_before ---- */
+
+static int heap_less(const hv_sched_t *s, unsigned a, unsigned b)
+{
+    return s->heap[a]->not_before < s->heap[b]->not_before;
+}
+
+static void heap_swap(hv_sched_t *s, unsigned a, unsigned b)
+{
+    hv_job_t *t = s->heap[a];
+    s->heap[a] = s->heap[b];
+    s->heap[b] = t;
+    s->heap[a]->heap_idx = a;
+    s->heap[b]->heap_idx = b;
+}
+
+static void heap_up(hv_sched_t *s, unsigned i)
+{
+    while (i > 0 && heap_less(s, i, (i - 1) / 2)) {
+        heap_swap(s, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(hv_sched_t *s, unsigned i)
+{
+    for (;;) {
+        unsigned l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->nheap && heap_less(s, l, m))
+            m = l;
+        if (r < s->nheap && heap_less(s, r, m))
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(s, i, m);
+        i = m;
+    }
+}
+
+static void heap_remove(hv_sched_t *s, unsigned i)
+{
+    hv_job_t *job = s->heap[i];
+    s->nheap--;
+    if (i != s->nheap) {
+        heap_swap(s, i, s->nheap);
+        heap_down(s, i);
+        heap_up(s, i);
+    }
+    job->flow->ndelayed--;
+}
+
+void hv_sched_delay(hv_sched_t *s, hv_job_t *job, uint64_t not_before)
+{
+    assert(job->host == NULL && job->flow != NULL);
+    if (s->nheap == s->heap_cap) {
+        s->heap_cap = s->heap_cap ? s->heap_cap * 2 : 64;
+        s->heap = hv_xrealloc(s->heap, s->heap_cap * sizeof(*s->heap));
+    }
+    job->not_before = not_before;
+    job->heap_idx = s->nheap;
+    s->heap[s->nheap++] = job;
+    job->flow->ndelayed++;
+    heap_up(s, job->heap_idx);
+}
+
+/* ---- time ---- */
+
+uint64_t hv_sched_next_wakeup(const hv_sched_t *s)
+{
+    uint64_t at = s->nheap > 0 ? s->heap[0]->not_before : 0;
+    const hv_host_t *h;
+    TAILQ_FOREACH(h, &s->paced, _paced_link)
+    {
+        if (at == 0 || h->pol->next_start_ms < at)
+            at = h->pol->next_start_ms;
+    }
+    return at;
+}
+
+void hv_sched_tick(hv_sched_t *s)
+{
+    uint64_t now = now_ms(s);
+    while (s->nheap > 0 && s->heap[0]->not_before <= now) {
+        hv_job_t *job = s->heap[0];
+        heap_remove(s, 0);
+        /* Ahead of the flow's other jobs for that host: it has waited already. */
+        hv_sched_submit(s, job->flow, job, 1);
+    }
+    hv_host_t *h, *next;
+    for (h = TAILQ_FIRST(&s->paced); h != NULL; h = next) {
+        next = TAILQ_NEXT(h, _paced_link);
+        if (h->pol->next_start_ms > now)
+            continue;
+        TAILQ_REMOVE(&s->paced, h, _paced_link);
+        h->_paced = 0;
+        host_ready_update(s, h);
+    }
+}
+
+/* ---- robots.txt, lookups, dropping ---- */
+
+hv_host_t *hv_sched_robots_wanted(hv_sched_t *s)
+{
+    hv_host_t *h = TAILQ_FIRST(&s->robots_wanted);
+    if (h != NULL) {
+        TAILQ_REMOVE(&s->robots_wanted, h, _robots_link);
+        h->_robots_wanted = 0;
+    }
+    return h;
+}
+
+hv_host_t *hv_sched_host_find(hv_sched_t *s, const char *key)
+{
+    hv_host_t *h;
+    HASH_FIND_STR(s->hosts, key, h);
+    return h;
+}
+
+void hv_sched_host_changed(hv_sched_t *s, hv_host_t *h)
+{
+    host_ready_update(s, h);
+}
+
+void hv_sched_drop(hv_sched_t *s, hv_flow_t *flow, void (*drop)(void *ud, hv_job_t *job),
+                   void *ud)
 {
     hv_fhost_t *fh, *tmp;
     HASH_ITER(hh, flow->fhosts, fh, tmp)
@@ -343,49 +483,25 @@ void hv_sched_drop_waiting(hv_sched_t *s, hv_flow_t *flow,
         }
         fhost_gc(s, fh);
     }
-}
-
-hv_host_t *hv_sched_host_find(hv_sched_t *s, const char *key)
-{
-    hv_host_t *h;
-    HASH_FIND_STR(s->hosts, key, h);
-    return h;
-}
-
-void hv_sched_host_changed(hv_sched_t *s, hv_host_t *h)
-{
-    host_ready_update(s, h);
-}
-
-uint64_t hv_sched_next_wakeup(const hv_sched_t *s)
-{
-    uint64_t at = 0;
-    const hv_host_t *h;
-    TAILQ_FOREACH(h, &s->paced, _paced_link)
-    {
-        if (at == 0 || h->pol->next_start_ms < at)
-            at = h->pol->next_start_ms;
-    }
-    return at;
-}
-
-void hv_sched_tick(hv_sched_t *s)
-{
-    uint64_t now = uv_now(s->loop);
-    hv_host_t *h, *next;
-    for (h = TAILQ_FIRST(&s->paced); h != NULL; h = next) {
-        next = TAILQ_NEXT(h, _paced_link);
-        if (h->pol->next_start_ms > now)
+    for (unsigned i = 0; i < s->nheap;) {
+        hv_job_t *job = s->heap[i];
+        if (job->flow != flow) {
+            i++;
             continue;
-        TAILQ_REMOVE(&s->paced, h, _paced_link);
-        h->_paced = 0;
-        host_ready_update(s, h);
+        }
+        heap_remove(s, i);
+        drop(ud, job);
     }
 }
 
 unsigned hv_sched_waiting(const hv_sched_t *s)
 {
     return s->nwaiting;
+}
+
+unsigned hv_sched_delayed(const hv_sched_t *s)
+{
+    return s->nheap;
 }
 
 unsigned hv_sched_inflight(const hv_sched_t *s)
@@ -400,8 +516,10 @@ unsigned hv_sched_hosts(const hv_sched_t *s)
 
 void hv_sched_free(hv_sched_t *s)
 {
+    assert(s->nheap == 0);
     hv_host_t *h, *tmp;
     HASH_ITER(hh, s->hosts, h, tmp)
         host_free(s, h);
+    free(s->heap);
     free(s);
 }

@@ -1,69 +1,131 @@
 /*
  * engine.h: the stages every batch shares: DNS cache, scheduler, download (fetch, with the
- * connection pools and TLS), the page queue and the parse stage. Batches (batch.h) bring their
- * input and their output; the engine moves their jobs through the middle.
+ * connection pools and TLS), politeness, the page queue and the parse stage. Batches
+ * (batch.h) bring their input and their output; each has a flow through the engine, which
+ * moves its jobs through the middle.
  *
- *   batch source -> [batch job queue] -> sched -> fetch -> [page queue] -> parse
- *                -> [batch result queue] -> batch writer
+ *   batch source -> hv_engine_submit -> sched -> fetch -> [page queue] -> parse
+ *                -> flow's on_record -> [batch result queue] -> batch writer
+ *
+ * One pass per loop iteration. Events only mark work as pending: a download that ends, a
+ * parse that comes back, a line submitted, a writer that drained, a timer: each records
+ * what changed and calls hv_engine_wake(). The pass runs from a uv_idle_t that is active
+ * exactly while work is pending: libuv runs idle handles once per iteration, before it polls
+ * for I/O, and does not block in the poll while one is active, so marked work moves before
+ * the loop sleeps. The pass, in order: ended downloads (slots back, redirects and retries
+ * back to the scheduler, pages to the page queue, failures to their flows), robots.txt
+ * requests the scheduler asks for, pages to free parsers, records to their flows and each
+ * flow's own pass (output, input, completion), then waiting jobs to free slots, at most
+ * START_BURST per pass so that the loop polls between bursts of connects. Nothing in an I/O
+ * callback starts a request or calls a flow.
  *
  * Backpressure that belongs to everyone lives here: when the page queue is full (by count or
  * bytes) every connection stops reading and no request starts, until it drains below half.
- * Backpressure that belongs to one batch (its result queue, its writer) holds only that batch.
+ * The page is counted when its download ends, inside the I/O callback, so the bound holds
+ * exactly. Backpressure that belongs to one batch (its result queue, its writer) holds only
+ * that batch's flow, through its callbacks.
  */
 #ifndef HARVESTD_ENGINE_H
 #define HARVESTD_ENGINE_H
 
 #include <stdint.h>
-#include <stdio.h>
 #include <uv.h>
 
-#include "harvestd/buf.h"
 #include "harvestd/config.h"
 #include "harvestd/dns.h"
+#include "harvestd/extract.h"
 #include "harvestd/fetch.h"
+#include "harvestd/pages.h"
+#include "harvestd/polite.h"
+#include "harvestd/record.h"
 #include "harvestd/tls.h"
+#include "harvestd/url.h"
 
 typedef struct hv_engine_s hv_engine_t;
-struct hv_batch_s;
+typedef struct hv_engine_flow_s hv_engine_flow_t;
 
+/** What the engine asks of a flow's owner (a batch). Every call comes from the engine's pass,
+ * except on_stop (from hv_engine_stop()). */
 typedef struct {
-    unsigned hwm_pages;
-    uint64_t hwm_page_bytes;
+    /** May the flow start another request now (its state, its result queue)? */
+    int (*may_start)(void *ud);
+    /** May the flow's pages be parsed now (room for their records)? */
+    int (*accepts)(void *ud);
+    /** A record of the flow is complete (parsed, or failed); it passes to the callee. */
+    void (*on_record)(void *ud, hv_record_t *rec);
+    /** Once per pass, after the records: move output on, read input, check completion. */
+    void (*on_pass)(void *ud);
+    /** hv_engine_stop() was called: stop (at once with `force`). */
+    void (*on_stop)(void *ud, int force);
+} hv_engine_flow_cbs_t;
+
+/** A flow's work in the engine, for its owner's bounds and completion. */
+typedef struct {
+    unsigned waiting;   /* jobs waiting for a request slot */
+    unsigned delayed;   /* jobs waiting out a retry backoff */
+    unsigned inflight;  /* jobs holding a slot (downloading, or ended and not yet passed) */
+    unsigned pages;     /* pages queued or being parsed, records not yet handed over */
+} hv_engine_flow_counts_t;
+
+/** Engine-wide figures, for the summary line and /metrics (metrics.h renders them). */
+typedef struct hv_engine_stats_s {
+    hv_pages_stats_t queue;     /* the page queue */
     uint64_t read_pauses;
-    unsigned pages;            /* now */
-    uint64_t page_bytes;       /* now */
+    unsigned requests_in_flight;
+    unsigned jobs_waiting;
+    unsigned batches;
+    uint64_t retries;           /* retries scheduled */
+    hv_fetch_stats_t fetch;
+    hv_dns_stats_t dns;
+    hv_polite_stats_t polite;
+    int has_tls;
+    hv_tls_stats_t tls;
 } hv_engine_stats_t;
 
 /** `tls` (shared, outlives the engine) serves https URLs. */
 hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls);
 
+const hv_config_t *hv_engine_config(const hv_engine_t *e);
+uv_loop_t *hv_engine_loop(const hv_engine_t *e);
+
+/** Mark work pending: the engine's pass runs before the loop next sleeps. Cheap; call it
+ * after any change a pass should see (a record queued, a writer drained, input resumed). */
+void hv_engine_wake(hv_engine_t *e);
+
 /**
- * Stop every batch: with `force` at once (in-flight requests cancelled, unparsed pages
- * dropped), otherwise gracefully (input closed, waiting jobs dropped, in-flight requests get
- * drain_timeout before they are cancelled).
+ * A new flow for `cbs`/`ud` (a batch). Its pages are analysed with `rules` (NULL: title
+ * only) and parse crashes noted in `crash_note` (NULL: none); both must outlive the flow.
+ */
+hv_engine_flow_t *hv_engine_flow_new(hv_engine_t *e, const hv_engine_flow_cbs_t *cbs, void *ud,
+                                     const hv_ruleset_t *rules, const char *crash_note);
+
+/** Queue a download of `url` building `rec` (both taken over) in the flow. */
+void hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *url);
+
+void hv_engine_flow_counts(const hv_engine_flow_t *f, hv_engine_flow_counts_t *out);
+
+/** Drop the flow's waiting and delayed jobs; with `force` also abandon its requests in
+ * flight, its queued pages and its parses not yet started (their records are freed). */
+void hv_engine_flow_drop(hv_engine_flow_t *f, int force);
+
+/** Free a flow with no work left (hv_engine_flow_counts all zero). */
+void hv_engine_flow_free(hv_engine_flow_t *f);
+
+/**
+ * Stop every flow: with `force` at once (in-flight requests cancelled, unparsed pages
+ * dropped), otherwise gracefully (flows close their input and drop waiting jobs; in-flight
+ * requests get drain_timeout before they are cancelled). No retry is planned once stopping.
  */
 void hv_engine_stop(hv_engine_t *e, int force);
 
-/** Move work forward after an outside change (a batch was added, a writer drained). */
-void hv_engine_update(hv_engine_t *e);
-
-/** Batches alive. */
+/** Flows (batches) alive. */
 unsigned hv_engine_batches(const hv_engine_t *e);
 
-const hv_engine_stats_t *hv_engine_stats(const hv_engine_t *e);
-const hv_fetch_stats_t *hv_engine_fetch_stats(const hv_engine_t *e);
-const hv_dns_stats_t *hv_engine_dns_stats(const hv_engine_t *e);
-hv_tls_ctx_t *hv_engine_tls(const hv_engine_t *e);
-
-/** Append the engine's Prometheus lines (queues, connections, TLS, DNS) to `out`. */
-void hv_engine_render_metrics(const hv_engine_t *e, hv_buf_t *out);
-
-/** Append engine-wide summary fields (" hwm_pages=... tls_resumed=...") to `out`. */
-void hv_engine_format_stats(const hv_engine_t *e, char *out, size_t cap);
+void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out);
 
 /**
- * Close the engine once no batch is left: idle connections, the DNS cache, the drain timer.
- * The memory goes when the loop has closed its handles; `done` runs then.
+ * Close the engine once no flow is left: robots.txt requests, idle connections, the DNS
+ * cache, the handles. The memory goes when the loop has closed its handles; `done` runs then.
  */
 void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud);
 

@@ -1,8 +1,9 @@
 /*
  * fetch.h: the download stage. Runs one request per dispatched job over pooled keep-alive
- * connections, follows redirects (sending the job back to the scheduler), enforces the
- * connect/read/total timeouts and the HTTP limits, and ends every job with a page or a
- * precise failure record.
+ * connections, enforces the connect/read/total timeouts and the HTTP limits, and ends every
+ * job exactly once through `on_end`: with a page, a precise failure record, the next redirect
+ * hop, or cancelled. fetch never schedules: what follows an ending (releasing the slot,
+ * following the redirect, retrying) is the engine's decision, taken in its pass.
  *
  * Per request, one connection timer is re-armed per phase (connect, then response bytes);
  * each arm is capped by the job's total deadline, so the same timer reports TotalTimeout.
@@ -21,20 +22,19 @@
 #include "harvestd/config.h"
 #include "harvestd/dns.h"
 #include "harvestd/job.h"
-#include "harvestd/sched.h"
 #include "harvestd/tls.h"
 
 typedef struct hv_fetch_s hv_fetch_t;
 
-typedef struct {
-    /** The job downloaded a page: `body` (malloc'd, `len` bytes) and the job pass to the
-     * callee. The record has url, http_status, content_type, bytes, redirects, timing. */
-    void (*on_page)(void *ud, hv_job_t *job, char *body, size_t len);
-    /** The job failed; its record says how. The job passes to the callee. */
-    void (*on_failed)(void *ud, hv_job_t *job);
-    /** The job was abandoned by hv_fetch_cancel_all(); it passes to the callee. */
-    void (*on_cancelled)(void *ud, hv_job_t *job);
-} hv_fetch_cbs_t;
+/**
+ * A download ended; job->end says how: HV_JOB_GOT_PAGE (job->body, job->body_len hold the
+ * page; the record has url, http_status, content_type, bytes, redirects, timing),
+ * HV_JOB_FAILED (the record says how), HV_JOB_REDIRECTED (job->url is the next hop, the
+ * redirect counted) or HV_JOB_CANCELLED. The job passes to the callee, which must not call
+ * back into fetch for it, nor start requests from inside this callback: it may run from a
+ * socket callback.
+ */
+typedef void (*hv_fetch_end_cb)(void *ud, hv_job_t *job);
 
 typedef struct {
     uint64_t connections_opened;
@@ -44,16 +44,17 @@ typedef struct {
 } hv_fetch_stats_t;
 
 /** `tls` (shared, outlives the stage) serves https URLs. */
-hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_sched_t *sched,
-                         hv_dns_t *dns, hv_tls_ctx_t *tls, const hv_fetch_cbs_t *cbs, void *ud);
+hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
+                         hv_tls_ctx_t *tls, hv_fetch_end_cb on_end, void *ud);
 
-/** Begin downloading a job that the scheduler dispatched. */
+/** Begin downloading a job that the scheduler dispatched: job->host (the scheduler's entry,
+ * valid while the job holds its slot) names where. It may end at once, through on_end. */
 void hv_fetch_start(hv_fetch_t *f, hv_job_t *job);
 
 void hv_fetch_pause(hv_fetch_t *f);
 void hv_fetch_resume(hv_fetch_t *f);
 
-/** Abandon the in-flight requests of `flow` (NULL: all); their jobs go to on_cancelled. */
+/** Abandon the in-flight requests of `flow` (NULL: all); they end as HV_JOB_CANCELLED. */
 void hv_fetch_cancel(hv_fetch_t *f, const struct hv_flow_s *flow);
 
 /** Requests in flight. */

@@ -55,6 +55,14 @@ int hv_metrics_probe_start(uv_loop_t *loop, hv_metrics_server_t **out);
 /** Close the listener, its clients and the probe. `done` runs when all handles are closed. */
 void hv_metrics_close(hv_metrics_server_t *m, void (*done)(void *ud), void *ud);
 
+struct hv_engine_stats_s;
+
+/** Append the engine's Prometheus lines (queues, connections, retries, robots, TLS, DNS). */
+void hv_metrics_render_engine(hv_buf_t *out, const struct hv_engine_stats_s *s);
+
+/** Format the engine's summary fields (" hwm_pages=... tls_resumed=...") into `out`. */
+void hv_metrics_format_engine(char *out, size_t cap, const struct hv_engine_stats_s *s);
+
 /** Append "name value\n" with HELP/TYPE lines (helpers for render callbacks). */
 void hv_metrics_counter(hv_buf_t *out, const char *name, const char *help, uint64_t v);
 void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double v);

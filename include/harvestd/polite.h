@@ -7,6 +7,13 @@
  * Entries are keyed by scheme://host:port and outlive the scheduler's host entries (which
  * come and go with the jobs); unreferenced entries are evicted oldest first beyond a bound,
  * so memory follows the hosts seen recently. Loop thread only.
+ *
+ * robots.txt: the scheduler holds a host's jobs while its rules are unknown and names the
+ * host; the engine fetches /robots.txt as an ordinary job and hands the outcome here
+ * (hv_polite_robots_result), where the policy lives: 2xx parses the rules, 4xx allows
+ * everything, anything else disallows everything for a minute (RFC 9309 2.3.1.4) and says
+ * why. Before a page job starts, hv_polite_admit() decides. Pure: the caller gives the
+ * time.
  */
 #ifndef HARVESTD_POLITE_H
 #define HARVESTD_POLITE_H
@@ -16,7 +23,11 @@
 #include <uthash.h>
 
 #include "harvestd/config.h"
+#include "harvestd/record.h"
 #include "harvestd/robots.h"
+#include "harvestd/url.h"
+
+struct hv_job_s;
 
 typedef enum {
     HV_ROBOTS_UNKNOWN = 0,  /* not fetched (or expired) */
@@ -61,6 +72,8 @@ typedef struct {
     uint64_t decreases;      /* adaptive slow-downs */
     uint64_t increases;      /* adaptive speed-ups */
     unsigned throttled;      /* hosts currently below their configured pace */
+    uint64_t robots_fetches; /* robots.txt requests made */
+    uint64_t robots_disallowed; /* page requests refused by robots.txt */
 } hv_polite_stats_t;
 
 hv_polite_t *hv_polite_new(const hv_config_t *cfg);
@@ -85,8 +98,40 @@ void hv_polite_unstart(hv_hostpol_t *h);
 int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
                        uint64_t latency_ms, uint64_t now);
 
+/**
+ * A page job is about to start on its host (job->host->pol): 1 when robots.txt lets it, and
+ * job->pol then references that host for the attempt; 0 when robots.txt refuses it: the
+ * record says why (RobotsDisallowed), job->robots_retry says whether a later attempt could
+ * pass, and the host's pacing slot is given back (no request went out).
+ */
+int hv_polite_admit(hv_polite_t *p, struct hv_job_s *job, uint64_t now);
+
+/**
+ * The attempt of a page job ended as its record says: tell the host's throttle
+ * (hv_polite_feedback) and release job->pol. Returns 1 when the host's pace changed, with
+ * the host's key in *key (valid until the next call into polite).
+ */
+int hv_polite_attempt_ended(hv_polite_t *p, struct hv_job_s *job, uint64_t now,
+                            const char **key);
+
 /** Raise the host's delay to at least `ms` (robots.txt Crawl-delay). */
 void hv_polite_min_delay(hv_hostpol_t *h, uint64_t ms);
+
+/**
+ * The job that fetches robots.txt for `h` (scheme://name:port), numbered `id`, its state now
+ * FETCHING; NULL when no request can be made (everything is allowed then, at `now`).
+ */
+struct hv_job_s *hv_polite_robots_job(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t scheme,
+                                      const char *name, uint16_t port, uint64_t id, uint64_t now);
+
+/**
+ * A robots.txt job (from hv_polite_robots_job) ended, as job->end says: the host's rules and
+ * when they expire are set from the response, or forgotten if the job was cancelled or
+ * `abandon` is set (shutting down). The job stays the caller's; the caller re-evaluates the
+ * host's queues.
+ */
+void hv_polite_robots_ended(hv_polite_t *p, const struct hv_job_s *job, int abandon,
+                            uint64_t now);
 
 const hv_polite_stats_t *hv_polite_stats(const hv_polite_t *p);
 
