@@ -107,7 +107,7 @@ static const directive_t directives[] = {
      "a completed record is written within this delay"},
     {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "20s",
      "after SIGINT/SIGTERM, in-flight requests get this long to finish (--once: 5s)"},
-    {"fsync", T_FSYNC, F(fsync_policy), 0, 2, 0, "interval",
+    {"fsync", T_FSYNC, F(fsync), 0, 0, 0, "interval",
      "when outputs are fsynced: never, interval or always (daemon; --once syncs at the end)"},
     {"fsync_interval", T_DURATION, F(fsync_interval_ms), 1, HOUR_MS, 1, "1000ms",
      "with fsync = interval, the longest time written records stay unsynced"},
@@ -316,11 +316,11 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
     }
     case T_FSYNC:
         if (strcmp(value, "never") == 0)
-            *(int *)field = 0;
+            *(hv_fsync_t *)field = HV_FSYNC_NEVER;
         else if (strcmp(value, "interval") == 0)
-            *(int *)field = 1;
+            *(hv_fsync_t *)field = HV_FSYNC_INTERVAL;
         else if (strcmp(value, "always") == 0)
-            *(int *)field = 2;
+            *(hv_fsync_t *)field = HV_FSYNC_ALWAYS;
         else
             return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
                              d->name, value);

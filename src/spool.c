@@ -516,9 +516,7 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
         .name = name,
         .output_path = sb->out_path,
         .output_append = resume,
-        .fsync = sp->cfg->fsync_policy == 2   ? HV_FSYNC_ALWAYS
-                 : sp->cfg->fsync_policy == 1 ? HV_FSYNC_INTERVAL
-                                              : HV_FSYNC_NEVER,
+        .fsync = sp->cfg->fsync,
         .fsync_interval_ms = sp->cfg->fsync_interval_ms,
         .skip = resume ? skip_line : NULL,
         .skip_ud = sb,

@@ -26,6 +26,9 @@ typedef struct {
     int jitter_set;
 } hv_host_rule_t;
 
+/** When batch outputs are fsynced (the daemon's; --once syncs once, at the end). */
+typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
+
 #define HV_HOST_RULES_MAX 128
 #define HV_RULESETS_MAX 32
 
@@ -82,7 +85,7 @@ typedef struct {
     /* output and shutdown */
     uint64_t flush_ms;          /* a completed record reaches the kernel within this */
     uint64_t drain_timeout_ms;  /* in-flight requests get this long after SIGINT/SIGTERM */
-    int fsync_policy;           /* 0 never, 1 interval, 2 always */
+    hv_fsync_t fsync;
     uint64_t fsync_interval_ms;
 
     /* the spool daemon */
