@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
@@ -50,4 +51,139 @@ TEST_IMPL(config_rejects_bad_values)
     ASSERT_EQ(UV_EINVAL, hv_config_set(&c, "user_agent", "a\r\nX-Injected: 1", err, sizeof(err)));
     ASSERT_EQ(UV_EINVAL, hv_config_set(&c, "log_level", "loud", err, sizeof(err)));
     ASSERT_EQ(32, c.concurrency); /* unchanged by failures */
+}
+
+/* Every default, written by its type's formatter, reads back to the same field: a config
+ * built only from formatted text equals the defaults byte for byte. */
+TEST_IMPL(config_defaults_survive_format_and_set)
+{
+    hv_config_t *def = calloc(1, sizeof(*def)), *again = calloc(1, sizeof(*again));
+    char text[2048], text2[2048], err[256];
+    const char *name;
+    size_t n = 0;
+    ASSERT_NOT_NULL(def);
+    ASSERT_NOT_NULL(again);
+    hv_config_defaults(def);
+    for (n = 0; (name = hv_config_directive_name(n)) != NULL; n++) {
+        ASSERT_OK(hv_config_format(def, name, text, sizeof(text)));
+        ASSERT_OK(hv_config_set(again, name, text, err, sizeof(err)));
+        ASSERT_OK(hv_config_format(again, name, text2, sizeof(text2)));
+        ASSERT_STR_EQ(text, text2);
+    }
+    ASSERT_GT(n, 30);
+    ASSERT_OK(memcmp(def, again, sizeof(*def)));
+    free(def);
+    free(again);
+}
+
+/* `name = value` in, `want` out. */
+static void check_format(hv_config_t *c, const char *name, const char *value, const char *want)
+{
+    char text[256], err[256];
+    if (hv_config_set(c, name, value, err, sizeof(err)) != 0)
+        hv_test_fail(__FILE__, __LINE__, "%s = %s: %s", name, value, err);
+    ASSERT_OK(hv_config_format(c, name, text, sizeof(text)));
+    ASSERT_STR_EQ(want, text);
+}
+
+TEST_IMPL(config_format_canonical_text)
+{
+    hv_config_t c;
+    char text[8];
+    hv_config_defaults(&c);
+    check_format(&c, "concurrency", "007", "7");
+    check_format(&c, "max_bytes", "1536", "1536");
+    check_format(&c, "max_bytes", "2048k", "2m");
+    check_format(&c, "max_bytes", "1G", "1g");
+    check_format(&c, "page_queue_bytes", "3072", "3k");
+    check_format(&c, "read_timeout", "2", "2s");
+    check_format(&c, "read_timeout", "1m", "60s");
+    check_format(&c, "read_timeout", "1500ms", "1500ms");
+    check_format(&c, "total_timeout", "120m", "2h");
+    check_format(&c, "dns_ttl", "0", "0s");
+    check_format(&c, "flush_ms", "1s", "1000ms");
+    check_format(&c, "host_delay", "0", "0ms");
+    check_format(&c, "host_delay_jitter", "0.25", "0.25");
+    check_format(&c, "host_delay_jitter", "1e-3", "0.001");
+    check_format(&c, "host_delay_jitter", "1", "1");
+    check_format(&c, "retry_statuses", "503, 429,503", "429,503");
+    check_format(&c, "retry_statuses", "", "");
+    check_format(&c, "insecure", "on", "yes");
+    check_format(&c, "insecure", "0", "no");
+    check_format(&c, "log_level", "debug", "debug");
+    check_format(&c, "log_level", "error", "error");
+    check_format(&c, "fsync", "always", "always");
+    check_format(&c, "fsync", "never", "never");
+    check_format(&c, "user-agent", "an agent/1.0", "an agent/1.0");
+    check_format(&c, "ca_file", "", "");
+    ASSERT_EQ(HV_FSYNC_NEVER, c.fsync);
+    ASSERT_EQ(UV_ENOENT, hv_config_format(&c, "no_such_thing", text, sizeof(text)));
+    ASSERT_STR_EQ("", text);
+    ASSERT_EQ(UV_ENOBUFS, hv_config_format(&c, "user_agent", text, sizeof(text)));
+    check_format(&c, "retry_statuses", "429,503", "429,503");
+    ASSERT_EQ(UV_ENOBUFS, hv_config_format(&c, "retry_statuses", text, 6));
+    ASSERT_EQ(5, (int)strlen(text)); /* cut, still a string */
+}
+
+/* Each type's message, word for word: scripts and tests match on them. */
+TEST_IMPL(config_error_messages)
+{
+    static const struct {
+        const char *name, *value, *message;
+        int code;
+    } cases[] = {
+        {"concurrency", "abc", "concurrency: 'abc' is not a whole number", UV_EINVAL},
+        {"concurrency", "0", "concurrency: '0' is out of range (1..10000)", UV_ERANGE},
+        {"max_bytes", "lots", "max_bytes: 'lots' is not a size (a number with k, m or g)",
+         UV_EINVAL},
+        {"max_bytes", "1", "max_bytes: '1' is out of range (1024..1073741824)", UV_ERANGE},
+        {"read_timeout", "soon",
+         "read_timeout: 'soon' is not a duration (a number with ms, s, m or h)", UV_EINVAL},
+        {"rescan_interval", "10ms", "rescan_interval: '10ms' is out of range (100ms..3600000ms)",
+         UV_ERANGE},
+        {"user_agent", "", "user_agent: '' is empty or too long", UV_EINVAL},
+        {"user_agent", "a\tb", "user_agent: control character in 'a\tb'", UV_EINVAL},
+        {"insecure", "maybe", "insecure: 'maybe' is not yes or no", UV_EINVAL},
+        {"log_level", "loud",
+         "log_level: 'loud' is not one of debug, info, notice, warning, error", UV_EINVAL},
+        {"fsync", "sometimes", "fsync: 'sometimes' is not never, interval or always",
+         UV_EINVAL},
+        {"retry_statuses", "429,x", "retry_statuses: '429,x' is not a list of HTTP statuses "
+                                    "(e.g. 429,503)", UV_EINVAL},
+        {"retry_statuses", "600", "retry_statuses: '600' is not a list of HTTP statuses "
+                                  "(e.g. 429,503)", UV_EINVAL},
+        {"host_delay_jitter", "1.5", "host_delay_jitter: '1.5' is not a fraction from 0 to 1",
+         UV_EINVAL},
+        {"frobnicate", "1", "unknown directive 'frobnicate'", UV_ENOENT},
+    };
+    hv_config_t c, before;
+    char err[256];
+    hv_config_defaults(&c);
+    memcpy(&before, &c, sizeof(c));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ASSERT_EQ(cases[i].code, hv_config_set(&c, cases[i].name, cases[i].value, err,
+                                               sizeof(err)));
+        ASSERT_STR_EQ(cases[i].message, err);
+    }
+    char path[4096];
+    memset(path, 'p', sizeof(path) - 1);
+    path[sizeof(path) - 1] = '\0';
+    ASSERT_EQ(UV_EINVAL, hv_config_set(&c, "spool_dir", path, err, sizeof(err)));
+    ASSERT_STR_EQ("spool_dir: path too long", err);
+    ASSERT_OK(memcmp(&before, &c, sizeof(c))); /* no failure touched a field */
+}
+
+/* The level words of the formatter are the ones the log module parses. */
+TEST_IMPL(config_log_level_words_match_the_log_module)
+{
+    hv_config_t c;
+    char text[32];
+    hv_config_defaults(&c);
+    for (int l = HV_LOG_DEBUG; l <= HV_LOG_ERROR; l++) {
+        hv_log_level_t parsed;
+        c.log_level = (hv_log_level_t)l;
+        ASSERT_OK(hv_config_format(&c, "log_level", text, sizeof(text)));
+        ASSERT_OK(hv_log_level_parse(text, &parsed));
+        ASSERT_EQ(l, (int)parsed);
+    }
 }
