@@ -11,6 +11,7 @@
  */
 #include "harvestd/config.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -597,10 +598,153 @@ void hv_config_mark_cli(hv_config_t *cfg, const char *name)
         cfg->origin[directive_index(d)] = -1;
 }
 
-/* ---- INI files (inih) ---- */
+/* ---- sections: [KIND "NAME"] ---- */
 
-static int host_section_name(const char *section, char *out, size_t cap);
-static int quoted_section(const char *section, const char *kind, char *out, size_t cap);
+/* A key a section accepts. Its value is read by the setter of the global directive of the
+ * same name, into the field at `offset` (of `width` bytes) of the section's own struct, and
+ * the int at `given` records that it was set. */
+typedef struct {
+    const char *name;
+    size_t offset, width, given;
+} section_key_t;
+
+typedef struct section_s section_t;
+struct section_s {
+    const char *kind;          /* [KIND "NAME"]; KIND in any case */
+    int fold_case;             /* NAME is a host name: stored lower-cased */
+    const section_key_t *keys; /* NULL: any key, the handler judges it */
+    size_t nkeys;
+    int (*set)(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+               const char *value, char *err, size_t errcap);
+};
+
+static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+                        const char *value, char *err, size_t errcap);
+static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
+                         const char *key, const char *value, char *err, size_t errcap);
+
+#define HOST_KEY(key, field, given)                                                        \
+    {key, offsetof(hv_host_rule_t, field), sizeof(((hv_host_rule_t *)0)->field),            \
+     offsetof(hv_host_rule_t, given)}
+
+static const section_key_t host_keys[] = {
+    HOST_KEY("per_host", per_host, per_host_set),
+    HOST_KEY("host_delay", delay_ms, delay_set),
+    HOST_KEY("host_delay_jitter", jitter, jitter_set),
+};
+
+static const section_t sections[] = {
+    {"host", 1, host_keys, HV_ARRAY_SIZE(host_keys), set_host_key},
+    {"rules", 0, NULL, 0, set_rules_key},
+};
+
+/* The longest NAME of a section (that of a host rule). */
+#define SECTION_NAME_MAX sizeof(((hv_host_rule_t *)0)->name)
+
+/* `KIND "name"` -> name in out (as written); 0, or -1 if the section is not of that kind. */
+static int quoted_section(const char *section, const char *kind, char *out, size_t cap)
+{
+    const char *p = section;
+    size_t klen = strlen(kind);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (strncasecmp(p, kind, klen) != 0 || (p[klen] != ' ' && p[klen] != '\t'))
+        return -1;
+    p += klen;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p != '"')
+        return -1;
+    const char *end = strchr(p + 1, '"');
+    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
+        return -1;
+    for (const char *q = end + 1; *q != '\0'; q++)
+        if (*q != ' ' && *q != '\t')
+            return -1;
+    size_t n = (size_t)(end - p - 1);
+    memcpy(out, p + 1, n);
+    out[n] = '\0';
+    return 0;
+}
+
+/* The row for the text between [ and ], with its NAME in `name`; NULL for none. */
+static const section_t *find_section(const char *section, char name[SECTION_NAME_MAX])
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(sections); i++) {
+        const section_t *s = &sections[i];
+        if (quoted_section(section, s->kind, name, SECTION_NAME_MAX) != 0)
+            continue;
+        for (char *c = name; s->fold_case && *c != '\0'; c++)
+            *c = (char)tolower((unsigned char)*c);
+        return s;
+    }
+    return NULL;
+}
+
+static int unknown_section(char *err, size_t errcap, int len, const char *text)
+{
+    char known[256];
+    size_t n = 0;
+    for (size_t i = 0; i < HV_ARRAY_SIZE(sections); i++)
+        appendf(known, sizeof(known), &n, "%s[%s \"NAME\"]", i > 0 ? ", " : "", sections[i].kind);
+    return set_error(err, errcap, UV_EINVAL, "unknown section [%.*s] (known: %s)", len, text,
+                     known);
+}
+
+static int set_in_section(hv_config_t *cfg, const char *section, const char *key,
+                          const char *value, char *err, size_t errcap)
+{
+    char name[SECTION_NAME_MAX];
+    const section_t *s = find_section(section, name);
+    if (s == NULL)
+        return unknown_section(err, errcap, (int)strlen(section), section);
+    return s->set(cfg, s, name, key, value, err, errcap);
+}
+
+/* [host "NAME"]: the host's own per_host, host_delay or host_delay_jitter. */
+static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+                        const char *value, char *err, size_t errcap)
+{
+    hv_host_rule_t *r = NULL;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        if (strcmp(cfg->host_rules[i].name, name) == 0)
+            r = &cfg->host_rules[i];
+    if (r == NULL) {
+        if (cfg->nhost_rules == HV_HOST_RULES_MAX)
+            return set_error(err, errcap, UV_EINVAL, "too many [host] sections (at most %d)",
+                             HV_HOST_RULES_MAX);
+        r = &cfg->host_rules[cfg->nhost_rules++];
+        memset(r, 0, sizeof(*r));
+        snprintf(r->name, sizeof(r->name), "%s", name);
+    }
+    const directive_t *d = find_directive(key);
+    for (size_t i = 0; d != NULL && i < s->nkeys; i++) {
+        const section_key_t *k = &s->keys[i];
+        if (strcmp(d->name, k->name) != 0)
+            continue;
+        assert(d->width == k->width);
+        int rc = types[d->type].set(d, (char *)r + k->offset, value, err, errcap);
+        if (rc == 0)
+            *(int *)((char *)r + k->given) = 1;
+        return rc;
+    }
+    char can[256];
+    size_t n = 0;
+    for (size_t i = 0; i < s->nkeys; i++)
+        appendf(can, sizeof(can), &n, "%s%s", i > 0 ? ", " : "", s->keys[i].name);
+    return set_error(err, errcap, UV_EINVAL, "[%s \"%s\"]: '%s' cannot be set per %s (%s can)",
+                     s->kind, name, key, s->kind, can);
+}
+
+/* [rules "NAME"]: every key is an extraction rule of the set NAME. */
+static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
+                         const char *key, const char *value, char *err, size_t errcap)
+{
+    (void)s;
+    return hv_config_add_rule(cfg, name, key, value, err, errcap);
+}
+
+/* ---- INI files (inih) ---- */
 
 typedef struct {
     FILE *f;
@@ -645,106 +789,17 @@ static char *ini_read_line(char *str, int num, void *stream)
     if (*p == '[') {
         char *close = strchr(p, ']');
         size_t nlen = close != NULL ? (size_t)(close - p - 1) : strlen(p + 1);
-        char section[300], host[256];
+        char section[300], name[SECTION_NAME_MAX], msg[512];
         snprintf(section, sizeof(section), "%.*s", (int)HV_MIN(nlen, sizeof(section) - 1), p + 1);
-        if (close == NULL || (host_section_name(section, host, sizeof(host)) != 0 &&
-                              quoted_section(section, "rules", host, sizeof(host)) != 0)) {
-            snprintf(st->err, st->errcap,
-                     "%s:%d: unknown section [%.*s] (known: [host \"NAME\"], [rules \"NAME\"])",
-                     st->path,
-                     st->line, (int)HV_MIN(nlen, (size_t)100), p + 1);
+        if (close == NULL || find_section(section, name) == NULL) {
+            unknown_section(msg, sizeof(msg), (int)HV_MIN(nlen, (size_t)100), p + 1);
+            snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
             st->failed = 1;
             return NULL;
         }
     }
     memcpy(str, p, len + 1);
     return str;
-}
-
-/* `KIND "name"` -> name in out (as written); 0, or -1 if the section is not of that kind. */
-static int quoted_section(const char *section, const char *kind, char *out, size_t cap)
-{
-    const char *p = section;
-    size_t klen = strlen(kind);
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (strncasecmp(p, kind, klen) != 0 || (p[klen] != ' ' && p[klen] != '\t'))
-        return -1;
-    p += klen;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p != '"')
-        return -1;
-    const char *end = strchr(p + 1, '"');
-    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
-        return -1;
-    for (const char *q = end + 1; *q != '\0'; q++)
-        if (*q != ' ' && *q != '\t')
-            return -1;
-    size_t n = (size_t)(end - p - 1);
-    memcpy(out, p + 1, n);
-    out[n] = '\0';
-    return 0;
-}
-
-/* `host "example.org"` -> example.org in out (lower-cased: host names are); 0, or -1 if the
- * section is not a host one. */
-static int host_section_name(const char *section, char *out, size_t cap)
-{
-    if (quoted_section(section, "host", out, cap) != 0)
-        return -1;
-    for (char *c = out; *c != '\0'; c++)
-        *c = (char)tolower((unsigned char)*c);
-    return 0;
-}
-
-static int set_host_rule(hv_config_t *cfg, const char *section, const char *name,
-                         const char *value, char *err, size_t errcap)
-{
-    char host[256];
-    if (quoted_section(section, "rules", host, sizeof(host)) == 0)
-        return hv_config_add_rule(cfg, host, name, value, err, errcap);
-    if (host_section_name(section, host, sizeof(host)) != 0) {
-        snprintf(err, errcap, "unknown section [%s] (known: [host \"NAME\"], [rules \"NAME\"])",
-                 section);
-        return UV_EINVAL;
-    }
-    hv_host_rule_t *r = NULL;
-    for (unsigned i = 0; i < cfg->nhost_rules; i++)
-        if (strcmp(cfg->host_rules[i].name, host) == 0)
-            r = &cfg->host_rules[i];
-    if (r == NULL) {
-        if (cfg->nhost_rules == HV_HOST_RULES_MAX) {
-            snprintf(err, errcap, "too many [host] sections (at most %d)", HV_HOST_RULES_MAX);
-            return UV_EINVAL;
-        }
-        r = &cfg->host_rules[cfg->nhost_rules++];
-        memset(r, 0, sizeof(*r));
-        snprintf(r->name, sizeof(r->name), "%s", host);
-    }
-    /* Parse the value with the global directive's rules, into a scratch config. */
-    hv_config_t *tmp = hv_xcalloc(1, sizeof(*tmp));
-    char canon[64];
-    snprintf(canon, sizeof(canon), "%s", name);
-    for (char *c = canon; *c; c++)
-        if (*c == '-')
-            *c = '_';
-    int rc = UV_EINVAL;
-    if (strcmp(canon, "per_host") == 0 || strcmp(canon, "host_delay") == 0 ||
-        strcmp(canon, "host_delay_jitter") == 0) {
-        rc = hv_config_set(tmp, canon, value, err, errcap);
-        if (rc == 0 && strcmp(canon, "per_host") == 0)
-            r->per_host = tmp->per_host;
-        else if (rc == 0 && strcmp(canon, "host_delay") == 0)
-            r->delay_ms = tmp->host_delay_ms, r->delay_set = 1;
-        else if (rc == 0)
-            r->jitter = tmp->host_delay_jitter, r->jitter_set = 1;
-    } else {
-        snprintf(err, errcap, "[host \"%s\"]: '%s' cannot be set per host (per_host, host_delay, "
-                              "host_delay_jitter can)", host, name);
-    }
-    free(tmp);
-    return rc;
 }
 
 void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
@@ -765,7 +820,7 @@ void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *p
         }
     }
     const hv_host_rule_t *r = exact != NULL ? exact : wild;
-    *per_host = r != NULL && r->per_host ? r->per_host : cfg->per_host;
+    *per_host = r != NULL && r->per_host_set ? r->per_host : cfg->per_host;
     *delay_ms = r != NULL && r->delay_set ? r->delay_ms : cfg->host_delay_ms;
     *jitter = r != NULL && r->jitter_set ? r->jitter : cfg->host_delay_jitter;
 }
@@ -811,23 +866,15 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     char msg[512];
     if (st->failed)
         return 0;
-    if (section[0] != '\0') {
-        int rc = set_host_rule(st->cfg, section, name, value, msg, sizeof(msg));
-        if (rc != 0) {
-            snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
-            st->failed = 1;
-            return 0;
-        }
-        return 1;
-    }
-    int rc = hv_config_set(st->cfg, name, value, msg, sizeof(msg));
+    int rc = section[0] != '\0' ? set_in_section(st->cfg, section, name, value, msg, sizeof(msg))
+                                : hv_config_set(st->cfg, name, value, msg, sizeof(msg));
     if (rc != 0) {
         snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
         st->failed = 1;
         return 0;
     }
-    const directive_t *d = find_directive(name);
-    st->cfg->origin[directive_index(d)] = st->line;
+    if (section[0] == '\0')
+        st->cfg->origin[directive_index(find_directive(name))] = st->line;
     return 1;
 }
 

@@ -20,7 +20,8 @@
 /** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
 typedef struct {
     char name[256];
-    unsigned per_host;          /* 0: not set */
+    unsigned per_host;
+    int per_host_set;
     uint64_t delay_ms;
     int delay_set;
     double jitter;

@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/config.h"
@@ -186,4 +187,108 @@ TEST_IMPL(config_log_level_words_match_the_log_module)
         ASSERT_OK(hv_log_level_parse(text, &parsed));
         ASSERT_EQ(l, (int)parsed);
     }
+}
+
+/* Load `text` as a config file; the message, if any, without its "FILE:" prefix. */
+static int load_text(hv_config_t *c, const char *text, char *err, size_t errcap)
+{
+    char path[] = "/tmp/harvestd-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ASSERT_NOT_NULL(f);
+    fputs(text, f);
+    fclose(f);
+    err[0] = '\0';
+    int rc = hv_config_load_file(c, path, err, errcap);
+    unlink(path);
+    size_t plen = strlen(path);
+    if (strncmp(err, path, plen) == 0 && err[plen] == ':')
+        memmove(err, err + plen + 1, strlen(err + plen + 1) + 1);
+    return rc;
+}
+
+TEST_IMPL(config_host_and_rules_sections)
+{
+    hv_config_t c;
+    char err[512], where[1200];
+    unsigned per_host;
+    uint64_t delay;
+    double jitter;
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "per_host = 6\n"
+                        "[host \"Example.ORG\"]\n"
+                        "per_host = 2\n"
+                        "host-delay = 1s\n"
+                        "[ HOST  \"*.example.net\" ]\n"
+                        "host_delay_jitter = 0.5\n"
+                        "[rules \"Books\"]\n"
+                        "title = h1\n",
+                        err, sizeof(err)));
+    ASSERT_OK(hv_config_finish(&c, err, sizeof(err)));
+    hv_config_host_policy(&c, "example.org", &per_host, &delay, &jitter);
+    ASSERT_EQ(2, per_host);
+    ASSERT_EQ(1000, delay);
+    ASSERT(jitter == 0.0);
+    hv_config_host_policy(&c, "a.b.example.net", &per_host, &delay, &jitter);
+    ASSERT_EQ(6, per_host);
+    ASSERT_EQ(0, delay);
+    ASSERT(jitter == 0.5);
+    hv_config_host_policy(&c, "example.net", &per_host, &delay, &jitter);
+    ASSERT(jitter == 0.0);
+    ASSERT_NOT_NULL(hv_config_ruleset(&c, "Books")); /* rule set names keep their case */
+    ASSERT_NULL(hv_config_ruleset(&c, "books"));
+    /* Section keys are not directives: only the global per_host has an origin. */
+    hv_config_where(&c, "per_host", where, sizeof(where));
+    ASSERT(strstr(where, ":1") != NULL);
+    ASSERT(hv_config_is_set(&c, "per_host"));
+    ASSERT(!hv_config_is_set(&c, "host_delay"));
+    hv_config_free(&c);
+}
+
+TEST_IMPL(config_section_errors)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"[host \"A\"]\nconcurrency = 3\n",
+         "2: [host \"a\"]: 'concurrency' cannot be set per host (per_host, host_delay, "
+         "host_delay_jitter can)"},
+        {"[host \"a\"]\nper-host = 0\n", "2: per_host: '0' is out of range (1..1000)"},
+        {"[host \"a\"]\nhost_delay = soon\n",
+         "2: host_delay: 'soon' is not a duration (a number with ms, s, m or h)"},
+        {"concurrency = 2\n[main]\n",
+         "2: unknown section [main] (known: [host \"NAME\"], [rules \"NAME\"])"},
+        {"[host a]\n", "1: unknown section [host a] (known: [host \"NAME\"], [rules \"NAME\"])"},
+        {"[rules \"\"]\n",
+         "1: unknown section [rules \"\"] (known: [host \"NAME\"], [rules \"NAME\"])"},
+        {"frobnicate = 1\n", "1: unknown directive 'frobnicate'"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hv_config_t c;
+        hv_config_defaults(&c);
+        ASSERT_EQ(UV_EINVAL, load_text(&c, cases[i].text, err, sizeof(err)));
+        ASSERT_STR_EQ(cases[i].message, err);
+        hv_config_free(&c);
+    }
+}
+
+TEST_IMPL(config_too_many_host_sections)
+{
+    hv_config_t *c = calloc(1, sizeof(*c));
+    char *text = calloc(HV_HOST_RULES_MAX + 1, 64), err[512];
+    size_t len = 0;
+    ASSERT_NOT_NULL(c);
+    ASSERT_NOT_NULL(text);
+    for (int i = 0; i <= HV_HOST_RULES_MAX; i++)
+        len += (size_t)snprintf(text + len, 64, "[host \"h%d\"]\nper_host=1\n", i);
+    hv_config_defaults(c);
+    ASSERT_EQ(UV_EINVAL, load_text(c, text, err, sizeof(err)));
+    ASSERT_STR_EQ("258: too many [host] sections (at most 128)", err);
+    ASSERT_EQ(HV_HOST_RULES_MAX, c->nhost_rules);
+    hv_config_free(c);
+    free(c);
+    free(text);
 }
