@@ -292,3 +292,35 @@ TEST_IMPL(config_too_many_host_sections)
     free(c);
     free(text);
 }
+
+/* --help shows each default through its formatter, in the form the table writes it. */
+TEST_IMPL(config_help_shows_canonical_defaults)
+{
+    static const char *const lines[] = {
+        "  --max-bytes            largest decoded response body; larger pages fail with "
+        "PageTooLarge (default 2m)\n",
+        "  --retry-base           first backoff delay; each retry doubles it, plus up to as much "
+        "again in random jitter (default 1000ms)\n",
+        "  --robots-ttl           how long a host's robots.txt is reused (default 24h)\n",
+        "  --dns-ttl              how long a resolved host name is reused (default 60s)\n",
+        "  --retry-statuses       HTTP statuses worth retrying (comma-separated) "
+        "(default 429,500,502,503,504)\n",
+        "  --host-delay-jitter    random variation of host_delay, as a fraction (0.2: +-20%) "
+        "(default 0)\n",
+        "  --fsync                when outputs are fsynced: never, interval or always (daemon; "
+        "--once syncs at the end) (default interval)\n",
+        "  --log-level            debug, info, notice, warning or error (default notice)\n",
+        "  --metrics-listen       ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: "
+        "off (default none)\n",
+    };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_NOT_NULL(f);
+    hv_config_print_help(f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        if (strstr(text, lines[i]) == NULL)
+            hv_test_fail(__FILE__, __LINE__, "not in --help: %s", lines[i]);
+    free(text);
+}
