@@ -1,9 +1,17 @@
 /*
- * config.c: the directive table. One row per tunable drives parsing, range checks and the
- * help text, so a new option is one line here plus a field in hv_config_t.
+ * config.c: the directive table. One row per tunable names its type, its field in
+ * hv_config_t, its range, its default and its help text. One row per type knows how text
+ * becomes such a field (and what to say when it cannot) and how the field becomes text
+ * again. hv_config_set() is a lookup in the first table plus a call through the second, and
+ * --help shows the defaults through the formatters, so a new option is one row here plus a
+ * field in hv_config_t.
+ *
+ * The sections a file may have ([host "NAME"], [rules "NAME"]) have a table of their own
+ * below: each kind, the keys it accepts and the function that stores them.
  */
 #include "harvestd/config.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -36,9 +44,19 @@ typedef struct {
     size_t width;     /* sizeof the field (unsigned or uint64_t; string capacity) */
     uint64_t min, max;
     uint64_t unit_ms; /* T_DURATION: unit of a bare number */
-    const char *def;  /* default, as text */
+    const char *def;  /* default, as text (as its type's formatter writes it) */
     const char *help;
 } directive_t;
+
+/*
+ * What a type knows. `set` reads `value` into `field`, or leaves the field as it was and
+ * returns UV_EINVAL or UV_ERANGE with a message that names the directive. `format` writes
+ * text that `set` reads back to the same value: 0, or UV_ENOBUFS if `cap` cut it.
+ */
+typedef struct {
+    int (*set)(const directive_t *d, void *field, const char *value, char *err, size_t errcap);
+    int (*format)(const directive_t *d, const void *field, char *out, size_t cap);
+} type_ops_t;
 
 #define F(field) offsetof(hv_config_t, field), sizeof(((hv_config_t *)0)->field)
 #define MIB (UINT64_C(1) << 20)
@@ -107,7 +125,7 @@ static const directive_t directives[] = {
      "a completed record is written within this delay"},
     {"drain_timeout", T_DURATION, F(drain_timeout_ms), 0, HOUR_MS, 1000, "20s",
      "after SIGINT/SIGTERM, in-flight requests get this long to finish (--once: 5s)"},
-    {"fsync", T_FSYNC, F(fsync_policy), 0, 2, 0, "interval",
+    {"fsync", T_FSYNC, F(fsync), 0, 0, 0, "interval",
      "when outputs are fsynced: never, interval or always (daemon; --once syncs at the end)"},
     {"fsync_interval", T_DURATION, F(fsync_interval_ms), 1, HOUR_MS, 1, "1000ms",
      "with fsync = interval, the longest time written records stay unsynced"},
@@ -197,6 +215,316 @@ int hv_parse_duration_ms(const char *s, uint64_t bare_unit_ms, uint64_t *out)
     return parse_scaled(s, units, scale, HV_ARRAY_SIZE(units), bare_unit_ms, out);
 }
 
+/* Append to `buf` (holding *len bytes) without overflowing: 0, or UV_ENOBUFS once cut. */
+__attribute__((format(printf, 4, 5))) static int appendf(char *buf, size_t cap, size_t *len,
+                                                         const char *fmt, ...)
+{
+    if (*len >= cap)
+        return UV_ENOBUFS;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= cap - *len) {
+        *len = cap;
+        return UV_ENOBUFS;
+    }
+    *len += (size_t)n;
+    return 0;
+}
+
+/* ---- the types: one setter and one formatter each ---- */
+
+static uint64_t load_uint(const void *field, size_t width)
+{
+    return width == sizeof(uint64_t) ? *(const uint64_t *)field : *(const unsigned *)field;
+}
+
+/* The numeric types share their range check and their store. */
+static int store_in_range(const directive_t *d, void *field, const char *value, uint64_t v,
+                          char *err, size_t errcap)
+{
+    if (v < d->min || v > d->max) {
+        char range[96];
+        if (d->type == T_DURATION)
+            snprintf(range, sizeof(range), "%" PRIu64 "ms..%" PRIu64 "ms", d->min, d->max);
+        else
+            snprintf(range, sizeof(range), "%" PRIu64 "..%" PRIu64, d->min, d->max);
+        return set_error(err, errcap, UV_ERANGE, "%s: '%s' is out of range (%s)", d->name, value,
+                         range);
+    }
+    if (d->width == sizeof(uint64_t))
+        *(uint64_t *)field = v;
+    else
+        *(unsigned *)field = (unsigned)v;
+    return 0;
+}
+
+static int set_uint(const directive_t *d, void *field, const char *value, char *err,
+                    size_t errcap)
+{
+    uint64_t v;
+    int rc = hv_parse_uint(value, &v);
+    if (rc != 0)
+        return set_error(err, errcap, rc, "%s: '%s' is not a whole number", d->name, value);
+    return store_in_range(d, field, value, v, err, errcap);
+}
+
+static int format_uint(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    size_t n = 0;
+    return appendf(out, cap, &n, "%" PRIu64, load_uint(field, d->width));
+}
+
+static int set_size(const directive_t *d, void *field, const char *value, char *err,
+                    size_t errcap)
+{
+    uint64_t v;
+    int rc = hv_parse_size(value, &v);
+    if (rc != 0)
+        return set_error(err, errcap, rc, "%s: '%s' is not a size (a number with k, m or g)",
+                         d->name, value);
+    return store_in_range(d, field, value, v, err, errcap);
+}
+
+/* In the largest unit that divides the size exactly: 64k, 2m, 1536. */
+static int format_size(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    static const char units[] = "gmk";
+    uint64_t v = load_uint(field, d->width);
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        uint64_t scale = UINT64_C(1) << (10 * (3 - i));
+        if (v != 0 && v % scale == 0)
+            return appendf(out, cap, &n, "%" PRIu64 "%c", v / scale, units[i]);
+    }
+    return appendf(out, cap, &n, "%" PRIu64, v);
+}
+
+static int set_duration(const directive_t *d, void *field, const char *value, char *err,
+                        size_t errcap)
+{
+    uint64_t v;
+    int rc = hv_parse_duration_ms(value, d->unit_ms, &v);
+    if (rc != 0)
+        return set_error(err, errcap, rc,
+                         "%s: '%s' is not a duration (a number with ms, s, m or h)", d->name,
+                         value);
+    return store_in_range(d, field, value, v, err, errcap);
+}
+
+/* A directive whose bare number means milliseconds is shown in ms (flush_ms = 200ms); the
+ * others in whole hours or seconds where they can be. Never in minutes: "1m" reads like a
+ * size. */
+static int format_duration(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    uint64_t v = load_uint(field, d->width);
+    size_t n = 0;
+    if (d->unit_ms >= 1000 && v != 0 && v % HOUR_MS == 0)
+        return appendf(out, cap, &n, "%" PRIu64 "h", v / HOUR_MS);
+    if (d->unit_ms >= 1000 && v % 1000 == 0)
+        return appendf(out, cap, &n, "%" PRIu64 "s", v / 1000);
+    return appendf(out, cap, &n, "%" PRIu64 "ms", v);
+}
+
+static int set_string(const directive_t *d, void *field, const char *value, char *err,
+                      size_t errcap)
+{
+    size_t len = strlen(value);
+    if (len == 0 || len >= d->width)
+        return set_error(err, errcap, UV_EINVAL, "%s: '%s' is empty or too long", d->name,
+                         value);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)value[i];
+        /* The value goes into a request header: no controls, no line breaks. */
+        if (c < 0x20 || c == 0x7f)
+            return set_error(err, errcap, UV_EINVAL, "%s: control character in '%s'", d->name,
+                             value);
+    }
+    memcpy(field, value, len + 1);
+    return 0;
+}
+
+static int set_path(const directive_t *d, void *field, const char *value, char *err,
+                    size_t errcap)
+{
+    size_t len = strlen(value);
+    if (len >= d->width)
+        return set_error(err, errcap, UV_EINVAL, "%s: path too long", d->name);
+    memcpy(field, value, len + 1);
+    return 0;
+}
+
+/* Strings and paths are their own text. */
+static int format_text(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    size_t n = 0;
+    (void)d;
+    return appendf(out, cap, &n, "%s", (const char *)field);
+}
+
+static int set_bool(const directive_t *d, void *field, const char *value, char *err,
+                    size_t errcap)
+{
+    static const char *const yes[] = {"yes", "true", "on", "1"};
+    static const char *const no[] = {"no", "false", "off", "0"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(yes); i++) {
+        if (strcmp(value, yes[i]) == 0 || strcmp(value, no[i]) == 0) {
+            *(int *)field = strcmp(value, yes[i]) == 0;
+            return 0;
+        }
+    }
+    return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not yes or no", d->name, value);
+}
+
+static int format_bool(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    size_t n = 0;
+    (void)d;
+    return appendf(out, cap, &n, "%s", *(const int *)field ? "yes" : "no");
+}
+
+/* The words of the two enumerated types, indexed by their values. */
+static const char *const level_names[] = {
+    [HV_LOG_DEBUG] = "debug", [HV_LOG_INFO] = "info",   [HV_LOG_NOTICE] = "notice",
+    [HV_LOG_WARNING] = "warning", [HV_LOG_ERROR] = "error",
+};
+static const char *const fsync_names[] = {
+    [HV_FSYNC_NEVER] = "never", [HV_FSYNC_INTERVAL] = "interval", [HV_FSYNC_ALWAYS] = "always"};
+
+static int format_name(const char *const *names, size_t nnames, int v, char *out, size_t cap)
+{
+    size_t n = 0;
+    return appendf(out, cap, &n, "%s", v >= 0 && (size_t)v < nnames ? names[v] : "?");
+}
+
+static int set_level(const directive_t *d, void *field, const char *value, char *err,
+                     size_t errcap)
+{
+    hv_log_level_t lvl;
+    if (hv_log_level_parse(value, &lvl) != 0)
+        return set_error(err, errcap, UV_EINVAL,
+                         "%s: '%s' is not one of debug, info, notice, warning, error", d->name,
+                         value);
+    *(hv_log_level_t *)field = lvl;
+    return 0;
+}
+
+static int format_level(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return format_name(level_names, HV_ARRAY_SIZE(level_names), (int)*(const hv_log_level_t *)field,
+                       out, cap);
+}
+
+static int set_fsync(const directive_t *d, void *field, const char *value, char *err,
+                     size_t errcap)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(fsync_names); i++) {
+        if (strcmp(value, fsync_names[i]) == 0) {
+            *(hv_fsync_t *)field = (hv_fsync_t)i;
+            return 0;
+        }
+    }
+    return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
+                     d->name, value);
+}
+
+static int format_fsync(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return format_name(fsync_names, HV_ARRAY_SIZE(fsync_names), (int)*(const hv_fsync_t *)field,
+                       out, cap);
+}
+
+/* A set of HTTP statuses, one flag per code (the field is indexed by the status). */
+#define STATUS_END 600
+
+static int set_statuses(const directive_t *d, void *field, const char *value, char *err,
+                        size_t errcap)
+{
+    unsigned char set[STATUS_END];
+    const char *p = value;
+    memset(set, 0, sizeof(set));
+    for (;;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == '\0')
+            break;
+        char *end;
+        unsigned long code = strtoul(p, &end, 10);
+        if (end == p || code < 100 || code >= STATUS_END)
+            goto bad;
+        set[code] = 1;
+        for (p = end; *p == ' '; p++)
+            ;
+        if (*p != ',' && *p != '\0')
+            goto bad;
+    }
+    memcpy(field, set, sizeof(set));
+    return 0;
+bad:
+    return set_error(err, errcap, UV_EINVAL,
+                     "%s: '%s' is not a list of HTTP statuses (e.g. 429,503)", d->name, value);
+}
+
+static int format_statuses(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    const unsigned char *set = field;
+    size_t n = 0;
+    int rc = 0;
+    (void)d;
+    if (cap > 0)
+        out[0] = '\0';
+    for (unsigned code = 100; code < STATUS_END && rc == 0; code++)
+        if (set[code])
+            rc = appendf(out, cap, &n, "%s%u", n > 0 ? "," : "", code);
+    return rc;
+}
+
+static int set_fraction(const directive_t *d, void *field, const char *value, char *err,
+                        size_t errcap)
+{
+    char *end;
+    errno = 0;
+    double f = strtod(value, &end);
+    if (errno != 0 || end == value || *end != '\0' || !(f >= 0.0 && f <= 1.0))
+        return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not a fraction from 0 to 1",
+                         d->name, value);
+    *(double *)field = f;
+    return 0;
+}
+
+/* The shortest decimal that reads back as the same double (0.2, not 0.20000000000000001). */
+static int format_fraction(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    double f = *(const double *)field;
+    int rc = 0;
+    (void)d;
+    for (int prec = 1; prec <= 17; prec++) {
+        size_t n = 0;
+        rc = appendf(out, cap, &n, "%.*g", prec, f);
+        if (rc != 0 || strtod(out, NULL) == f)
+            break;
+    }
+    return rc;
+}
+
+static const type_ops_t types[] = {
+    [T_UINT] = {set_uint, format_uint},
+    [T_SIZE] = {set_size, format_size},
+    [T_DURATION] = {set_duration, format_duration},
+    [T_STRING] = {set_string, format_text},
+    [T_LEVEL] = {set_level, format_level},
+    [T_BOOL] = {set_bool, format_bool},
+    [T_PATH] = {set_path, format_text},
+    [T_FSYNC] = {set_fsync, format_fsync},
+    [T_STATUSES] = {set_statuses, format_statuses},
+    [T_FRACTION] = {set_fraction, format_fraction},
+};
+
+/* ---- directives by name ---- */
+
 static const directive_t *find_directive(const char *name)
 {
     char canon[64];
@@ -217,144 +545,27 @@ int hv_config_is_flag(const char *name)
     return d != NULL && d->type == T_BOOL;
 }
 
-static void store_uint(void *field, size_t width, uint64_t v)
-{
-    if (width == sizeof(uint64_t))
-        *(uint64_t *)field = v;
-    else
-        *(unsigned *)field = (unsigned)v;
-}
-
 int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *err, size_t errcap)
 {
     const directive_t *d = find_directive(name);
     if (d == NULL)
-        return set_error(err, errcap, UV_ENOENT, "unknown directive '%s'%s", name, "");
-    void *field = (char *)cfg + d->offset;
-    uint64_t v = 0;
-    int rc;
-    char range[96];
+        return set_error(err, errcap, UV_ENOENT, "unknown directive '%s'", name);
+    return types[d->type].set(d, (char *)cfg + d->offset, value, err, errcap);
+}
 
-    switch (d->type) {
-    case T_UINT:
-        rc = hv_parse_uint(value, &v);
-        if (rc != 0)
-            return set_error(err, errcap, rc, "%s: '%s' is not a whole number", d->name,
-                             value);
-        break;
-    case T_SIZE:
-        rc = hv_parse_size(value, &v);
-        if (rc != 0)
-            return set_error(err, errcap, rc,
-                             "%s: '%s' is not a size (a number with k, m or g)", d->name, value);
-        break;
-    case T_DURATION:
-        rc = hv_parse_duration_ms(value, d->unit_ms, &v);
-        if (rc != 0)
-            return set_error(err, errcap, rc,
-                             "%s: '%s' is not a duration (a number with ms, s, m or h)", d->name,
-                             value);
-        break;
-    case T_STRING: {
-        size_t len = strlen(value);
-        if (len == 0 || len >= d->width)
-            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is empty or too long", d->name,
-                             value);
-        for (size_t i = 0; i < len; i++) {
-            unsigned char c = (unsigned char)value[i];
-            /* The value goes into a request header: no controls, no line breaks. */
-            if (c < 0x20 || c == 0x7f)
-                return set_error(err, errcap, UV_EINVAL, "%s: control character in '%s'",
-                                 d->name, value);
-        }
-        memcpy(field, value, len + 1);
-        return 0;
-    }
-    case T_PATH: {
-        size_t len = strlen(value);
-        if (len >= d->width)
-            return set_error(err, errcap, UV_EINVAL, "%s: path too long", d->name);
-        memcpy(field, value, len + 1);
-        return 0;
-    }
-    case T_STATUSES: {
-        unsigned char set[600];
-        memset(set, 0, sizeof(set));
-        const char *p = value;
-        while (*p != '\0') {
-            char *end;
-            while (*p == ' ' || *p == ',')
-                p++;
-            if (*p == '\0')
-                break;
-            unsigned long code = strtoul(p, &end, 10);
-            if (end == p || code < 100 || code > 599)
-                return set_error(err, errcap, UV_EINVAL,
-                                 "%s: '%s' is not a list of HTTP statuses (e.g. 429,503)",
-                                 d->name, value);
-            set[code] = 1;
-            p = end;
-            while (*p == ' ')
-                p++;
-            if (*p != ',' && *p != '\0')
-                return set_error(err, errcap, UV_EINVAL,
-                                 "%s: '%s' is not a list of HTTP statuses (e.g. 429,503)",
-                                 d->name, value);
-        }
-        memcpy(field, set, sizeof(set));
-        return 0;
-    }
-    case T_FRACTION: {
-        char *end;
-        errno = 0;
-        double f = strtod(value, &end);
-        if (errno != 0 || end == value || *end != '\0' || !(f >= 0.0 && f <= 1.0))
-            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not a fraction from 0 to 1",
-                             d->name, value);
-        *(double *)field = f;
-        return 0;
-    }
-    case T_FSYNC:
-        if (strcmp(value, "never") == 0)
-            *(int *)field = 0;
-        else if (strcmp(value, "interval") == 0)
-            *(int *)field = 1;
-        else if (strcmp(value, "always") == 0)
-            *(int *)field = 2;
-        else
-            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
-                             d->name, value);
-        return 0;
-    case T_BOOL:
-        if (strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 || strcmp(value, "on") == 0 ||
-            strcmp(value, "1") == 0)
-            *(int *)field = 1;
-        else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 ||
-                 strcmp(value, "off") == 0 || strcmp(value, "0") == 0)
-            *(int *)field = 0;
-        else
-            return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not yes or no", d->name, value);
-        return 0;
-    case T_LEVEL: {
-        hv_log_level_t lvl;
-        if (hv_log_level_parse(value, &lvl) != 0)
-            return set_error(err, errcap, UV_EINVAL,
-                             "%s: '%s' is not one of debug, info, notice, warning, error",
-                             d->name, value);
-        *(hv_log_level_t *)field = lvl;
-        return 0;
-    }
-    }
-    if (v < d->min || v > d->max) {
-        if (d->type == T_DURATION)
-            snprintf(range, sizeof(range), "%" PRIu64 "ms..%" PRIu64 "ms", d->min, d->max);
-        else
-            snprintf(range, sizeof(range), "%" PRIu64 "..%" PRIu64, d->min, d->max);
-        snprintf(err, errcap, "%s: '%s' is out of range (%s)", d->name, value, range);
-        return UV_ERANGE;
-    }
-    store_uint(field, d->width, v);
-    return 0;
+int hv_config_format(const hv_config_t *cfg, const char *name, char *out, size_t cap)
+{
+    const directive_t *d = find_directive(name);
+    if (cap > 0)
+        out[0] = '\0';
+    if (d == NULL)
+        return UV_ENOENT;
+    return types[d->type].format(d, (const char *)cfg + d->offset, out, cap);
+}
+
+const char *hv_config_directive_name(size_t i)
+{
+    return i < HV_ARRAY_SIZE(directives) ? directives[i].name : NULL;
 }
 
 static int directive_index(const directive_t *d)
@@ -387,10 +598,153 @@ void hv_config_mark_cli(hv_config_t *cfg, const char *name)
         cfg->origin[directive_index(d)] = -1;
 }
 
-/* ---- INI files (inih) ---- */
+/* ---- sections: [KIND "NAME"] ---- */
 
-static int host_section_name(const char *section, char *out, size_t cap);
-static int quoted_section(const char *section, const char *kind, char *out, size_t cap);
+/* A key a section accepts. Its value is read by the setter of the global directive of the
+ * same name, into the field at `offset` (of `width` bytes) of the section's own struct, and
+ * the int at `given` records that it was set. */
+typedef struct {
+    const char *name;
+    size_t offset, width, given;
+} section_key_t;
+
+typedef struct section_s section_t;
+struct section_s {
+    const char *kind;          /* [KIND "NAME"]; KIND in any case */
+    int fold_case;             /* NAME is a host name: stored lower-cased */
+    const section_key_t *keys; /* NULL: any key, the handler judges it */
+    size_t nkeys;
+    int (*set)(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+               const char *value, char *err, size_t errcap);
+};
+
+static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+                        const char *value, char *err, size_t errcap);
+static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
+                         const char *key, const char *value, char *err, size_t errcap);
+
+#define HOST_KEY(key, field, given)                                                        \
+    {key, offsetof(hv_host_rule_t, field), sizeof(((hv_host_rule_t *)0)->field),            \
+     offsetof(hv_host_rule_t, given)}
+
+static const section_key_t host_keys[] = {
+    HOST_KEY("per_host", per_host, per_host_set),
+    HOST_KEY("host_delay", delay_ms, delay_set),
+    HOST_KEY("host_delay_jitter", jitter, jitter_set),
+};
+
+static const section_t sections[] = {
+    {"host", 1, host_keys, HV_ARRAY_SIZE(host_keys), set_host_key},
+    {"rules", 0, NULL, 0, set_rules_key},
+};
+
+/* The longest NAME of a section (that of a host rule). */
+#define SECTION_NAME_MAX sizeof(((hv_host_rule_t *)0)->name)
+
+/* `KIND "name"` -> name in out (as written); 0, or -1 if the section is not of that kind. */
+static int quoted_section(const char *section, const char *kind, char *out, size_t cap)
+{
+    const char *p = section;
+    size_t klen = strlen(kind);
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (strncasecmp(p, kind, klen) != 0 || (p[klen] != ' ' && p[klen] != '\t'))
+        return -1;
+    p += klen;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p != '"')
+        return -1;
+    const char *end = strchr(p + 1, '"');
+    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
+        return -1;
+    for (const char *q = end + 1; *q != '\0'; q++)
+        if (*q != ' ' && *q != '\t')
+            return -1;
+    size_t n = (size_t)(end - p - 1);
+    memcpy(out, p + 1, n);
+    out[n] = '\0';
+    return 0;
+}
+
+/* The row for the text between [ and ], with its NAME in `name`; NULL for none. */
+static const section_t *find_section(const char *section, char name[SECTION_NAME_MAX])
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(sections); i++) {
+        const section_t *s = &sections[i];
+        if (quoted_section(section, s->kind, name, SECTION_NAME_MAX) != 0)
+            continue;
+        for (char *c = name; s->fold_case && *c != '\0'; c++)
+            *c = (char)tolower((unsigned char)*c);
+        return s;
+    }
+    return NULL;
+}
+
+static int unknown_section(char *err, size_t errcap, int len, const char *text)
+{
+    char known[256];
+    size_t n = 0;
+    for (size_t i = 0; i < HV_ARRAY_SIZE(sections); i++)
+        appendf(known, sizeof(known), &n, "%s[%s \"NAME\"]", i > 0 ? ", " : "", sections[i].kind);
+    return set_error(err, errcap, UV_EINVAL, "unknown section [%.*s] (known: %s)", len, text,
+                     known);
+}
+
+static int set_in_section(hv_config_t *cfg, const char *section, const char *key,
+                          const char *value, char *err, size_t errcap)
+{
+    char name[SECTION_NAME_MAX];
+    const section_t *s = find_section(section, name);
+    if (s == NULL)
+        return unknown_section(err, errcap, (int)strlen(section), section);
+    return s->set(cfg, s, name, key, value, err, errcap);
+}
+
+/* [host "NAME"]: the host's own per_host, host_delay or host_delay_jitter. */
+static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+                        const char *value, char *err, size_t errcap)
+{
+    hv_host_rule_t *r = NULL;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        if (strcmp(cfg->host_rules[i].name, name) == 0)
+            r = &cfg->host_rules[i];
+    if (r == NULL) {
+        if (cfg->nhost_rules == HV_HOST_RULES_MAX)
+            return set_error(err, errcap, UV_EINVAL, "too many [host] sections (at most %d)",
+                             HV_HOST_RULES_MAX);
+        r = &cfg->host_rules[cfg->nhost_rules++];
+        memset(r, 0, sizeof(*r));
+        snprintf(r->name, sizeof(r->name), "%s", name);
+    }
+    const directive_t *d = find_directive(key);
+    for (size_t i = 0; d != NULL && i < s->nkeys; i++) {
+        const section_key_t *k = &s->keys[i];
+        if (strcmp(d->name, k->name) != 0)
+            continue;
+        assert(d->width == k->width);
+        int rc = types[d->type].set(d, (char *)r + k->offset, value, err, errcap);
+        if (rc == 0)
+            *(int *)((char *)r + k->given) = 1;
+        return rc;
+    }
+    char can[256];
+    size_t n = 0;
+    for (size_t i = 0; i < s->nkeys; i++)
+        appendf(can, sizeof(can), &n, "%s%s", i > 0 ? ", " : "", s->keys[i].name);
+    return set_error(err, errcap, UV_EINVAL, "[%s \"%s\"]: '%s' cannot be set per %s (%s can)",
+                     s->kind, name, key, s->kind, can);
+}
+
+/* [rules "NAME"]: every key is an extraction rule of the set NAME. */
+static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
+                         const char *key, const char *value, char *err, size_t errcap)
+{
+    (void)s;
+    return hv_config_add_rule(cfg, name, key, value, err, errcap);
+}
+
+/* ---- INI files (inih) ---- */
 
 typedef struct {
     FILE *f;
@@ -435,106 +789,17 @@ static char *ini_read_line(char *str, int num, void *stream)
     if (*p == '[') {
         char *close = strchr(p, ']');
         size_t nlen = close != NULL ? (size_t)(close - p - 1) : strlen(p + 1);
-        char section[300], host[256];
+        char section[300], name[SECTION_NAME_MAX], msg[512];
         snprintf(section, sizeof(section), "%.*s", (int)HV_MIN(nlen, sizeof(section) - 1), p + 1);
-        if (close == NULL || (host_section_name(section, host, sizeof(host)) != 0 &&
-                              quoted_section(section, "rules", host, sizeof(host)) != 0)) {
-            snprintf(st->err, st->errcap,
-                     "%s:%d: unknown section [%.*s] (known: [host \"NAME\"], [rules \"NAME\"])",
-                     st->path,
-                     st->line, (int)HV_MIN(nlen, (size_t)100), p + 1);
+        if (close == NULL || find_section(section, name) == NULL) {
+            unknown_section(msg, sizeof(msg), (int)HV_MIN(nlen, (size_t)100), p + 1);
+            snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
             st->failed = 1;
             return NULL;
         }
     }
     memcpy(str, p, len + 1);
     return str;
-}
-
-/* `KIND "name"` -> name in out (as written); 0, or -1 if the section is not of that kind. */
-static int quoted_section(const char *section, const char *kind, char *out, size_t cap)
-{
-    const char *p = section;
-    size_t klen = strlen(kind);
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (strncasecmp(p, kind, klen) != 0 || (p[klen] != ' ' && p[klen] != '\t'))
-        return -1;
-    p += klen;
-    while (*p == ' ' || *p == '\t')
-        p++;
-    if (*p != '"')
-        return -1;
-    const char *end = strchr(p + 1, '"');
-    if (end == NULL || end == p + 1 || (size_t)(end - p - 1) >= cap)
-        return -1;
-    for (const char *q = end + 1; *q != '\0'; q++)
-        if (*q != ' ' && *q != '\t')
-            return -1;
-    size_t n = (size_t)(end - p - 1);
-    memcpy(out, p + 1, n);
-    out[n] = '\0';
-    return 0;
-}
-
-/* `host "example.org"` -> example.org in out (lower-cased: host names are); 0, or -1 if the
- * section is not a host one. */
-static int host_section_name(const char *section, char *out, size_t cap)
-{
-    if (quoted_section(section, "host", out, cap) != 0)
-        return -1;
-    for (char *c = out; *c != '\0'; c++)
-        *c = (char)tolower((unsigned char)*c);
-    return 0;
-}
-
-static int set_host_rule(hv_config_t *cfg, const char *section, const char *name,
-                         const char *value, char *err, size_t errcap)
-{
-    char host[256];
-    if (quoted_section(section, "rules", host, sizeof(host)) == 0)
-        return hv_config_add_rule(cfg, host, name, value, err, errcap);
-    if (host_section_name(section, host, sizeof(host)) != 0) {
-        snprintf(err, errcap, "unknown section [%s] (known: [host \"NAME\"], [rules \"NAME\"])",
-                 section);
-        return UV_EINVAL;
-    }
-    hv_host_rule_t *r = NULL;
-    for (unsigned i = 0; i < cfg->nhost_rules; i++)
-        if (strcmp(cfg->host_rules[i].name, host) == 0)
-            r = &cfg->host_rules[i];
-    if (r == NULL) {
-        if (cfg->nhost_rules == HV_HOST_RULES_MAX) {
-            snprintf(err, errcap, "too many [host] sections (at most %d)", HV_HOST_RULES_MAX);
-            return UV_EINVAL;
-        }
-        r = &cfg->host_rules[cfg->nhost_rules++];
-        memset(r, 0, sizeof(*r));
-        snprintf(r->name, sizeof(r->name), "%s", host);
-    }
-    /* Parse the value with the global directive's rules, into a scratch config. */
-    hv_config_t *tmp = hv_xcalloc(1, sizeof(*tmp));
-    char canon[64];
-    snprintf(canon, sizeof(canon), "%s", name);
-    for (char *c = canon; *c; c++)
-        if (*c == '-')
-            *c = '_';
-    int rc = UV_EINVAL;
-    if (strcmp(canon, "per_host") == 0 || strcmp(canon, "host_delay") == 0 ||
-        strcmp(canon, "host_delay_jitter") == 0) {
-        rc = hv_config_set(tmp, canon, value, err, errcap);
-        if (rc == 0 && strcmp(canon, "per_host") == 0)
-            r->per_host = tmp->per_host;
-        else if (rc == 0 && strcmp(canon, "host_delay") == 0)
-            r->delay_ms = tmp->host_delay_ms, r->delay_set = 1;
-        else if (rc == 0)
-            r->jitter = tmp->host_delay_jitter, r->jitter_set = 1;
-    } else {
-        snprintf(err, errcap, "[host \"%s\"]: '%s' cannot be set per host (per_host, host_delay, "
-                              "host_delay_jitter can)", host, name);
-    }
-    free(tmp);
-    return rc;
 }
 
 void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
@@ -555,7 +820,7 @@ void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *p
         }
     }
     const hv_host_rule_t *r = exact != NULL ? exact : wild;
-    *per_host = r != NULL && r->per_host ? r->per_host : cfg->per_host;
+    *per_host = r != NULL && r->per_host_set ? r->per_host : cfg->per_host;
     *delay_ms = r != NULL && r->delay_set ? r->delay_ms : cfg->host_delay_ms;
     *jitter = r != NULL && r->jitter_set ? r->jitter : cfg->host_delay_jitter;
 }
@@ -601,23 +866,15 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     char msg[512];
     if (st->failed)
         return 0;
-    if (section[0] != '\0') {
-        int rc = set_host_rule(st->cfg, section, name, value, msg, sizeof(msg));
-        if (rc != 0) {
-            snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
-            st->failed = 1;
-            return 0;
-        }
-        return 1;
-    }
-    int rc = hv_config_set(st->cfg, name, value, msg, sizeof(msg));
+    int rc = section[0] != '\0' ? set_in_section(st->cfg, section, name, value, msg, sizeof(msg))
+                                : hv_config_set(st->cfg, name, value, msg, sizeof(msg));
     if (rc != 0) {
         snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
         st->failed = 1;
         return 0;
     }
-    const directive_t *d = find_directive(name);
-    st->cfg->origin[directive_index(d)] = st->line;
+    if (section[0] == '\0')
+        st->cfg->origin[directive_index(find_directive(name))] = st->line;
     return 1;
 }
 
@@ -691,13 +948,19 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
 
 void hv_config_print_help(FILE *out)
 {
+    hv_config_t *def = hv_xmalloc(sizeof(*def));
+    hv_config_defaults(def);
     for (size_t i = 0; i < HV_ARRAY_SIZE(directives); i++) {
-        char opt[64];
+        char opt[64], text[2048];
         snprintf(opt, sizeof(opt), "--%s", directives[i].name);
         for (char *p = opt + 2; *p; p++)
             if (*p == '_')
                 *p = '-';
+        /* Shown as the formatter writes the value: what one would type to set it again. */
+        hv_config_format(def, directives[i].name, text, sizeof(text));
         fprintf(out, "  %-22s %s (default %s)\n", opt, directives[i].help,
-                directives[i].def[0] ? directives[i].def : "none");
+                text[0] ? text : "none");
     }
+    hv_config_free(def);
+    free(def);
 }

@@ -59,6 +59,143 @@ typedef struct {
     int exit_code;
 } app_t;
 
+static int usage_error(const char *msg, const char *arg)
+{
+    fprintf(stderr, "harvestd: %s%s\nTry 'harvestd --help'.\n", msg, arg ? arg : "");
+    return EXIT_USAGE;
+}
+
+/* parse_args: --help or --version was answered; the process exits 0 without running. */
+#define ARGS_ANSWERED (-1)
+
+/* One command-line argument (with its value) that acts after the config file is read: a
+ * directive, or an option that stands for one or adds an extraction rule. */
+typedef struct cli_option_s cli_option_t;
+typedef struct {
+    const cli_option_t *opt; /* NULL: the directive `name` */
+    char name[64];           /* as written, without the dashes */
+    const char *value;
+} arg_t;
+
+/*
+ * An option that is not a directive. `now` runs as the command line is read (the mode, the
+ * files, --help); `later` runs after the config file, in command-line order with the
+ * directives, so that the command line overrides the file. `target` is what `later` works
+ * on: the directive an option stands for, or the suffix of the extraction key.
+ */
+struct cli_option_s {
+    const char *name;   /* --NAME */
+    const char *alias;  /* --ALIAS: another spelling */
+    const char *letter; /* -LETTER */
+    int has_value;      /* takes a value (--NAME VALUE, --NAME=VALUE, -LETTER VALUE) */
+    const char *fixed;  /* the value of one that takes none */
+    int (*now)(app_t *app, const char *value);
+    int (*later)(app_t *app, const arg_t *a);
+    const char *target;
+    const char *usage;  /* its line in --help; NULL: described on another's line */
+};
+
+static void usage(FILE *out);
+
+static int opt_help(app_t *app, const char *value)
+{
+    (void)app, (void)value;
+    usage(stdout);
+    return ARGS_ANSWERED;
+}
+
+static int opt_version(app_t *app, const char *value)
+{
+    (void)app, (void)value;
+    printf("harvestd %s\n", HV_VERSION);
+    return ARGS_ANSWERED;
+}
+
+static int opt_check_config(app_t *app, const char *value)
+{
+    (void)value;
+    app->check_only = 1;
+    return EXIT_OK;
+}
+
+static int opt_progress(app_t *app, const char *value)
+{
+    app->progress = strcmp(value, "yes") == 0;
+    return EXIT_OK;
+}
+
+static int opt_once(app_t *app, const char *value)
+{
+    app->cfg.input_path = value;
+    return EXIT_OK;
+}
+
+static int opt_output(app_t *app, const char *value)
+{
+    app->cfg.output_path = value;
+    return EXIT_OK;
+}
+
+static int opt_config(app_t *app, const char *value)
+{
+    app->config_path = value;
+    return EXIT_OK;
+}
+
+/* --NAME VALUE for a directive, or an option that stands for one (-v, --rules). */
+static int set_directive(app_t *app, const arg_t *a)
+{
+    const char *name = a->opt != NULL ? a->opt->target : a->name;
+    char err[1200];
+    int rc = hv_config_set(&app->cfg, name, a->value, err, sizeof(err));
+    if (rc == UV_ENOENT)
+        return usage_error("unknown option: --", name);
+    if (rc != 0)
+        return usage_error(err, NULL);
+    hv_config_mark_cli(&app->cfg, name);
+    return EXIT_OK;
+}
+
+/* --extract NAME=SELECTOR (and --extract-all, --links): a rule of the command line's set. */
+static int add_extract_rule(app_t *app, const arg_t *a)
+{
+    const char *eq = strchr(a->value, '=');
+    char key[80], err[1200];
+    if (eq == NULL || eq == a->value || (size_t)(eq - a->value) >= 64)
+        return usage_error("--extract wants NAME=SELECTOR, got: ", a->value);
+    snprintf(key, sizeof(key), "%.*s%s", (int)(eq - a->value), a->value, a->opt->target);
+    if (hv_config_add_rule(&app->cfg, "", key, eq + 1, err, sizeof(err)) != 0)
+        return usage_error(err, NULL);
+    return EXIT_OK;
+}
+
+/* The rows that have a usage line print it in --help, in this order. */
+static const cli_option_t cli_options[] = {
+    {.name = "config", .alias = "c", .letter = "c", .has_value = 1, .now = opt_config,
+     .usage = "-c, --config FILE      INI configuration (command-line options override it)"},
+    {.name = "progress", .fixed = "yes", .now = opt_progress,
+     .usage = "--progress, --no-progress  live progress line on stderr (default: when a "
+              "terminal)"},
+    {.name = "no-progress", .fixed = "no", .now = opt_progress},
+    {.name = "extract", .has_value = 1, .later = add_extract_rule, .target = "",
+     .usage = "--extract NAME=SELECTOR      a field: the first match (SELECTOR [@attr|::html])"},
+    {.name = "extract-all", .alias = "extract_all", .has_value = 1, .later = add_extract_rule,
+     .target = "[]", .usage = "--extract-all NAME=SELECTOR  a field: every match, as a list"},
+    {.name = "links", .fixed = "links=@links", .later = add_extract_rule, .target = "",
+     .usage = "--links                the page's links (absolute URLs) as field 'links'"},
+    {.name = "rules", .has_value = 1, .later = set_directive, .target = "default_rules",
+     .usage = "--rules NAME           use the config's [rules \"NAME\"] set"},
+    {.letter = "v", .fixed = "info", .later = set_directive, .target = "log_level",
+     .usage = "-v                     more logging (-vv for debug); -q for warnings only"},
+    {.letter = "vv", .fixed = "debug", .later = set_directive, .target = "log_level"},
+    {.letter = "q", .fixed = "warning", .later = set_directive, .target = "log_level"},
+    {.name = "help", .letter = "h", .now = opt_help, .usage = "--help, --version"},
+    {.name = "version", .now = opt_version},
+    {.name = "once", .has_value = 1, .now = opt_once},
+    {.name = "output", .alias = "o", .letter = "o", .has_value = 1, .now = opt_output},
+    {.name = "check-config", .now = opt_check_config},
+};
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -68,175 +205,117 @@ static void usage(FILE *out)
             "\n"
             "--once reads FILE (one URL per line, '-' for standard input) and writes one JSON\n"
             "record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
-            "\n"
-            "  -c, --config FILE      INI configuration (command-line options override it)\n"
-            "  --progress, --no-progress  live progress line on stderr (default: when a terminal)\n"
-            "  --extract NAME=SELECTOR      a field: the first match (SELECTOR [@attr|::html])\n"
-            "  --extract-all NAME=SELECTOR  a field: every match, as a list\n"
-            "  --links                the page's links (absolute URLs) as field 'links'\n"
-            "  --rules NAME           use the config's [rules \"NAME\"] set\n"
-            "  -v                     more logging (-vv for debug); -q for warnings only\n"
-            "  --help, --version\n"
-            "\n"
-            "Directives (config 'name = value', or --name VALUE / --name=VALUE here;\n"
-            "sizes take k/m/g, durations ms/s/m/h):\n");
+            "\n");
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cli_options); i++)
+        if (cli_options[i].usage != NULL)
+            fprintf(out, "  %s\n", cli_options[i].usage);
+    fprintf(out, "\n"
+                 "Directives (config 'name = value', or --name VALUE / --name=VALUE here;\n"
+                 "sizes take k/m/g, durations ms/s/m/h):\n");
     hv_config_print_help(out);
     fprintf(out, "\nExit status: 0 done, 1 internal failure, 2 usage or configuration error,\n"
                  "3 --once interrupted.\n");
 }
 
-static int usage_error(const char *msg, const char *arg)
+/* The row spelled `word` after "--" (long) or "-" (!long); NULL for none. */
+static const cli_option_t *find_option(const char *word, int long_form)
 {
-    fprintf(stderr, "harvestd: %s%s\nTry 'harvestd --help'.\n", msg, arg ? arg : "");
-    return EXIT_USAGE;
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cli_options); i++) {
+        const cli_option_t *o = &cli_options[i];
+        if (long_form ? (o->name != NULL && strcmp(o->name, word) == 0) ||
+                            (o->alias != NULL && strcmp(o->alias, word) == 0)
+                      : o->letter != NULL && strcmp(o->letter, word) == 0)
+            return o;
+    }
+    return NULL;
 }
 
-typedef struct {
-    char *name;
-    const char *value;
-} opt_t;
+/* Which option argv[*i] is, and its value (the next argument, when it takes one). Anything
+ * spelled --NAME that is no option here is a directive: hv_config_set judges the name. */
+static int read_arg(int argc, char **argv, int *i, arg_t *a)
+{
+    const char *s = argv[*i], *eq = NULL;
+    memset(a, 0, sizeof(*a));
+    if (strncmp(s, "--", 2) == 0) {
+        eq = strchr(s, '=');
+        size_t n = eq != NULL ? (size_t)(eq - s - 2) : strlen(s + 2);
+        if (n == 0 || n >= sizeof(a->name))
+            return usage_error("unknown option: ", s);
+        memcpy(a->name, s + 2, n);
+        a->opt = find_option(a->name, 1);
+        if (a->opt != NULL && !a->opt->has_value && eq != NULL)
+            a->opt = NULL; /* --links=x: read as a directive, so an unknown one */
+    } else {
+        a->opt = s[0] == '-' ? find_option(s + 1, 0) : NULL;
+        if (a->opt == NULL)
+            return usage_error("unexpected argument: ", s);
+    }
+    if (a->opt != NULL && !a->opt->has_value)
+        a->value = a->opt->fixed;
+    else if (eq != NULL)
+        a->value = eq + 1;
+    else if (a->opt == NULL && hv_config_is_flag(a->name))
+        a->value = "yes";
+    else if (*i + 1 < argc)
+        a->value = argv[++*i];
+    else
+        return usage_error("missing value for ", s);
+    return EXIT_OK;
+}
 
-/* Two passes: find the mode and the config file first, so that the file is read before the
- * command line overrides it. */
-static int parse_args(app_t *app, int argc, char **argv)
+/* After the command line: a mode, its files, and the values derived from them. */
+static int check_mode(app_t *app)
 {
     hv_config_t *cfg = &app->cfg;
     char err[1200];
-    opt_t *opts = hv_xcalloc((size_t)argc + 1, sizeof(*opts));
-    size_t nopts = 0;
-    int rc = EXIT_OK;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(EXIT_OK);
-        }
-        if (strcmp(a, "--version") == 0) {
-            printf("harvestd %s\n", HV_VERSION);
-            exit(EXIT_OK);
-        }
-        if (strcmp(a, "--check-config") == 0) {
-            app->check_only = 1;
-            continue;
-        }
-        if (strcmp(a, "--progress") == 0 || strcmp(a, "--no-progress") == 0) {
-            app->progress = a[2] == 'p';
-            continue;
-        }
-        if (strcmp(a, "-v") == 0 || strcmp(a, "-vv") == 0 || strcmp(a, "-q") == 0) {
-            opts[nopts].name = hv_xstrdup("log_level");
-            opts[nopts++].value = a[1] == 'q' ? "warning" : a[2] ? "debug" : "info";
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0 && strcmp(a, "-o") != 0 && strcmp(a, "-c") != 0) {
-            rc = usage_error("unexpected argument: ", a);
-            goto out;
-        }
-        char name[64];
-        const char *value;
-        const char *eq = strchr(a, '=');
-        const char *n = a[1] == '-' ? a + 2 : a + 1;
-        size_t nlen = eq ? (size_t)(eq - n) : strlen(n);
-        if (nlen == 0 || nlen >= sizeof(name)) {
-            rc = usage_error("unknown option: ", a);
-            goto out;
-        }
-        memcpy(name, n, nlen);
-        name[nlen] = '\0';
-        if (strcmp(name, "links") == 0 && eq == NULL) {
-            opts[nopts].name = hv_xstrdup("+links");
-            opts[nopts++].value = "links=@links";
-            continue;
-        }
-        if (eq != NULL) {
-            value = eq + 1;
-        } else if (hv_config_is_flag(name)) {
-            value = "yes";
-        } else {
-            if (i + 1 >= argc) {
-                rc = usage_error("missing value for ", a);
-                goto out;
-            }
-            value = argv[++i];
-        }
-        if (strcmp(name, "links") == 0 && eq == NULL) {
-            continue; /* handled before values are read */
-        } else if (strcmp(name, "extract") == 0 || strcmp(name, "extract-all") == 0 ||
-                   strcmp(name, "extract_all") == 0) {
-            opts[nopts].name = hv_xstrdup(name[7] == '\0' ? "+extract" : "+extract_all");
-            opts[nopts++].value = value;
-        } else if (strcmp(name, "rules") == 0) {
-            opts[nopts].name = hv_xstrdup("default_rules");
-            opts[nopts++].value = value;
-        } else if (strcmp(name, "once") == 0) {
-            cfg->input_path = value;
-        } else if (strcmp(name, "o") == 0 || strcmp(name, "output") == 0) {
-            cfg->output_path = value;
-        } else if (strcmp(name, "c") == 0 || strcmp(name, "config") == 0) {
-            app->config_path = value;
-        } else {
-            opts[nopts].name = hv_xstrndup(n, nlen);
-            opts[nopts++].value = value;
-        }
-    }
-
-    if (app->config_path != NULL &&
-        hv_config_load_file(cfg, app->config_path, err, sizeof(err)) != 0) {
-        fprintf(stderr, "harvestd: %s\n", err);
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    for (size_t i = 0; i < nopts; i++) {
-        if (opts[i].name[0] == '+') {
-            /* --extract NAME=SELECTOR, --extract-all NAME=SELECTOR, --links */
-            char key[80];
-            const char *eqv = strchr(opts[i].value, '=');
-            if (eqv == NULL || eqv == opts[i].value || (size_t)(eqv - opts[i].value) >= 64) {
-                rc = usage_error("--extract wants NAME=SELECTOR, got: ", opts[i].value);
-                goto out;
-            }
-            snprintf(key, sizeof(key), "%.*s%s", (int)(eqv - opts[i].value), opts[i].value,
-                     strcmp(opts[i].name, "+extract_all") == 0 ? "[]" : "");
-            if (hv_config_add_rule(cfg, "", key, eqv + 1, err, sizeof(err)) != 0) {
-                rc = usage_error(err, NULL);
-                goto out;
-            }
-            continue;
-        }
-        int r = hv_config_set(cfg, opts[i].name, opts[i].value, err, sizeof(err));
-        if (r == UV_ENOENT) {
-            rc = usage_error("unknown option: --", opts[i].name);
-            goto out;
-        }
-        if (r != 0) {
-            rc = usage_error(err, NULL);
-            goto out;
-        }
-        hv_config_mark_cli(cfg, opts[i].name);
-    }
-    if (cfg->input_path != NULL && cfg->output_path == NULL) {
-        rc = usage_error("no output: give -o FILE (or -o - for standard output)", NULL);
-        goto out;
-    }
-    if (cfg->input_path == NULL && cfg->output_path != NULL) {
-        rc = usage_error("-o is for --once FILE", NULL);
-        goto out;
-    }
-    if (cfg->input_path == NULL && app->config_path == NULL) {
-        rc = usage_error("nothing to do: give -c CONFIG (daemon) or --once FILE -o OUTPUT", NULL);
-        goto out;
-    }
+    if (cfg->input_path != NULL && cfg->output_path == NULL)
+        return usage_error("no output: give -o FILE (or -o - for standard output)", NULL);
+    if (cfg->input_path == NULL && cfg->output_path != NULL)
+        return usage_error("-o is for --once FILE", NULL);
+    if (cfg->input_path == NULL && app->config_path == NULL)
+        return usage_error("nothing to do: give -c CONFIG (daemon) or --once FILE -o OUTPUT",
+                           NULL);
     /* --once finishes or gives up in seconds; the daemon's default drain is longer. */
     if (cfg->input_path != NULL && !hv_config_is_set(cfg, "drain_timeout"))
         cfg->drain_timeout_ms = 5000;
     if (hv_config_finish(cfg, err, sizeof(err)) != 0)
-        rc = usage_error(err, NULL);
+        return usage_error(err, NULL);
+    return EXIT_OK;
+}
 
+/* The config file is read once the whole command line is, wherever -c stands in it; what
+ * the command line sets (`later`) is then applied over it, in order. EXIT_OK, EXIT_USAGE, or
+ * ARGS_ANSWERED. */
+static int parse_args(app_t *app, int argc, char **argv)
+{
+    arg_t *later = hv_xcalloc((size_t)argc, sizeof(*later));
+    size_t nlater = 0;
+    char err[1200];
+    int rc = EXIT_OK;
+
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        arg_t *a = &later[nlater];
+        rc = read_arg(argc, argv, &i, a);
+        if (rc == EXIT_OK && a->opt != NULL && a->opt->now != NULL)
+            rc = a->opt->now(app, a->value);
+        else if (rc == EXIT_OK)
+            nlater++;
+    }
+    if (rc != EXIT_OK)
+        goto out;
+    if (app->config_path != NULL &&
+        hv_config_load_file(&app->cfg, app->config_path, err, sizeof(err)) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    for (size_t k = 0; k < nlater && rc == EXIT_OK; k++)
+        rc = later[k].opt != NULL ? later[k].opt->later(app, &later[k])
+                                  : set_directive(app, &later[k]);
+    if (rc == EXIT_OK)
+        rc = check_mode(app);
 out:
-    for (size_t i = 0; i < nopts; i++)
-        free(opts[i].name);
-    free(opts);
+    free(later);
     return rc;
 }
 
@@ -592,7 +671,7 @@ int main(int argc, char **argv)
     rc = parse_args(&app, argc, argv);
     if (rc != EXIT_OK) {
         hv_config_free(&app.cfg);
-        return rc;
+        return rc == ARGS_ANSWERED ? EXIT_OK : rc;
     }
     hv_log_level = app.cfg.log_level;
 

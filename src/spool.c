@@ -451,14 +451,10 @@ static int pick_rules(hv_spool_t *sp, int fd, const hv_ruleset_t **out, char *re
     return 0;
 }
 
-/* Start (or resume) the batch for active/<name>, whose lock we hold in lock_fd. */
-static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resume)
+/* The batch's paths, holding the lock on its input (sbatch_free releases it). */
+static sbatch_t *sbatch_new(hv_spool_t *sp, const char *name, int lock_fd, int resume)
 {
     sbatch_t *sb = hv_xcalloc(1, sizeof(*sb));
-    char reason[256], err[1200];
-    hv_source_t *src = NULL;
-    int rc;
-
     sb->sp = sp;
     sb->name = hv_xstrdup(name);
     sb->lock_fd = lock_fd;
@@ -469,82 +465,95 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
     sb->crash_path = join(sp->out, name, ".crashes");
     if (!resume)
         unlink(sb->crash_path); /* a stale one cannot be this batch's */
+    return sb;
+}
+
+/* Resuming: repair the output (keep its complete records, cut what the interruption tore)
+ * and read the crash note. 0, or the error with its message in `err`. */
+static int resume_output(sbatch_t *sb, char *err, size_t errcap)
+{
+    hv_repair_t rep;
+    sb->okset = hv_okset_new();
+    int rc = hv_output_repair(sb->out_path, sb->okset, &rep, err, errcap);
+    if (rc != 0)
+        return rc;
+    sb->crashed = read_crash_note(sb->crash_path, sb->name);
+    HV_LOG(HV_LOG_NOTICE,
+           "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
+           " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
+           sb->name, rep.records, rep.ok, rep.truncated, rep.bad_lines);
+    sb->sp->stats.resumed++;
+    return 0;
+}
+
+/* Start (or resume) the batch for active/<name>, whose lock we hold in lock_fd. A file that
+ * cannot be a batch is rejected (`reason`); a failure of ours is fatal (`rc`, `err`). */
+static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resume)
+{
+    sbatch_t *sb = sbatch_new(sp, name, lock_fd, resume);
+    char reason[256] = "", err[1200];
+    const hv_ruleset_t *rules = NULL;
+    hv_source_t *src = NULL;
+    hv_batch_opts_t opts;
+    int rc = 0;
 
     if (resume && exists(sb->summary_path)) {
         /* Completed, then interrupted before the input moved to done/. */
         HV_LOG(HV_LOG_NOTICE, "event=batch_already_complete batch=\"%s\"", name);
         finish_complete(sb);
-        sbatch_free(sb);
-        return;
+        goto out;
     }
-    if (looks_binary(lock_fd, reason, sizeof(reason))) {
-        reject(sp, sb->active_path, name, reason);
-        sbatch_free(sb);
-        return;
-    }
-    const hv_ruleset_t *rules = NULL;
-    if (pick_rules(sp, lock_fd, &rules, reason, sizeof(reason)) != 0) {
-        reject(sp, sb->active_path, name, reason);
-        sbatch_free(sb);
-        return;
-    }
-    if (resume) {
-        hv_repair_t rep;
-        sb->okset = hv_okset_new();
-        rc = hv_output_repair(sb->out_path, sb->okset, &rep, err, sizeof(err));
-        if (rc != 0) {
-            HV_LOG(HV_LOG_ERROR, "event=resume_failed batch=\"%s\" error=\"%s\"", name, err);
-            sp->cbs.on_fatal(sp->ud, rc, err);
-            sbatch_free(sb);
-            return;
-        }
-        sb->crashed = read_crash_note(sb->crash_path, name);
-        HV_LOG(HV_LOG_NOTICE,
-               "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
-               " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
-               name, rep.records, rep.ok, rep.truncated, rep.bad_lines);
-        sp->stats.resumed++;
+    if (looks_binary(lock_fd, reason, sizeof(reason)) ||
+        pick_rules(sp, lock_fd, &rules, reason, sizeof(reason)) != 0)
+        goto out;
+    rc = resume ? resume_output(sb, err, sizeof(err)) : 0;
+    if (rc != 0) {
+        HV_LOG(HV_LOG_ERROR, "event=resume_failed batch=\"%s\" error=\"%s\"", name, err);
+        goto out;
     }
     rc = hv_reader_open(sp->loop, sb->active_path, &src);
     if (rc != 0) {
         snprintf(reason, sizeof(reason), "unreadable: %s", uv_strerror(rc));
-        reject(sp, sb->active_path, name, reason);
-        sbatch_free(sb);
-        return;
+        rc = 0; /* the file's fault, not ours */
+        goto out;
     }
-    hv_batch_opts_t opts = {
+    opts = (hv_batch_opts_t){
         .name = name,
         .output_path = sb->out_path,
-        .output_append = resume,
-        .fsync = sp->cfg->fsync_policy == 2   ? HV_FSYNC_ALWAYS
-                 : sp->cfg->fsync_policy == 1 ? HV_FSYNC_INTERVAL
-                                              : HV_FSYNC_NEVER,
+        /* A resumed batch appends, unless it had written nothing: then it starts afresh. */
+        .output_append = resume && exists(sb->out_path),
+        .fsync = sp->cfg->fsync,
         .fsync_interval_ms = sp->cfg->fsync_interval_ms,
         .skip = resume ? skip_line : NULL,
         .skip_ud = sb,
         .rules = rules,
         .crash_note = sb->crash_path,
     };
-    if (resume && !exists(sb->out_path)) {
-        /* Nothing was written before the interruption: start the output afresh. */
-        opts.output_append = 0;
-    }
     TAILQ_INSERT_TAIL(&sp->batches, sb, link);
     sp->nactive++;
     rc = hv_batch_new(sp->engine, &opts, src, on_batch_done, sb, &sb->batch);
     if (rc != 0) {
         TAILQ_REMOVE(&sp->batches, sb, link);
         sp->nactive--;
-        hv_source_close(src);
         snprintf(err, sizeof(err), "opening %s: %s", sb->out_path, uv_strerror(rc));
         HV_LOG(HV_LOG_ERROR, "event=batch_start_failed batch=\"%s\" error=\"%s\"", name, err);
-        sbatch_free(sb);
-        sp->cbs.on_fatal(sp->ud, rc, err);
-        return;
+        goto out;
     }
     HV_LOG(HV_LOG_NOTICE, "event=batch_start batch=\"%s\" output=\"%s\" resume=%d", name,
            sb->out_path, resume);
+    src = NULL; /* the batch's now, and sb is the spool's */
+    sb = NULL;
     sp->cbs.on_progress(sp->ud);
+
+out:
+    if (reason[0] != '\0')
+        reject(sp, sb->active_path, name, reason);
+    if (src != NULL)
+        hv_source_close(src);
+    if (sb != NULL)
+        sbatch_free(sb);
+    if (rc != 0)
+        sp->cbs.on_fatal(sp->ud, rc, err);
 }
 
 /* Open and lock active/<name>: the fd, -1 if another daemon holds it, or -2 (unreadable,

@@ -33,8 +33,6 @@ typedef void (*hv_batch_done_cb)(void *ud, hv_batch_t *b, int status, const char
 typedef int (*hv_batch_skip_cb)(void *ud, const char *line, size_t len);
 enum { HV_BATCH_FETCH = 0, HV_BATCH_SKIP = 1, HV_BATCH_CRASHED = 2 };
 
-typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
-
 typedef struct {
     const char *name;          /* for logs and the summary */
     const char *output_path;   /* created exclusively, or "-" */

@@ -1,6 +1,7 @@
 /*
- * config.h: every tunable of harvestd in one immutable struct, and the directive table that
- * fills it from the command line (and, later, from a config file).
+ * config.h: every tunable of harvestd in one immutable struct, filled from the config file
+ * and then from the command line by one directive table (config.c), whose types each have a
+ * setter (text to field) and a formatter (field to text that sets it again).
  *
  * Each directive has one canonical name (`max_bytes`); on the command line it is spelled
  * `--max-bytes VALUE` or `--max-bytes=VALUE`. Sizes take k/m/g suffixes (powers of 1024),
@@ -19,12 +20,16 @@
 /** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
 typedef struct {
     char name[256];
-    unsigned per_host;          /* 0: not set */
+    unsigned per_host;
+    int per_host_set;
     uint64_t delay_ms;
     int delay_set;
     double jitter;
     int jitter_set;
 } hv_host_rule_t;
+
+/** When batch outputs are fsynced (the daemon's; --once syncs once, at the end). */
+typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
 
 #define HV_HOST_RULES_MAX 128
 #define HV_RULESETS_MAX 32
@@ -82,7 +87,7 @@ typedef struct {
     /* output and shutdown */
     uint64_t flush_ms;          /* a completed record reaches the kernel within this */
     uint64_t drain_timeout_ms;  /* in-flight requests get this long after SIGINT/SIGTERM */
-    int fsync_policy;           /* 0 never, 1 interval, 2 always */
+    hv_fsync_t fsync;
     uint64_t fsync_interval_ms;
 
     /* the spool daemon */
@@ -145,7 +150,18 @@ int hv_config_is_flag(const char *name);
 /** Resolve derived defaults (parse_jobs = CPUs) and cross-checks; 0 or UV_EINVAL + `err`. */
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap);
 
-/** Print every directive with its default and meaning (for --help). */
+/**
+ * Write directive `name`'s value in `cfg` as text that hv_config_set() reads back to the same
+ * value: sizes in the largest of k, m, g that divides them, durations in h or s where they
+ * divide (ms for the directives whose bare number is ms), status sets in ascending order.
+ * Returns 0, UV_ENOENT (unknown directive) or UV_ENOBUFS (`out` cut at `cap`).
+ */
+int hv_config_format(const hv_config_t *cfg, const char *name, char *out, size_t cap);
+
+/** The canonical name of the directive at `i` in table order, or NULL past the last one. */
+const char *hv_config_directive_name(size_t i);
+
+/** Print every directive with its default (through hv_config_format) and meaning (--help). */
 void hv_config_print_help(FILE *out);
 
 /* Parsers shared with other modules and tests. */

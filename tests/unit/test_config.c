@@ -1,4 +1,6 @@
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/config.h"
@@ -50,4 +52,275 @@ TEST_IMPL(config_rejects_bad_values)
     ASSERT_EQ(UV_EINVAL, hv_config_set(&c, "user_agent", "a\r\nX-Injected: 1", err, sizeof(err)));
     ASSERT_EQ(UV_EINVAL, hv_config_set(&c, "log_level", "loud", err, sizeof(err)));
     ASSERT_EQ(32, c.concurrency); /* unchanged by failures */
+}
+
+/* Every default, written by its type's formatter, reads back to the same field: a config
+ * built only from formatted text equals the defaults byte for byte. */
+TEST_IMPL(config_defaults_survive_format_and_set)
+{
+    hv_config_t *def = calloc(1, sizeof(*def)), *again = calloc(1, sizeof(*again));
+    char text[2048], text2[2048], err[256];
+    const char *name;
+    size_t n = 0;
+    ASSERT_NOT_NULL(def);
+    ASSERT_NOT_NULL(again);
+    hv_config_defaults(def);
+    for (n = 0; (name = hv_config_directive_name(n)) != NULL; n++) {
+        ASSERT_OK(hv_config_format(def, name, text, sizeof(text)));
+        ASSERT_OK(hv_config_set(again, name, text, err, sizeof(err)));
+        ASSERT_OK(hv_config_format(again, name, text2, sizeof(text2)));
+        ASSERT_STR_EQ(text, text2);
+    }
+    ASSERT_GT(n, 30);
+    ASSERT_OK(memcmp(def, again, sizeof(*def)));
+    free(def);
+    free(again);
+}
+
+/* `name = value` in, `want` out. */
+static void check_format(hv_config_t *c, const char *name, const char *value, const char *want)
+{
+    char text[256], err[256];
+    if (hv_config_set(c, name, value, err, sizeof(err)) != 0)
+        hv_test_fail(__FILE__, __LINE__, "%s = %s: %s", name, value, err);
+    ASSERT_OK(hv_config_format(c, name, text, sizeof(text)));
+    ASSERT_STR_EQ(want, text);
+}
+
+TEST_IMPL(config_format_canonical_text)
+{
+    hv_config_t c;
+    char text[8];
+    hv_config_defaults(&c);
+    check_format(&c, "concurrency", "007", "7");
+    check_format(&c, "max_bytes", "1536", "1536");
+    check_format(&c, "max_bytes", "2048k", "2m");
+    check_format(&c, "max_bytes", "1G", "1g");
+    check_format(&c, "page_queue_bytes", "3072", "3k");
+    check_format(&c, "read_timeout", "2", "2s");
+    check_format(&c, "read_timeout", "1m", "60s");
+    check_format(&c, "read_timeout", "1500ms", "1500ms");
+    check_format(&c, "total_timeout", "120m", "2h");
+    check_format(&c, "dns_ttl", "0", "0s");
+    check_format(&c, "flush_ms", "1s", "1000ms");
+    check_format(&c, "host_delay", "0", "0ms");
+    check_format(&c, "host_delay_jitter", "0.25", "0.25");
+    check_format(&c, "host_delay_jitter", "1e-3", "0.001");
+    check_format(&c, "host_delay_jitter", "1", "1");
+    check_format(&c, "retry_statuses", "503, 429,503", "429,503");
+    check_format(&c, "retry_statuses", "", "");
+    check_format(&c, "insecure", "on", "yes");
+    check_format(&c, "insecure", "0", "no");
+    check_format(&c, "log_level", "debug", "debug");
+    check_format(&c, "log_level", "error", "error");
+    check_format(&c, "fsync", "always", "always");
+    check_format(&c, "fsync", "never", "never");
+    check_format(&c, "user-agent", "an agent/1.0", "an agent/1.0");
+    check_format(&c, "ca_file", "", "");
+    ASSERT_EQ(HV_FSYNC_NEVER, c.fsync);
+    ASSERT_EQ(UV_ENOENT, hv_config_format(&c, "no_such_thing", text, sizeof(text)));
+    ASSERT_STR_EQ("", text);
+    ASSERT_EQ(UV_ENOBUFS, hv_config_format(&c, "user_agent", text, sizeof(text)));
+    check_format(&c, "retry_statuses", "429,503", "429,503");
+    ASSERT_EQ(UV_ENOBUFS, hv_config_format(&c, "retry_statuses", text, 6));
+    ASSERT_EQ(5, (int)strlen(text)); /* cut, still a string */
+}
+
+/* Each type's message, word for word: scripts and tests match on them. */
+TEST_IMPL(config_error_messages)
+{
+    static const struct {
+        const char *name, *value, *message;
+        int code;
+    } cases[] = {
+        {"concurrency", "abc", "concurrency: 'abc' is not a whole number", UV_EINVAL},
+        {"concurrency", "0", "concurrency: '0' is out of range (1..10000)", UV_ERANGE},
+        {"max_bytes", "lots", "max_bytes: 'lots' is not a size (a number with k, m or g)",
+         UV_EINVAL},
+        {"max_bytes", "1", "max_bytes: '1' is out of range (1024..1073741824)", UV_ERANGE},
+        {"read_timeout", "soon",
+         "read_timeout: 'soon' is not a duration (a number with ms, s, m or h)", UV_EINVAL},
+        {"rescan_interval", "10ms", "rescan_interval: '10ms' is out of range (100ms..3600000ms)",
+         UV_ERANGE},
+        {"user_agent", "", "user_agent: '' is empty or too long", UV_EINVAL},
+        {"user_agent", "a\tb", "user_agent: control character in 'a\tb'", UV_EINVAL},
+        {"insecure", "maybe", "insecure: 'maybe' is not yes or no", UV_EINVAL},
+        {"log_level", "loud",
+         "log_level: 'loud' is not one of debug, info, notice, warning, error", UV_EINVAL},
+        {"fsync", "sometimes", "fsync: 'sometimes' is not never, interval or always",
+         UV_EINVAL},
+        {"retry_statuses", "429,x", "retry_statuses: '429,x' is not a list of HTTP statuses "
+                                    "(e.g. 429,503)", UV_EINVAL},
+        {"retry_statuses", "600", "retry_statuses: '600' is not a list of HTTP statuses "
+                                  "(e.g. 429,503)", UV_EINVAL},
+        {"host_delay_jitter", "1.5", "host_delay_jitter: '1.5' is not a fraction from 0 to 1",
+         UV_EINVAL},
+        {"frobnicate", "1", "unknown directive 'frobnicate'", UV_ENOENT},
+    };
+    hv_config_t c, before;
+    char err[256];
+    hv_config_defaults(&c);
+    memcpy(&before, &c, sizeof(c));
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ASSERT_EQ(cases[i].code, hv_config_set(&c, cases[i].name, cases[i].value, err,
+                                               sizeof(err)));
+        ASSERT_STR_EQ(cases[i].message, err);
+    }
+    char path[4096];
+    memset(path, 'p', sizeof(path) - 1);
+    path[sizeof(path) - 1] = '\0';
+    ASSERT_EQ(UV_EINVAL, hv_config_set(&c, "spool_dir", path, err, sizeof(err)));
+    ASSERT_STR_EQ("spool_dir: path too long", err);
+    ASSERT_OK(memcmp(&before, &c, sizeof(c))); /* no failure touched a field */
+}
+
+/* The level words of the formatter are the ones the log module parses. */
+TEST_IMPL(config_log_level_words_match_the_log_module)
+{
+    hv_config_t c;
+    char text[32];
+    hv_config_defaults(&c);
+    for (int l = HV_LOG_DEBUG; l <= HV_LOG_ERROR; l++) {
+        hv_log_level_t parsed;
+        c.log_level = (hv_log_level_t)l;
+        ASSERT_OK(hv_config_format(&c, "log_level", text, sizeof(text)));
+        ASSERT_OK(hv_log_level_parse(text, &parsed));
+        ASSERT_EQ(l, (int)parsed);
+    }
+}
+
+/* Load `text` as a config file; the message, if any, without its "FILE:" prefix. */
+static int load_text(hv_config_t *c, const char *text, char *err, size_t errcap)
+{
+    char path[] = "/tmp/harvestd-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_GE(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ASSERT_NOT_NULL(f);
+    fputs(text, f);
+    fclose(f);
+    err[0] = '\0';
+    int rc = hv_config_load_file(c, path, err, errcap);
+    unlink(path);
+    size_t plen = strlen(path);
+    if (strncmp(err, path, plen) == 0 && err[plen] == ':')
+        memmove(err, err + plen + 1, strlen(err + plen + 1) + 1);
+    return rc;
+}
+
+TEST_IMPL(config_host_and_rules_sections)
+{
+    hv_config_t c;
+    char err[512], where[1200];
+    unsigned per_host;
+    uint64_t delay;
+    double jitter;
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "per_host = 6\n"
+                        "[host \"Example.ORG\"]\n"
+                        "per_host = 2\n"
+                        "host-delay = 1s\n"
+                        "[ HOST  \"*.example.net\" ]\n"
+                        "host_delay_jitter = 0.5\n"
+                        "[rules \"Books\"]\n"
+                        "title = h1\n",
+                        err, sizeof(err)));
+    ASSERT_OK(hv_config_finish(&c, err, sizeof(err)));
+    hv_config_host_policy(&c, "example.org", &per_host, &delay, &jitter);
+    ASSERT_EQ(2, per_host);
+    ASSERT_EQ(1000, delay);
+    ASSERT(jitter == 0.0);
+    hv_config_host_policy(&c, "a.b.example.net", &per_host, &delay, &jitter);
+    ASSERT_EQ(6, per_host);
+    ASSERT_EQ(0, delay);
+    ASSERT(jitter == 0.5);
+    hv_config_host_policy(&c, "example.net", &per_host, &delay, &jitter);
+    ASSERT(jitter == 0.0);
+    ASSERT_NOT_NULL(hv_config_ruleset(&c, "Books")); /* rule set names keep their case */
+    ASSERT_NULL(hv_config_ruleset(&c, "books"));
+    /* Section keys are not directives: only the global per_host has an origin. */
+    hv_config_where(&c, "per_host", where, sizeof(where));
+    ASSERT(strstr(where, ":1") != NULL);
+    ASSERT(hv_config_is_set(&c, "per_host"));
+    ASSERT(!hv_config_is_set(&c, "host_delay"));
+    hv_config_free(&c);
+}
+
+TEST_IMPL(config_section_errors)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"[host \"A\"]\nconcurrency = 3\n",
+         "2: [host \"a\"]: 'concurrency' cannot be set per host (per_host, host_delay, "
+         "host_delay_jitter can)"},
+        {"[host \"a\"]\nper-host = 0\n", "2: per_host: '0' is out of range (1..1000)"},
+        {"[host \"a\"]\nhost_delay = soon\n",
+         "2: host_delay: 'soon' is not a duration (a number with ms, s, m or h)"},
+        {"concurrency = 2\n[main]\n",
+         "2: unknown section [main] (known: [host \"NAME\"], [rules \"NAME\"])"},
+        {"[host a]\n", "1: unknown section [host a] (known: [host \"NAME\"], [rules \"NAME\"])"},
+        {"[rules \"\"]\n",
+         "1: unknown section [rules \"\"] (known: [host \"NAME\"], [rules \"NAME\"])"},
+        {"frobnicate = 1\n", "1: unknown directive 'frobnicate'"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hv_config_t c;
+        hv_config_defaults(&c);
+        ASSERT_EQ(UV_EINVAL, load_text(&c, cases[i].text, err, sizeof(err)));
+        ASSERT_STR_EQ(cases[i].message, err);
+        hv_config_free(&c);
+    }
+}
+
+TEST_IMPL(config_too_many_host_sections)
+{
+    hv_config_t *c = calloc(1, sizeof(*c));
+    char *text = calloc(HV_HOST_RULES_MAX + 1, 64), err[512];
+    size_t len = 0;
+    ASSERT_NOT_NULL(c);
+    ASSERT_NOT_NULL(text);
+    for (int i = 0; i <= HV_HOST_RULES_MAX; i++)
+        len += (size_t)snprintf(text + len, 64, "[host \"h%d\"]\nper_host=1\n", i);
+    hv_config_defaults(c);
+    ASSERT_EQ(UV_EINVAL, load_text(c, text, err, sizeof(err)));
+    ASSERT_STR_EQ("258: too many [host] sections (at most 128)", err);
+    ASSERT_EQ(HV_HOST_RULES_MAX, c->nhost_rules);
+    hv_config_free(c);
+    free(c);
+    free(text);
+}
+
+/* --help shows each default through its formatter, in the form the table writes it. */
+TEST_IMPL(config_help_shows_canonical_defaults)
+{
+    static const char *const lines[] = {
+        "  --max-bytes            largest decoded response body; larger pages fail with "
+        "PageTooLarge (default 2m)\n",
+        "  --retry-base           first backoff delay; each retry doubles it, plus up to as much "
+        "again in random jitter (default 1000ms)\n",
+        "  --robots-ttl           how long a host's robots.txt is reused (default 24h)\n",
+        "  --dns-ttl              how long a resolved host name is reused (default 60s)\n",
+        "  --retry-statuses       HTTP statuses worth retrying (comma-separated) "
+        "(default 429,500,502,503,504)\n",
+        "  --host-delay-jitter    random variation of host_delay, as a fraction (0.2: +-20%) "
+        "(default 0)\n",
+        "  --fsync                when outputs are fsynced: never, interval or always (daemon; "
+        "--once syncs at the end) (default interval)\n",
+        "  --log-level            debug, info, notice, warning or error (default notice)\n",
+        "  --metrics-listen       ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: "
+        "off (default none)\n",
+    };
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_NOT_NULL(f);
+    hv_config_print_help(f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
+        if (strstr(text, lines[i]) == NULL)
+            hv_test_fail(__FILE__, __LINE__, "not in --help: %s", lines[i]);
+    free(text);
 }
