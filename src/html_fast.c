@@ -15,6 +15,7 @@
 #include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/html.h"
+#include "harvestd/prescan.h"
 #include "harvestd/utf8.h"
 #include "html_int.h"
 
@@ -126,7 +127,7 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     if (cut == 0)
         return 0;
     /* The whole page still decides about nesting: the full path would refuse it. */
-    out->depth = hv_html_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
+    out->depth = hv_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
     if (out->depth > HV_HTML_MAX_DEPTH)
         return 0;
     const char *text = body;

@@ -3,7 +3,6 @@
  * public functions renamed, so that they do not clash with the library's). Every test here
  * then runs that copy, compiled from the same source.
  */
-#define hv_html_prescan_depth hv_html_test_prescan_depth
 #define hv_html_analyse hv_html_test_analyse
 #define hv_html_result_free hv_html_test_result_free
 #define hv_html_analyse_rules hv_html_test_analyse_rules
@@ -41,7 +40,7 @@ static char *title_of(const char *doc)
 
 static size_t scan(const char *doc)
 {
-    return hv_html_prescan_depth(doc, strlen(doc), HV_HTML_MAX_DEPTH);
+    return hv_prescan_depth(doc, strlen(doc), HV_HTML_MAX_DEPTH);
 }
 
 /* `unit` repeated `n` times, after `head`; malloc'd, NUL-terminated. */
@@ -182,7 +181,7 @@ TEST_IMPL(html_prescan_raw_text_elements)
 {
     size_t len;
     char *doc = repeat("<script>", "<div>", 10000, &len);
-    ASSERT_EQ(0, hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
+    ASSERT_EQ(0, hv_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
     free(doc);
 
     ASSERT_EQ(1, scan("<script>document.write('<div><div>')</script><div>"));
@@ -199,9 +198,9 @@ TEST_IMPL(html_prescan_raw_text_elements)
 
 TEST_IMPL(html_prescan_limit)
 {
-    ASSERT_EQ(3, hv_html_prescan_depth("<i><i><i>", 9, 3));
-    ASSERT_EQ(3, hv_html_prescan_depth("<i><i><i>", 9, 2)); /* limit + 1 */
-    ASSERT_EQ(1, hv_html_prescan_depth("<i><i><i>", 9, 0));
+    ASSERT_EQ(3, hv_prescan_depth("<i><i><i>", 9, 3));
+    ASSERT_EQ(3, hv_prescan_depth("<i><i><i>", 9, 2)); /* limit + 1 */
+    ASSERT_EQ(1, hv_prescan_depth("<i><i><i>", 9, 0));
 }
 
 TEST_IMPL(html_deep_nesting_refused)
@@ -267,12 +266,12 @@ TEST_IMPL(html_reopened_formatting_elements_counted)
         o += (size_t)snprintf(head + o, sizeof(head) - o, "<b id=%d>", i);
     size_t len;
     char *doc = repeat(head, "</p><p>x", 2000, &len);
-    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
+    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, hv_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
     free(doc);
 
     /* Identical ones are kept to three (the parser's "Noah's Ark" clause). */
     doc = repeat("", "<p><b>x", 50000, &len);
-    ASSERT_LT(hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH), 10);
+    ASSERT_LT(hv_prescan_depth(doc, len, HV_HTML_MAX_DEPTH), 10);
     free(doc);
 }
 
