@@ -14,11 +14,6 @@
 /* How much deeper than HV_HTML_MAX_DEPTH a parsed tree may be before it is refused. */
 #define HV_HTML_TREE_SLACK 8
 
-static int hv_html_is_ws(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
-}
-
 /* Children to walk into: templates only if asked (their contents are not part of the
  * document, so the title is never looked for there). */
 static GumboVector *hv_html_kids(GumboNode *n, int templates)
@@ -133,7 +128,7 @@ static char *hv_html_title_text(GumboNode *title)
         if (k->type != GUMBO_NODE_TEXT && k->type != GUMBO_NODE_WHITESPACE)
             continue;
         for (const char *p = k->v.text.text; *p != '\0'; p++) {
-            if (hv_html_is_ws(*p)) {
+            if (hv_ascii_is_space((unsigned char)*p)) {
                 pending_space = o > 0;
                 continue;
             }

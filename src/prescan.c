@@ -366,33 +366,6 @@ typedef struct {
 /* skip_attrs() result when the input ends inside the tag: the tokenizer drops the tag. */
 #define HV_PRESCAN_EOF SIZE_MAX
 
-static int hv_prescan_is_space(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
-}
-
-static int hv_prescan_is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static unsigned char hv_prescan_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
-}
-
-/* Case-insensitive comparison of [s, s+len) with the lower-case `lit`. */
-static int hv_prescan_equals(const char *s, size_t len, const char *lit)
-{
-    size_t n = strlen(lit);
-    if (n != len)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (hv_prescan_lower((unsigned char)s[i]) != (unsigned char)lit[i])
-            return 0;
-    return 1;
-}
-
 static int hv_prescan_cmp_tag(const void *key, const void *elem)
 {
     return strcmp(key, ((const hv_prescan_tag_t *)elem)->name);
@@ -404,7 +377,7 @@ static int hv_prescan_lookup(const char *name, size_t len)
     if (len == 0 || len >= sizeof(lower))
         return 0;
     for (size_t i = 0; i < len; i++)
-        lower[i] = (char)hv_prescan_lower((unsigned char)name[i]);
+        lower[i] = (char)hv_ascii_lower((unsigned char)name[i]);
     lower[len] = '\0';
     const hv_prescan_tag_t *t = bsearch(lower, hv_prescan_tags, HV_ARRAY_SIZE(hv_prescan_tags),
                                         sizeof(hv_prescan_tags[0]), hv_prescan_cmp_tag);
@@ -437,7 +410,7 @@ static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *se
 {
     *self_closing = 0;
     for (;;) {
-        while (p < len && hv_prescan_is_space((unsigned char)s[p]))
+        while (p < len && hv_ascii_is_space((unsigned char)s[p]))
             p++;
         if (p >= len)
             return HV_PRESCAN_EOF;
@@ -453,15 +426,15 @@ static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *se
         }
         /* An attribute name; its first character may be anything, even '=' or a quote. */
         p++;
-        while (p < len && !hv_prescan_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '>' &&
+        while (p < len && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '>' &&
                s[p] != '=')
             p++;
-        while (p < len && hv_prescan_is_space((unsigned char)s[p]))
+        while (p < len && hv_ascii_is_space((unsigned char)s[p]))
             p++;
         if (p >= len || s[p] != '=')
             continue;
         p++;
-        while (p < len && hv_prescan_is_space((unsigned char)s[p]))
+        while (p < len && hv_ascii_is_space((unsigned char)s[p]))
             p++;
         if (p >= len)
             return HV_PRESCAN_EOF;
@@ -472,7 +445,7 @@ static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *se
             p = (size_t)(q - s) + 1;
         } else {
             /* Unquoted. '/' belongs to the value: `<a href=/x/>` is not self-closing. */
-            while (p < len && !hv_prescan_is_space((unsigned char)s[p]) && s[p] != '>')
+            while (p < len && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '>')
                 p++;
         }
     }
@@ -483,22 +456,22 @@ static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *se
 static int hv_prescan_next_attr(const char *s, size_t *pp, size_t end, hv_prescan_attr_t *a)
 {
     size_t p = *pp;
-    while (p < end && (hv_prescan_is_space((unsigned char)s[p]) || s[p] == '/'))
+    while (p < end && (hv_ascii_is_space((unsigned char)s[p]) || s[p] == '/'))
         p++;
     if (p >= end)
         return 0;
     a->name = p++;
-    while (p < end && !hv_prescan_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '=')
+    while (p < end && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '=')
         p++;
     a->name_len = p - a->name;
     a->value = p;
     a->value_len = 0;
     size_t q = p;
-    while (q < end && hv_prescan_is_space((unsigned char)s[q]))
+    while (q < end && hv_ascii_is_space((unsigned char)s[q]))
         q++;
     if (q < end && s[q] == '=') {
         q++;
-        while (q < end && hv_prescan_is_space((unsigned char)s[q]))
+        while (q < end && hv_ascii_is_space((unsigned char)s[q]))
             q++;
         if (q < end && (s[q] == '"' || s[q] == '\'')) {
             const char *close = memchr(s + q + 1, s[q], end - q - 1);
@@ -508,7 +481,7 @@ static int hv_prescan_next_attr(const char *s, size_t *pp, size_t end, hv_presca
             q = stop < end ? stop + 1 : end;
         } else {
             a->value = q;
-            while (q < end && !hv_prescan_is_space((unsigned char)s[q]))
+            while (q < end && !hv_ascii_is_space((unsigned char)s[q]))
                 q++;
             a->value_len = q - a->value;
         }
@@ -525,7 +498,7 @@ static int hv_prescan_get_attr(const char *s, const hv_prescan_token_t *t, const
     size_t p = t->attrs;
     hv_prescan_attr_t a;
     while (hv_prescan_next_attr(s, &p, t->attrs_end, &a)) {
-        if (hv_prescan_equals(s + a.name, a.name_len, name)) {
+        if (hv_ascii_case_is(s + a.name, a.name_len, name)) {
             *out = a;
             return 1;
         }
@@ -537,7 +510,7 @@ static int hv_prescan_get_attr(const char *s, const hv_prescan_token_t *t, const
 static size_t hv_prescan_read_tag(const char *s, size_t len, size_t p, hv_prescan_token_t *t)
 {
     size_t e = p;
-    while (e < len && !hv_prescan_is_space((unsigned char)s[e]) && s[e] != '/' && s[e] != '>')
+    while (e < len && !hv_ascii_is_space((unsigned char)s[e]) && s[e] != '/' && s[e] != '>')
         e++;
     t->name = p;
     t->name_len = e - p;
@@ -555,9 +528,9 @@ static void hv_prescan_attr_text(const char *s, const hv_prescan_token_t *t, siz
                                  size_t *len)
 {
     size_t a = t->attrs, b = t->attrs_end;
-    while (a < b && hv_prescan_is_space((unsigned char)s[a]))
+    while (a < b && hv_ascii_is_space((unsigned char)s[a]))
         a++;
-    while (b > a && (hv_prescan_is_space((unsigned char)s[b - 1]) || s[b - 1] == '/'))
+    while (b > a && (hv_ascii_is_space((unsigned char)s[b - 1]) || s[b - 1] == '/'))
         b--;
     *off = a;
     *len = b - a;
@@ -609,12 +582,12 @@ static size_t hv_prescan_skip_raw(const char *s, size_t len, size_t p, const cha
         if (q + 2 + n >= len || s[q + 1] != '/')
             continue;
         size_t i = 0;
-        while (i < n && hv_prescan_lower((unsigned char)s[q + 2 + i]) == (unsigned char)name[i])
+        while (i < n && hv_ascii_lower((unsigned char)s[q + 2 + i]) == (unsigned char)name[i])
             i++;
         if (i < n)
             continue;
         unsigned char after = (unsigned char)s[q + 2 + n];
-        if (!hv_prescan_is_space(after) && after != '/' && after != '>')
+        if (!hv_ascii_is_space(after) && after != '/' && after != '>')
             continue;
         int self_closing;
         size_t next = hv_prescan_skip_attrs(s, len, q + 2 + n, &self_closing);
@@ -631,10 +604,10 @@ static int hv_prescan_tag_at(const char *s, size_t len, size_t p, const char *na
     if (p + n >= len)
         return 0;
     for (size_t i = 0; i < n; i++)
-        if (hv_prescan_lower((unsigned char)s[p + i]) != (unsigned char)name[i])
+        if (hv_ascii_lower((unsigned char)s[p + i]) != (unsigned char)name[i])
             return 0;
     unsigned char after = (unsigned char)s[p + n];
-    return hv_prescan_is_space(after) || after == '/' || after == '>';
+    return hv_ascii_is_space(after) || after == '/' || after == '>';
 }
 
 /*
@@ -789,8 +762,8 @@ static int hv_prescan_matches(const hv_prescan_scan_t *sc, const hv_prescan_entr
     if ((e->flags & E_NOMATCH) || e->len != t->name_len)
         return 0;
     for (size_t i = 0; i < t->name_len; i++)
-        if (hv_prescan_lower((unsigned char)sc->s[e->off + i]) !=
-            hv_prescan_lower((unsigned char)sc->s[t->name + i]))
+        if (hv_ascii_lower((unsigned char)sc->s[e->off + i]) !=
+            hv_ascii_lower((unsigned char)sc->s[t->name + i]))
             return 0;
     return 1;
 }
@@ -1275,8 +1248,8 @@ static int hv_prescan_push_foreign(hv_prescan_scan_t *sc, const hv_prescan_token
         eflags |= E_IP;
     hv_prescan_attr_t a;
     if (math && (t->flags & T_MATH_ANNOT) && hv_prescan_get_attr(sc->s, t, "encoding", &a) &&
-        (hv_prescan_equals(sc->s + a.value, a.value_len, "text/html") ||
-         hv_prescan_equals(sc->s + a.value, a.value_len, "application/xhtml+xml")))
+        (hv_ascii_case_is(sc->s + a.value, a.value_len, "text/html") ||
+         hv_ascii_case_is(sc->s + a.value, a.value_len, "application/xhtml+xml")))
         eflags |= E_IP;
     return hv_prescan_push(sc, t, eflags);
 }
@@ -1581,7 +1554,7 @@ static int hv_prescan_hidden_input(hv_prescan_scan_t *sc, const hv_prescan_token
 {
     hv_prescan_attr_t a;
     return hv_prescan_is_named(t->id, "input") && hv_prescan_get_attr(sc->s, t, "type", &a) &&
-           hv_prescan_equals(sc->s + a.value, a.value_len, "hidden");
+           hv_ascii_case_is(sc->s + a.value, a.value_len, "hidden");
 }
 
 /* Whether a start tag directly in a template makes the template's content body content:
@@ -1979,7 +1952,7 @@ static int hv_prescan_text(hv_prescan_scan_t *sc, size_t from, size_t to)
         return 0;
     int colgroup = hv_prescan_kind(hv_prescan_top(sc)) == K_COLGROUP;
     for (size_t i = from; i < to && (sc->frameset_ok || sc->in_head || colgroup); i++) {
-        if (!hv_prescan_is_space((unsigned char)sc->s[i])) {
+        if (!hv_ascii_is_space((unsigned char)sc->s[i])) {
             sc->frameset_ok = 0;
             if (sc->in_head && sc->templates == 0)
                 hv_prescan_leave_head(sc);
@@ -2058,7 +2031,7 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
                 break;
             }
             unsigned char d = (unsigned char)s[i + 2];
-            if (hv_prescan_is_alpha(d)) {
+            if (hv_ascii_is_alpha(d)) {
                 size_t next = hv_prescan_read_tag(s, len, i + 2, &t);
                 if (next == HV_PRESCAN_EOF)
                     break;
@@ -2069,7 +2042,7 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
             } else {
                 i = hv_prescan_skip_to_gt(s, len, i + 2);
             }
-        } else if (hv_prescan_is_alpha(c)) {
+        } else if (hv_ascii_is_alpha(c)) {
             size_t next = hv_prescan_read_tag(s, len, i + 1, &t);
             if (next == HV_PRESCAN_EOF)
                 break;
