@@ -355,14 +355,6 @@ typedef struct {
     int self_closing;
 } hv_prescan_token_t;
 
-/* One attribute, as offsets into the input. */
-typedef struct {
-    size_t name;
-    size_t name_len;
-    size_t value;
-    size_t value_len;
-} hv_prescan_attr_t;
-
 /* skip_attrs() result when the input ends inside the tag: the tokenizer drops the tag. */
 #define HV_PRESCAN_EOF SIZE_MAX
 
@@ -401,6 +393,58 @@ static int hv_prescan_is_named(int id, const char *name)
 
 /* ---- tokenizer ---- */
 
+int hv_prescan_read_attr(const char *s, size_t len, size_t *pos, hv_prescan_attr_t *a)
+{
+    size_t p = *pos;
+    while (p < len && (hv_ascii_is_space((unsigned char)s[p]) || s[p] == '/'))
+        p++;
+    if (p >= len)
+        return -1;
+    if (s[p] == '>') {
+        *pos = p;
+        return 0;
+    }
+    /* The name; its first byte may be anything, even '=' or a quote. */
+    a->name = p++;
+    while (p < len && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '>' &&
+           s[p] != '=')
+        p++;
+    a->name_len = p - a->name;
+    a->value = p;
+    a->value_len = 0;
+    while (p < len && hv_ascii_is_space((unsigned char)s[p]))
+        p++;
+    if (p >= len)
+        return -1;
+    if (s[p] != '=') {
+        *pos = p; /* no value: this byte starts what follows */
+        return 1;
+    }
+    p++;
+    while (p < len && hv_ascii_is_space((unsigned char)s[p]))
+        p++;
+    if (p >= len)
+        return -1;
+    if (s[p] == '"' || s[p] == '\'') {
+        const char *q = memchr(s + p + 1, s[p], len - p - 1);
+        if (q == NULL)
+            return -1;
+        a->value = p + 1;
+        a->value_len = (size_t)(q - s) - a->value;
+        *pos = (size_t)(q - s) + 1;
+        return 1;
+    }
+    /* Unquoted. '/' belongs to the value: `<a href=/x/>` is not self-closing. */
+    a->value = p;
+    while (p < len && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '>')
+        p++;
+    if (p >= len)
+        return -1;
+    a->value_len = p - a->value;
+    *pos = p;
+    return 1;
+}
+
 /*
  * Skip the attributes of a tag whose name ends at `p`, up to and including the '>'. Quotes
  * open a value only after '=', as in the tokenizer: `<div "a>` ends at the first '>' and
@@ -408,97 +452,27 @@ static int hv_prescan_is_named(int id, const char *name)
  */
 static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *self_closing)
 {
-    *self_closing = 0;
-    for (;;) {
-        while (p < len && hv_ascii_is_space((unsigned char)s[p]))
-            p++;
-        if (p >= len)
-            return HV_PRESCAN_EOF;
-        if (s[p] == '>')
-            return p + 1;
-        if (s[p] == '/') {
-            p++;
-            if (p < len && s[p] == '>') {
-                *self_closing = 1;
-                return p + 1;
-            }
-            continue;
-        }
-        /* An attribute name; its first character may be anything, even '=' or a quote. */
-        p++;
-        while (p < len && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '>' &&
-               s[p] != '=')
-            p++;
-        while (p < len && hv_ascii_is_space((unsigned char)s[p]))
-            p++;
-        if (p >= len || s[p] != '=')
-            continue;
-        p++;
-        while (p < len && hv_ascii_is_space((unsigned char)s[p]))
-            p++;
-        if (p >= len)
-            return HV_PRESCAN_EOF;
-        if (s[p] == '"' || s[p] == '\'') {
-            const char *q = memchr(s + p + 1, s[p], len - p - 1);
-            if (q == NULL)
-                return HV_PRESCAN_EOF;
-            p = (size_t)(q - s) + 1;
-        } else {
-            /* Unquoted. '/' belongs to the value: `<a href=/x/>` is not self-closing. */
-            while (p < len && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '>')
-                p++;
-        }
-    }
+    hv_prescan_attr_t a;
+    size_t from;
+    int r;
+    do {
+        from = p;
+        r = hv_prescan_read_attr(s, len, &p, &a);
+    } while (r > 0);
+    /* The last call skipped only whitespace and '/': "/>" closes the tag, "/ >" does not. */
+    *self_closing = r == 0 && p > from && s[p - 1] == '/';
+    return r == 0 ? p + 1 : HV_PRESCAN_EOF;
 }
 
-/* The next attribute in [*p, end), a tag already known to be complete; 0 when done. Walks
- * the same way as hv_prescan_skip_attrs(). */
-static int hv_prescan_next_attr(const char *s, size_t *pp, size_t end, hv_prescan_attr_t *a)
-{
-    size_t p = *pp;
-    while (p < end && (hv_ascii_is_space((unsigned char)s[p]) || s[p] == '/'))
-        p++;
-    if (p >= end)
-        return 0;
-    a->name = p++;
-    while (p < end && !hv_ascii_is_space((unsigned char)s[p]) && s[p] != '/' && s[p] != '=')
-        p++;
-    a->name_len = p - a->name;
-    a->value = p;
-    a->value_len = 0;
-    size_t q = p;
-    while (q < end && hv_ascii_is_space((unsigned char)s[q]))
-        q++;
-    if (q < end && s[q] == '=') {
-        q++;
-        while (q < end && hv_ascii_is_space((unsigned char)s[q]))
-            q++;
-        if (q < end && (s[q] == '"' || s[q] == '\'')) {
-            const char *close = memchr(s + q + 1, s[q], end - q - 1);
-            size_t stop = close != NULL ? (size_t)(close - s) : end;
-            a->value = q + 1;
-            a->value_len = stop - a->value;
-            q = stop < end ? stop + 1 : end;
-        } else {
-            a->value = q;
-            while (q < end && !hv_ascii_is_space((unsigned char)s[q]))
-                q++;
-            a->value_len = q - a->value;
-        }
-        p = q;
-    }
-    *pp = p;
-    return 1;
-}
-
-/* The first attribute of `t` named `name`; the tokenizer drops later duplicates. */
-static int hv_prescan_get_attr(const char *s, const hv_prescan_token_t *t, const char *name,
-                               hv_prescan_attr_t *out)
+/* The first attribute of `t` (a complete tag) named `name`; the tokenizer drops later
+ * duplicates. */
+static int hv_prescan_get_attr(const hv_prescan_scan_t *sc, const hv_prescan_token_t *t,
+                               const char *name, hv_prescan_attr_t *out)
 {
     size_t p = t->attrs;
     hv_prescan_attr_t a;
-    while (hv_prescan_next_attr(s, &p, t->attrs_end, &a)) {
-        if (hv_ascii_case_is(s + a.name, a.name_len, name)) {
+    while (hv_prescan_read_attr(sc->s, sc->len, &p, &a) > 0) {
+        if (hv_ascii_case_is(sc->s + a.name, a.name_len, name)) {
             *out = a;
             return 1;
         }
@@ -1247,7 +1221,7 @@ static int hv_prescan_push_foreign(hv_prescan_scan_t *sc, const hv_prescan_token
     if (math && (t->flags & T_MATH_TEXT))
         eflags |= E_IP;
     hv_prescan_attr_t a;
-    if (math && (t->flags & T_MATH_ANNOT) && hv_prescan_get_attr(sc->s, t, "encoding", &a) &&
+    if (math && (t->flags & T_MATH_ANNOT) && hv_prescan_get_attr(sc, t, "encoding", &a) &&
         (hv_ascii_case_is(sc->s + a.value, a.value_len, "text/html") ||
          hv_ascii_case_is(sc->s + a.value, a.value_len, "application/xhtml+xml")))
         eflags |= E_IP;
@@ -1261,8 +1235,8 @@ static int hv_prescan_breaks_out(hv_prescan_scan_t *sc, const hv_prescan_token_t
         return 1;
     hv_prescan_attr_t a;
     return t->kind == K_FONT &&
-           (hv_prescan_get_attr(sc->s, t, "color", &a) ||
-            hv_prescan_get_attr(sc->s, t, "face", &a) || hv_prescan_get_attr(sc->s, t, "size", &a));
+           (hv_prescan_get_attr(sc, t, "color", &a) || hv_prescan_get_attr(sc, t, "face", &a) ||
+            hv_prescan_get_attr(sc, t, "size", &a));
 }
 
 /* ---- tree building ---- */
@@ -1553,7 +1527,7 @@ static int hv_prescan_start_in_head(hv_prescan_scan_t *sc, const hv_prescan_toke
 static int hv_prescan_hidden_input(hv_prescan_scan_t *sc, const hv_prescan_token_t *t)
 {
     hv_prescan_attr_t a;
-    return hv_prescan_is_named(t->id, "input") && hv_prescan_get_attr(sc->s, t, "type", &a) &&
+    return hv_prescan_is_named(t->id, "input") && hv_prescan_get_attr(sc, t, "type", &a) &&
            hv_ascii_case_is(sc->s + a.value, a.value_len, "hidden");
 }
 

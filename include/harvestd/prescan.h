@@ -16,8 +16,9 @@
  *
  * Who calls it: the html module, before each gumbo parse (hv_html_analyse(),
  * hv_html_analyse_rules() and the title fast path, which checks the whole page although it
- * parses only a prefix). Pure functions: they read only their arguments, allocate nothing
- * and are safe on any thread.
+ * parses only a prefix). The charset module's <meta> prescan reads attributes with the same
+ * walk (hv_prescan_read_attr()). Pure functions: they read only their arguments, allocate
+ * nothing and are safe on any thread.
  */
 #ifndef HARVESTD_PRESCAN_H
 #define HARVESTD_PRESCAN_H
@@ -49,5 +50,29 @@
  * about 70 KiB of stack.
  */
 size_t hv_prescan_depth(const char *s, size_t len, size_t limit);
+
+/** One attribute of a tag, as offsets into the bytes read. */
+typedef struct {
+    size_t name;      /* the name as written, not lower-cased */
+    size_t name_len;  /* at least 1 */
+    size_t value;     /* the value without its quotes, character references not decoded */
+    size_t value_len; /* 0 for an attribute without a value */
+} hv_prescan_attr_t;
+
+/**
+ * Read the next attribute of a tag, from *pos (just after the tag name, or where the previous
+ * call left it) within [s, s+len). This is the walk of the HTML tokenizer's attribute states,
+ * which the HTML standard's "get an attribute" (the encoding prescan) follows too: skip
+ * whitespace and '/'; a name runs to whitespace, '/', '>' or '=' (its first byte may be
+ * anything, even '=' or a quote); an '=' (whitespace around it allowed) brings a value, quoted
+ * with " or ' (and then free to hold '>'), or else running to whitespace or '>' ('/' belongs
+ * to it).
+ * Returns 1 with *a filled and *pos after the attribute; 0 when the tag ends, with *pos at
+ * its '>' (the tag is self-closing, "/>", when this call moved *pos and the byte before that
+ * '>' is '/'); -1 when the bytes run out first (the tokenizer drops such a tag), with *pos
+ * unchanged. Every attribute is returned, later duplicates of a name too: the tokenizer keeps
+ * the first.
+ */
+int hv_prescan_read_attr(const char *s, size_t len, size_t *pos, hv_prescan_attr_t *a);
 
 #endif
