@@ -294,34 +294,6 @@ static const uint16_t hv_charset_win1252_c1[32] = {
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
-/* ASCII whitespace as the Encoding and HTML standards define it (no vertical tab). */
-static int hv_charset_is_space(unsigned char c)
-{
-    return c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x20;
-}
-
-static unsigned char hv_charset_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
-}
-
-static int hv_charset_is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-/* 1 if [s, s+n) starts with the lower-case ASCII string `lit`, compared case-insensitively. */
-static int hv_charset_starts_with(const unsigned char *s, size_t n, const char *lit)
-{
-    size_t k = strlen(lit);
-    if (n < k)
-        return 0;
-    for (size_t i = 0; i < k; i++)
-        if (hv_charset_lower(s[i]) != (unsigned char)lit[i])
-            return 0;
-    return 1;
-}
-
 /* Encode one code point (at most U+10FFFF, no surrogates) as UTF-8; returns its length. */
 static size_t hv_charset_encode(uint32_t cp, unsigned char *out)
 {
@@ -413,18 +385,18 @@ static const hv_charset_enc_t *hv_charset_lookup(const char *label, size_t len)
     if (label == NULL)
         return NULL;
     const unsigned char *s = (const unsigned char *)label;
-    while (len > 0 && hv_charset_is_space(s[0])) {
+    while (len > 0 && hv_ascii_is_space(s[0])) {
         s++;
         len--;
     }
-    while (len > 0 && hv_charset_is_space(s[len - 1]))
+    while (len > 0 && hv_ascii_is_space(s[len - 1]))
         len--;
     if (len == 0 || len >= HV_CHARSET_LABEL_MAX)
         return NULL;
 
     char key[HV_CHARSET_LABEL_MAX];
     for (size_t i = 0; i < len; i++)
-        key[i] = (char)hv_charset_lower(s[i]);
+        key[i] = (char)hv_ascii_lower(s[i]);
     key[len] = '\0';
     if (strlen(key) != len)
         return NULL; /* an embedded NUL never names an encoding */
@@ -517,8 +489,7 @@ static const hv_charset_enc_t *hv_charset_from_content_type(const char *ct)
             value_len = (size_t)(p - value);
         }
 
-        if ((size_t)(name_end - name) == 7 &&
-            hv_charset_starts_with((const unsigned char *)name, 7, "charset"))
+        if (hv_ascii_case_is(name, (size_t)(name_end - name), "charset"))
             return too_long ? NULL : hv_charset_lookup(value, value_len);
     }
     return NULL;
@@ -541,14 +512,14 @@ typedef struct {
 static void hv_charset_attr_name_add(hv_charset_attr_t *a, unsigned char c)
 {
     if (a->name_len < sizeof(a->name))
-        a->name[a->name_len] = (char)hv_charset_lower(c);
+        a->name[a->name_len] = (char)hv_ascii_lower(c);
     a->name_len++;
 }
 
 static void hv_charset_attr_value_add(hv_charset_attr_t *a, unsigned char c)
 {
     if (a->value_len < sizeof(a->value))
-        a->value[a->value_len++] = (char)hv_charset_lower(c);
+        a->value[a->value_len++] = (char)hv_ascii_lower(c);
 }
 
 static int hv_charset_attr_is(const hv_charset_attr_t *a, const char *name)
@@ -567,7 +538,7 @@ static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv
     a->name_len = 0;
     a->value_len = 0;
 
-    while (i < n && (hv_charset_is_space(s[i]) || s[i] == '/'))
+    while (i < n && (hv_ascii_is_space(s[i]) || s[i] == '/'))
         i++;
     if (i >= n)
         return -1;
@@ -587,7 +558,7 @@ static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv
             i++;
             break;
         }
-        if (hv_charset_is_space(c))
+        if (hv_ascii_is_space(c))
             break;
         if (c == '/' || c == '>') {
             *pos = i;
@@ -597,7 +568,7 @@ static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv
     }
 
     if (!has_value) {
-        while (i < n && hv_charset_is_space(s[i]))
+        while (i < n && hv_ascii_is_space(s[i]))
             i++;
         if (i >= n)
             return -1;
@@ -608,7 +579,7 @@ static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv
         i++;
     }
 
-    while (i < n && hv_charset_is_space(s[i]))
+    while (i < n && hv_ascii_is_space(s[i]))
         i++;
     if (i >= n)
         return -1;
@@ -628,7 +599,7 @@ static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv
         return 1;
     }
     for (; i < n; i++) {
-        if (hv_charset_is_space(s[i]) || s[i] == '>') {
+        if (hv_ascii_is_space(s[i]) || s[i] == '>') {
             *pos = i;
             return 1;
         }
@@ -654,12 +625,12 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
         if (hit == NULL)
             return NULL;
         i += 7;
-        while (i < n && hv_charset_is_space((unsigned char)v[i]))
+        while (i < n && hv_ascii_is_space((unsigned char)v[i]))
             i++;
         if (i >= n || v[i] != '=')
             continue; /* "charsetfoo": look for the next occurrence from here */
         i++;
-        while (i < n && hv_charset_is_space((unsigned char)v[i]))
+        while (i < n && hv_ascii_is_space((unsigned char)v[i]))
             i++;
         if (i >= n)
             return NULL;
@@ -670,7 +641,7 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
             return hv_charset_lookup(v + i + 1, (size_t)(end - (v + i + 1)));
         }
         size_t start = i;
-        while (i < n && !hv_charset_is_space((unsigned char)v[i]) && v[i] != ';')
+        while (i < n && !hv_ascii_is_space((unsigned char)v[i]) && v[i] != ';')
             i++;
         return hv_charset_lookup(v + start, i - start);
     }
@@ -751,7 +722,7 @@ static const hv_charset_enc_t *hv_charset_xml_decl(const unsigned char *s, size_
     for (;; i++) {
         if (i + 8 > end)
             return NULL;
-        if (hv_charset_starts_with(s + i, end - i, "encoding"))
+        if (hv_ascii_case_prefix((const char *)s + i, end - i, "encoding"))
             break;
     }
     i += 8;
@@ -799,7 +770,7 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
         const unsigned char *t = s + i;
         size_t left = n - i;
 
-        if (hv_charset_starts_with(t, left, "<!--")) {
+        if (hv_ascii_case_prefix((const char *)t, left, "<!--")) {
             /* The comment ends at the first "-->", whose dashes may be those of "<!--". */
             size_t j = i + 4;
             while (j < n && !(s[j] == '>' && s[j - 1] == '-' && s[j - 2] == '-'))
@@ -807,8 +778,8 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
             if (j >= n)
                 break;
             i = j + 1;
-        } else if (left >= 6 && hv_charset_starts_with(t, left, "<meta") &&
-                   (hv_charset_is_space(t[5]) || t[5] == '/')) {
+        } else if (left >= 6 && hv_ascii_case_prefix((const char *)t, left, "<meta") &&
+                   (hv_ascii_is_space(t[5]) || t[5] == '/')) {
             int ended = 0;
             i += 5;
             const hv_charset_enc_t *enc = hv_charset_meta_tag(s, n, &i, &ended);
@@ -817,13 +788,13 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
             if (ended)
                 break;
             i++; /* past the '>' */
-        } else if ((left >= 2 && hv_charset_is_alpha(t[1])) ||
-                   (left >= 3 && t[1] == '/' && hv_charset_is_alpha(t[2]))) {
+        } else if ((left >= 2 && hv_ascii_is_alpha(t[1])) ||
+                   (left >= 3 && t[1] == '/' && hv_ascii_is_alpha(t[2]))) {
             /* Any other tag: skip its name, then its attributes, quoted values included. */
             hv_charset_attr_t a;
             int r;
             i++;
-            while (i < n && !hv_charset_is_space(s[i]) && s[i] != '>')
+            while (i < n && !hv_ascii_is_space(s[i]) && s[i] != '>')
                 i++;
             while ((r = hv_charset_get_attr(s, n, &i, &a)) > 0)
                 ;
