@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harvestd/common.h"
+#include "harvestd/prescan.h"
 #include "harvestd/utf8.h"
 
 /* The HTML standard looks for <meta> in this many leading bytes only. */
@@ -497,117 +498,6 @@ static const hv_charset_enc_t *hv_charset_from_content_type(const char *ct)
 
 /* ---- evidence: the HTML prescan -------------------------------------------------------------- */
 
-/*
- * One attribute as the prescan's "get an attribute" step collects it, names and values
- * lower-cased. Only three names matter, so a longer name is only remembered as "not one of
- * ours"; a value cannot outgrow the 1024 bytes scanned.
- */
-typedef struct {
-    char name[16];
-    size_t name_len; /* may exceed sizeof(name): then the name is none of ours */
-    char value[HV_CHARSET_PRESCAN_MAX];
-    size_t value_len;
-} hv_charset_attr_t;
-
-static void hv_charset_attr_name_add(hv_charset_attr_t *a, unsigned char c)
-{
-    if (a->name_len < sizeof(a->name))
-        a->name[a->name_len] = (char)hv_ascii_lower(c);
-    a->name_len++;
-}
-
-static void hv_charset_attr_value_add(hv_charset_attr_t *a, unsigned char c)
-{
-    if (a->value_len < sizeof(a->value))
-        a->value[a->value_len++] = (char)hv_ascii_lower(c);
-}
-
-static int hv_charset_attr_is(const hv_charset_attr_t *a, const char *name)
-{
-    size_t n = strlen(name);
-    return a->name_len == n && memcmp(a->name, name, n) == 0;
-}
-
-/*
- * "Get an attribute" from the HTML standard's prescan, starting at *pos. Returns 1 with an
- * attribute, 0 when the tag ends ('>' at *pos), -1 when the scanned bytes run out first.
- */
-static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv_charset_attr_t *a)
-{
-    size_t i = *pos;
-    a->name_len = 0;
-    a->value_len = 0;
-
-    while (i < n && (hv_ascii_is_space(s[i]) || s[i] == '/'))
-        i++;
-    if (i >= n)
-        return -1;
-    if (s[i] == '>') {
-        *pos = i;
-        return 0;
-    }
-
-    /* The name. A leading '=' is part of it, so `==x` names "=" with the value "x". */
-    int has_value = 0;
-    for (;; i++) {
-        if (i >= n)
-            return -1;
-        unsigned char c = s[i];
-        if (c == '=' && a->name_len > 0) {
-            has_value = 1;
-            i++;
-            break;
-        }
-        if (hv_ascii_is_space(c))
-            break;
-        if (c == '/' || c == '>') {
-            *pos = i;
-            return 1;
-        }
-        hv_charset_attr_name_add(a, c);
-    }
-
-    if (!has_value) {
-        while (i < n && hv_ascii_is_space(s[i]))
-            i++;
-        if (i >= n)
-            return -1;
-        if (s[i] != '=') {
-            *pos = i; /* a name without a value; this byte starts the next attribute */
-            return 1;
-        }
-        i++;
-    }
-
-    while (i < n && hv_ascii_is_space(s[i]))
-        i++;
-    if (i >= n)
-        return -1;
-    if (s[i] == '"' || s[i] == '\'') {
-        unsigned char quote = s[i];
-        for (i++; i < n; i++) {
-            if (s[i] == quote) {
-                *pos = i + 1;
-                return 1;
-            }
-            hv_charset_attr_value_add(a, s[i]);
-        }
-        return -1;
-    }
-    if (s[i] == '>') {
-        *pos = i;
-        return 1;
-    }
-    for (; i < n; i++) {
-        if (hv_ascii_is_space(s[i]) || s[i] == '>') {
-            *pos = i;
-            return 1;
-        }
-        hv_charset_attr_value_add(a, s[i]);
-    }
-    return -1;
-}
-
 /* The HTML standard's "algorithm for extracting a character encoding from a meta element",
  * applied to a content attribute ("text/html; charset=shift_jis"). */
 static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_t n)
@@ -617,7 +507,7 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
     for (;;) {
         const char *hit = NULL;
         for (; i + 7 <= n; i++) {
-            if (memcmp(v + i, "charset", 7) == 0) { /* the value is lower-cased already */
+            if (hv_ascii_case_prefix(v + i, n - i, "charset")) {
                 hit = v + i;
                 break;
             }
@@ -649,13 +539,16 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
 
 /*
  * The attributes of a <meta> tag whose name ends just before *pos. Returns the encoding it
- * declares, or NULL; *pos is left at the tag's '>' (or at n when the bytes ran out, which
- * *ended is set for).
+ * declares, or NULL; *pos is left at the tag's '>', or *ended is set when the bytes run out
+ * first. The standard's "get an attribute" walks a tag as the HTML tokenizer does, which is
+ * the pre-scan's walk; it lower-cases names and values, so they are compared here ignoring
+ * ASCII case.
  */
 static const hv_charset_enc_t *hv_charset_meta_tag(const unsigned char *s, size_t n, size_t *pos,
                                                    int *ended)
 {
-    hv_charset_attr_t a;
+    const char *text = (const char *)s;
+    hv_prescan_attr_t a;
     const hv_charset_enc_t *charset = NULL;
     int charset_set = 0;  /* a charset (or content) attribute already decided `charset` */
     int need_pragma = -1; /* -1: no declaration seen; 1: content= needs http-equiv */
@@ -663,32 +556,33 @@ static const hv_charset_enc_t *hv_charset_meta_tag(const unsigned char *s, size_
     int seen_http_equiv = 0, seen_content = 0, seen_charset = 0;
 
     for (;;) {
-        int r = hv_charset_get_attr(s, n, pos, &a);
+        int r = hv_prescan_read_attr(text, n, pos, &a);
         if (r < 0) {
             *ended = 1;
             return NULL;
         }
         if (r == 0)
             break;
+        const char *name = text + a.name, *value = text + a.value;
         /* Only the first occurrence of an attribute counts, as in an HTML parser. */
-        if (hv_charset_attr_is(&a, "http-equiv")) {
+        if (hv_ascii_case_is(name, a.name_len, "http-equiv")) {
             if (seen_http_equiv++)
                 continue;
-            if (a.value_len == 12 && memcmp(a.value, "content-type", 12) == 0)
+            if (hv_ascii_case_is(value, a.value_len, "content-type"))
                 got_pragma = 1;
-        } else if (hv_charset_attr_is(&a, "content")) {
+        } else if (hv_ascii_case_is(name, a.name_len, "content")) {
             if (seen_content++)
                 continue;
-            const hv_charset_enc_t *enc = hv_charset_from_meta_content(a.value, a.value_len);
+            const hv_charset_enc_t *enc = hv_charset_from_meta_content(value, a.value_len);
             if (enc != NULL && !charset_set) {
                 charset = enc;
                 charset_set = 1;
                 need_pragma = 1;
             }
-        } else if (hv_charset_attr_is(&a, "charset")) {
+        } else if (hv_ascii_case_is(name, a.name_len, "charset")) {
             if (seen_charset++)
                 continue;
-            charset = hv_charset_lookup(a.value, a.value_len);
+            charset = hv_charset_lookup(value, a.value_len);
             charset_set = 1;
             need_pragma = 0;
         }
@@ -791,12 +685,12 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
         } else if ((left >= 2 && hv_ascii_is_alpha(t[1])) ||
                    (left >= 3 && t[1] == '/' && hv_ascii_is_alpha(t[2]))) {
             /* Any other tag: skip its name, then its attributes, quoted values included. */
-            hv_charset_attr_t a;
+            hv_prescan_attr_t a;
             int r;
             i++;
             while (i < n && !hv_ascii_is_space(s[i]) && s[i] != '>')
                 i++;
-            while ((r = hv_charset_get_attr(s, n, &i, &a)) > 0)
+            while ((r = hv_prescan_read_attr((const char *)s, n, &i, &a)) > 0)
                 ;
             if (r < 0)
                 break;
