@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "harvestd/common.h"
+#include "harvestd/prescan.h"
 #include "harvestd/utf8.h"
 
 /* The HTML standard looks for <meta> in this many leading bytes only. */
@@ -294,34 +295,6 @@ static const uint16_t hv_charset_win1252_c1[32] = {
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
-/* ASCII whitespace as the Encoding and HTML standards define it (no vertical tab). */
-static int hv_charset_is_space(unsigned char c)
-{
-    return c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x20;
-}
-
-static unsigned char hv_charset_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
-}
-
-static int hv_charset_is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-/* 1 if [s, s+n) starts with the lower-case ASCII string `lit`, compared case-insensitively. */
-static int hv_charset_starts_with(const unsigned char *s, size_t n, const char *lit)
-{
-    size_t k = strlen(lit);
-    if (n < k)
-        return 0;
-    for (size_t i = 0; i < k; i++)
-        if (hv_charset_lower(s[i]) != (unsigned char)lit[i])
-            return 0;
-    return 1;
-}
-
 /* Encode one code point (at most U+10FFFF, no surrogates) as UTF-8; returns its length. */
 static size_t hv_charset_encode(uint32_t cp, unsigned char *out)
 {
@@ -413,18 +386,18 @@ static const hv_charset_enc_t *hv_charset_lookup(const char *label, size_t len)
     if (label == NULL)
         return NULL;
     const unsigned char *s = (const unsigned char *)label;
-    while (len > 0 && hv_charset_is_space(s[0])) {
+    while (len > 0 && hv_ascii_is_space(s[0])) {
         s++;
         len--;
     }
-    while (len > 0 && hv_charset_is_space(s[len - 1]))
+    while (len > 0 && hv_ascii_is_space(s[len - 1]))
         len--;
     if (len == 0 || len >= HV_CHARSET_LABEL_MAX)
         return NULL;
 
     char key[HV_CHARSET_LABEL_MAX];
     for (size_t i = 0; i < len; i++)
-        key[i] = (char)hv_charset_lower(s[i]);
+        key[i] = (char)hv_ascii_lower(s[i]);
     key[len] = '\0';
     if (strlen(key) != len)
         return NULL; /* an embedded NUL never names an encoding */
@@ -517,125 +490,13 @@ static const hv_charset_enc_t *hv_charset_from_content_type(const char *ct)
             value_len = (size_t)(p - value);
         }
 
-        if ((size_t)(name_end - name) == 7 &&
-            hv_charset_starts_with((const unsigned char *)name, 7, "charset"))
+        if (hv_ascii_case_is(name, (size_t)(name_end - name), "charset"))
             return too_long ? NULL : hv_charset_lookup(value, value_len);
     }
     return NULL;
 }
 
 /* ---- evidence: the HTML prescan -------------------------------------------------------------- */
-
-/*
- * One attribute as the prescan's "get an attribute" step collects it, names and values
- * lower-cased. Only three names matter, so a longer name is only remembered as "not one of
- * ours"; a value cannot outgrow the 1024 bytes scanned.
- */
-typedef struct {
-    char name[16];
-    size_t name_len; /* may exceed sizeof(name): then the name is none of ours */
-    char value[HV_CHARSET_PRESCAN_MAX];
-    size_t value_len;
-} hv_charset_attr_t;
-
-static void hv_charset_attr_name_add(hv_charset_attr_t *a, unsigned char c)
-{
-    if (a->name_len < sizeof(a->name))
-        a->name[a->name_len] = (char)hv_charset_lower(c);
-    a->name_len++;
-}
-
-static void hv_charset_attr_value_add(hv_charset_attr_t *a, unsigned char c)
-{
-    if (a->value_len < sizeof(a->value))
-        a->value[a->value_len++] = (char)hv_charset_lower(c);
-}
-
-static int hv_charset_attr_is(const hv_charset_attr_t *a, const char *name)
-{
-    size_t n = strlen(name);
-    return a->name_len == n && memcmp(a->name, name, n) == 0;
-}
-
-/*
- * "Get an attribute" from the HTML standard's prescan, starting at *pos. Returns 1 with an
- * attribute, 0 when the tag ends ('>' at *pos), -1 when the scanned bytes run out first.
- */
-static int hv_charset_get_attr(const unsigned char *s, size_t n, size_t *pos, hv_charset_attr_t *a)
-{
-    size_t i = *pos;
-    a->name_len = 0;
-    a->value_len = 0;
-
-    while (i < n && (hv_charset_is_space(s[i]) || s[i] == '/'))
-        i++;
-    if (i >= n)
-        return -1;
-    if (s[i] == '>') {
-        *pos = i;
-        return 0;
-    }
-
-    /* The name. A leading '=' is part of it, so `==x` names "=" with the value "x". */
-    int has_value = 0;
-    for (;; i++) {
-        if (i >= n)
-            return -1;
-        unsigned char c = s[i];
-        if (c == '=' && a->name_len > 0) {
-            has_value = 1;
-            i++;
-            break;
-        }
-        if (hv_charset_is_space(c))
-            break;
-        if (c == '/' || c == '>') {
-            *pos = i;
-            return 1;
-        }
-        hv_charset_attr_name_add(a, c);
-    }
-
-    if (!has_value) {
-        while (i < n && hv_charset_is_space(s[i]))
-            i++;
-        if (i >= n)
-            return -1;
-        if (s[i] != '=') {
-            *pos = i; /* a name without a value; this byte starts the next attribute */
-            return 1;
-        }
-        i++;
-    }
-
-    while (i < n && hv_charset_is_space(s[i]))
-        i++;
-    if (i >= n)
-        return -1;
-    if (s[i] == '"' || s[i] == '\'') {
-        unsigned char quote = s[i];
-        for (i++; i < n; i++) {
-            if (s[i] == quote) {
-                *pos = i + 1;
-                return 1;
-            }
-            hv_charset_attr_value_add(a, s[i]);
-        }
-        return -1;
-    }
-    if (s[i] == '>') {
-        *pos = i;
-        return 1;
-    }
-    for (; i < n; i++) {
-        if (hv_charset_is_space(s[i]) || s[i] == '>') {
-            *pos = i;
-            return 1;
-        }
-        hv_charset_attr_value_add(a, s[i]);
-    }
-    return -1;
-}
 
 /* The HTML standard's "algorithm for extracting a character encoding from a meta element",
  * applied to a content attribute ("text/html; charset=shift_jis"). */
@@ -646,7 +507,7 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
     for (;;) {
         const char *hit = NULL;
         for (; i + 7 <= n; i++) {
-            if (memcmp(v + i, "charset", 7) == 0) { /* the value is lower-cased already */
+            if (hv_ascii_case_prefix(v + i, n - i, "charset")) {
                 hit = v + i;
                 break;
             }
@@ -654,12 +515,12 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
         if (hit == NULL)
             return NULL;
         i += 7;
-        while (i < n && hv_charset_is_space((unsigned char)v[i]))
+        while (i < n && hv_ascii_is_space((unsigned char)v[i]))
             i++;
         if (i >= n || v[i] != '=')
             continue; /* "charsetfoo": look for the next occurrence from here */
         i++;
-        while (i < n && hv_charset_is_space((unsigned char)v[i]))
+        while (i < n && hv_ascii_is_space((unsigned char)v[i]))
             i++;
         if (i >= n)
             return NULL;
@@ -670,7 +531,7 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
             return hv_charset_lookup(v + i + 1, (size_t)(end - (v + i + 1)));
         }
         size_t start = i;
-        while (i < n && !hv_charset_is_space((unsigned char)v[i]) && v[i] != ';')
+        while (i < n && !hv_ascii_is_space((unsigned char)v[i]) && v[i] != ';')
             i++;
         return hv_charset_lookup(v + start, i - start);
     }
@@ -678,13 +539,16 @@ static const hv_charset_enc_t *hv_charset_from_meta_content(const char *v, size_
 
 /*
  * The attributes of a <meta> tag whose name ends just before *pos. Returns the encoding it
- * declares, or NULL; *pos is left at the tag's '>' (or at n when the bytes ran out, which
- * *ended is set for).
+ * declares, or NULL; *pos is left at the tag's '>', or *ended is set when the bytes run out
+ * first. The standard's "get an attribute" walks a tag as the HTML tokenizer does, which is
+ * the pre-scan's walk; it lower-cases names and values, so they are compared here ignoring
+ * ASCII case.
  */
 static const hv_charset_enc_t *hv_charset_meta_tag(const unsigned char *s, size_t n, size_t *pos,
                                                    int *ended)
 {
-    hv_charset_attr_t a;
+    const char *text = (const char *)s;
+    hv_prescan_attr_t a;
     const hv_charset_enc_t *charset = NULL;
     int charset_set = 0;  /* a charset (or content) attribute already decided `charset` */
     int need_pragma = -1; /* -1: no declaration seen; 1: content= needs http-equiv */
@@ -692,32 +556,33 @@ static const hv_charset_enc_t *hv_charset_meta_tag(const unsigned char *s, size_
     int seen_http_equiv = 0, seen_content = 0, seen_charset = 0;
 
     for (;;) {
-        int r = hv_charset_get_attr(s, n, pos, &a);
+        int r = hv_prescan_read_attr(text, n, pos, &a);
         if (r < 0) {
             *ended = 1;
             return NULL;
         }
         if (r == 0)
             break;
+        const char *name = text + a.name, *value = text + a.value;
         /* Only the first occurrence of an attribute counts, as in an HTML parser. */
-        if (hv_charset_attr_is(&a, "http-equiv")) {
+        if (hv_ascii_case_is(name, a.name_len, "http-equiv")) {
             if (seen_http_equiv++)
                 continue;
-            if (a.value_len == 12 && memcmp(a.value, "content-type", 12) == 0)
+            if (hv_ascii_case_is(value, a.value_len, "content-type"))
                 got_pragma = 1;
-        } else if (hv_charset_attr_is(&a, "content")) {
+        } else if (hv_ascii_case_is(name, a.name_len, "content")) {
             if (seen_content++)
                 continue;
-            const hv_charset_enc_t *enc = hv_charset_from_meta_content(a.value, a.value_len);
+            const hv_charset_enc_t *enc = hv_charset_from_meta_content(value, a.value_len);
             if (enc != NULL && !charset_set) {
                 charset = enc;
                 charset_set = 1;
                 need_pragma = 1;
             }
-        } else if (hv_charset_attr_is(&a, "charset")) {
+        } else if (hv_ascii_case_is(name, a.name_len, "charset")) {
             if (seen_charset++)
                 continue;
-            charset = hv_charset_lookup(a.value, a.value_len);
+            charset = hv_charset_lookup(value, a.value_len);
             charset_set = 1;
             need_pragma = 0;
         }
@@ -751,7 +616,7 @@ static const hv_charset_enc_t *hv_charset_xml_decl(const unsigned char *s, size_
     for (;; i++) {
         if (i + 8 > end)
             return NULL;
-        if (hv_charset_starts_with(s + i, end - i, "encoding"))
+        if (hv_ascii_case_prefix((const char *)s + i, end - i, "encoding"))
             break;
     }
     i += 8;
@@ -799,7 +664,7 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
         const unsigned char *t = s + i;
         size_t left = n - i;
 
-        if (hv_charset_starts_with(t, left, "<!--")) {
+        if (hv_ascii_case_prefix((const char *)t, left, "<!--")) {
             /* The comment ends at the first "-->", whose dashes may be those of "<!--". */
             size_t j = i + 4;
             while (j < n && !(s[j] == '>' && s[j - 1] == '-' && s[j - 2] == '-'))
@@ -807,8 +672,8 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
             if (j >= n)
                 break;
             i = j + 1;
-        } else if (left >= 6 && hv_charset_starts_with(t, left, "<meta") &&
-                   (hv_charset_is_space(t[5]) || t[5] == '/')) {
+        } else if (left >= 6 && hv_ascii_case_prefix((const char *)t, left, "<meta") &&
+                   (hv_ascii_is_space(t[5]) || t[5] == '/')) {
             int ended = 0;
             i += 5;
             const hv_charset_enc_t *enc = hv_charset_meta_tag(s, n, &i, &ended);
@@ -817,15 +682,15 @@ static const hv_charset_enc_t *hv_charset_prescan(const unsigned char *s, size_t
             if (ended)
                 break;
             i++; /* past the '>' */
-        } else if ((left >= 2 && hv_charset_is_alpha(t[1])) ||
-                   (left >= 3 && t[1] == '/' && hv_charset_is_alpha(t[2]))) {
+        } else if ((left >= 2 && hv_ascii_is_alpha(t[1])) ||
+                   (left >= 3 && t[1] == '/' && hv_ascii_is_alpha(t[2]))) {
             /* Any other tag: skip its name, then its attributes, quoted values included. */
-            hv_charset_attr_t a;
+            hv_prescan_attr_t a;
             int r;
             i++;
-            while (i < n && !hv_charset_is_space(s[i]) && s[i] != '>')
+            while (i < n && !hv_ascii_is_space(s[i]) && s[i] != '>')
                 i++;
-            while ((r = hv_charset_get_attr(s, n, &i, &a)) > 0)
+            while ((r = hv_prescan_read_attr((const char *)s, n, &i, &a)) > 0)
                 ;
             if (r < 0)
                 break;

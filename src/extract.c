@@ -66,9 +66,8 @@ static int valid_name(const char *s, size_t n)
     if (n == 0 || n >= NAME_MAX_LEN)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-'))
+        unsigned char c = (unsigned char)s[i];
+        if (!(hv_ascii_is_alpha(c) || hv_ascii_is_digit(c) || c == '_' || c == '-'))
             return 0;
     }
     return 1;

@@ -15,13 +15,9 @@
 #include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/html.h"
+#include "harvestd/prescan.h"
 #include "harvestd/utf8.h"
 #include "html_int.h"
-
-static int is_html_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
-}
 
 /* Offset just past the '>' of the first "</title" end tag, or 0 if there is none. */
 static size_t title_end_cut(const char *s, size_t len)
@@ -34,9 +30,9 @@ static size_t title_end_cut(const char *s, size_t len)
         p++;
         if ((size_t)(end - p) < sizeof(tag))
             return 0;
-        if (strncasecmp(p, tag, sizeof(tag) - 1) == 0) {
+        if (hv_ascii_case_prefix(p, (size_t)(end - p), tag)) {
             char after = p[sizeof(tag) - 1];
-            if (after == '>' || after == '/' || is_html_space(after)) {
+            if (after == '>' || after == '/' || hv_ascii_is_space((unsigned char)after)) {
                 const char *gt = memchr(p, '>', (size_t)(end - p));
                 return gt != NULL ? (size_t)(gt - s) + 1 : 0;
             }
@@ -96,7 +92,7 @@ static char *title_text(const GumboNode *title)
             k->type != GUMBO_NODE_CDATA)
             continue;
         for (const char *p = k->v.text.text; *p != '\0'; p++) {
-            if (is_html_space(*p)) {
+            if (hv_ascii_is_space((unsigned char)*p)) {
                 pending_space = b.len > 0;
                 continue;
             }
@@ -126,7 +122,7 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     if (cut == 0)
         return 0;
     /* The whole page still decides about nesting: the full path would refuse it. */
-    out->depth = hv_html_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
+    out->depth = hv_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
     if (out->depth > HV_HTML_MAX_DEPTH)
         return 0;
     const char *text = body;

@@ -8,7 +8,6 @@
 #include "harvestd/http.h"
 
 #include <brotli/decode.h>
-#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -170,12 +169,11 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 
 static int field_is(const hv_buf_t *f, const char *name)
 {
-    size_t n = strlen(name);
     size_t len = f->len;
     /* Header names can arrive with trailing blanks; llhttp passes them on. */
     while (len > 0 && (f->data[len - 1] == ' ' || f->data[len - 1] == '\t'))
         len--;
-    return len == n && strncasecmp(f->data, name, n) == 0;
+    return hv_ascii_case_is(f->data, len, name);
 }
 
 static int on_header_field_complete(llhttp_t *p)
@@ -239,7 +237,7 @@ static void classify_encoding(hv_http_t *h)
     for (size_t i = 0; i < h->_field.len && n < FIELD_MAX; i++) {
         char ch = h->_field.data[i];
         if (ch != ' ' && ch != '\t')
-            v[n++] = (char)tolower((unsigned char)ch);
+            v[n++] = (char)hv_ascii_lower((unsigned char)ch);
     }
     v[n] = '\0';
     hv_http_enc_t enc;
@@ -493,7 +491,7 @@ static int parser_error(hv_http_t *h, llhttp_errno_t e)
     if (strncmp(name, "HPE_", 4) == 0)
         name += 4;
     for (; name[i] != '\0' && i + 1 < sizeof(h->error); i++)
-        h->error[i] = (char)tolower((unsigned char)name[i]);
+        h->error[i] = (char)hv_ascii_lower((unsigned char)name[i]);
     h->error[i] = '\0';
     return HV_EPROTO;
 }
@@ -590,7 +588,7 @@ void hv_http_media_type(const hv_http_t *h, char *out, size_t cap)
     for (; i < len && s[i] != ';' && n + 1 < cap; i++) {
         if (s[i] == ' ' || s[i] == '\t')
             continue;
-        out[n++] = (char)tolower((unsigned char)s[i]);
+        out[n++] = (char)hv_ascii_lower((unsigned char)s[i]);
     }
     if (cap > 0)
         out[n] = '\0';

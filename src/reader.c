@@ -46,21 +46,16 @@ static const char *reader_name(const hv_source_t *s);
 static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_close,
                                            reader_name};
 
-static int is_space(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v';
-}
-
 /* Deliver one complete line; returns the sink's pause request. */
 static int deliver(reader_t *r, const char *s, size_t len, int overlong)
 {
     r->lineno++;
     if (!overlong) {
-        while (len > 0 && is_space(*s)) {
+        while (len > 0 && hv_ascii_is_ctype_space((unsigned char)*s)) {
             s++;
             len--;
         }
-        while (len > 0 && is_space(s[len - 1]))
+        while (len > 0 && hv_ascii_is_ctype_space((unsigned char)s[len - 1]))
             len--;
         if (len == 0 || *s == '#')
             return 0;

@@ -66,16 +66,6 @@ static const struct {
     {"crawl delay", KEY_CRAWL_DELAY},
 };
 
-static int is_ws(unsigned char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-static int is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
 static int hex_value(unsigned char c)
 {
     if (c >= '0' && c <= '9')
@@ -87,26 +77,11 @@ static int hex_value(unsigned char c)
     return -1;
 }
 
-static unsigned char ascii_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
-}
-
-static int equals_nocase(const char *a, size_t alen, const char *b, size_t blen)
-{
-    if (alen != blen)
-        return 0;
-    for (size_t i = 0; i < alen; i++)
-        if (ascii_lower((unsigned char)a[i]) != ascii_lower((unsigned char)b[i]))
-            return 0;
-    return 1;
-}
-
 /* RFC 3986 unreserved: percent-encoding these never changes what a URI means. */
 static int is_unreserved(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
-           c == '.' || c == '_' || c == '~';
+    return hv_ascii_is_alpha(c) || hv_ascii_is_digit(c) || c == '-' || c == '.' || c == '_' ||
+           c == '~';
 }
 
 /*
@@ -292,11 +267,11 @@ static int parse_delay(const char *v, size_t n, uint64_t *ms)
     uint64_t secs = 0, frac = 0, scale = 100;
     size_t i = 0, digits = 0;
 
-    for (; i < n && is_digit((unsigned char)v[i]); i++, digits++)
+    for (; i < n && hv_ascii_is_digit((unsigned char)v[i]); i++, digits++)
         if (secs <= ROBOTS_MAX_DELAY_MS / 1000)
             secs = secs * 10 + (uint64_t)(v[i] - '0');
     if (i < n && v[i] == '.') {
-        for (i++; i < n && is_digit((unsigned char)v[i]); i++, digits++) {
+        for (i++; i < n && hv_ascii_is_digit((unsigned char)v[i]); i++, digits++) {
             frac += (uint64_t)(v[i] - '0') * scale;
             scale /= 10;
         }
@@ -313,7 +288,7 @@ static int parse_delay(const char *v, size_t n, uint64_t *ms)
 static size_t product_token_len(const char *s, size_t n)
 {
     size_t i = 0;
-    while (i < n && s[i] != '/' && !is_ws((unsigned char)s[i]))
+    while (i < n && s[i] != '/' && !hv_ascii_is_blank((unsigned char)s[i]))
         i++;
     return i;
 }
@@ -321,7 +296,7 @@ static size_t product_token_len(const char *s, size_t n)
 static int lookup_key(const char *k, size_t n)
 {
     for (size_t i = 0; i < HV_ARRAY_SIZE(robots_keys); i++)
-        if (equals_nocase(k, n, robots_keys[i].name, strlen(robots_keys[i].name)))
+        if (hv_ascii_case_eq(k, n, robots_keys[i].name, strlen(robots_keys[i].name)))
             return robots_keys[i].key;
     return KEY_OTHER;
 }
@@ -385,14 +360,14 @@ hv_robots_t *hv_robots_parse(const char *body, size_t len, const char *product)
             continue;
 
         const char *k = line, *ke = colon;
-        while (k < ke && is_ws((unsigned char)*k))
+        while (k < ke && hv_ascii_is_blank((unsigned char)*k))
             k++;
-        while (ke > k && is_ws((unsigned char)ke[-1]))
+        while (ke > k && hv_ascii_is_blank((unsigned char)ke[-1]))
             ke--;
         const char *v = colon + 1, *ve = eol;
-        while (v < ve && is_ws((unsigned char)*v))
+        while (v < ve && hv_ascii_is_blank((unsigned char)*v))
             v++;
-        while (ve > v && is_ws((unsigned char)ve[-1]))
+        while (ve > v && hv_ascii_is_blank((unsigned char)ve[-1]))
             ve--;
         size_t vlen = (size_t)(ve - v);
 
@@ -408,7 +383,7 @@ hv_robots_t *hv_robots_parse(const char *body, size_t len, const char *product)
             size_t tlen = product_token_len(v, vlen);
             if (tlen == 1 && v[0] == '*') {
                 group_star = 1;
-            } else if (plen > 0 && equals_nocase(v, tlen, product, plen)) {
+            } else if (plen > 0 && hv_ascii_case_eq(v, tlen, product, plen)) {
                 group_ours = 1;
                 seen_ours = 1;
             }

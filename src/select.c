@@ -94,28 +94,12 @@ typedef struct {
     size_t errcap;
 } hv_sel_parser_t;
 
-static int is_ws(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
-}
-
 /* Identifier characters: CSS's, without escapes. Bytes of multi-byte UTF-8 sequences count,
  * so non-ASCII class names work. Leading digits and hyphens are allowed: real pages use ids
  * such as "123", and being stricter than the page would only frustrate the operator. */
 static int is_ident(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c >= 0x80;
-}
-
-static int is_hex(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static unsigned char lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c - 'A' + 'a') : c;
+    return hv_ascii_is_alpha(c) || hv_ascii_is_digit(c) || c == '-' || c == '_' || c >= 0x80;
 }
 
 static unsigned char peek(const hv_sel_parser_t *p, size_t ahead)
@@ -126,7 +110,7 @@ static unsigned char peek(const hv_sel_parser_t *p, size_t ahead)
 static int skip_ws(hv_sel_parser_t *p)
 {
     size_t start = p->pos;
-    while (p->pos < p->len && is_ws((unsigned char)p->text[p->pos]))
+    while (p->pos < p->len && hv_ascii_is_space((unsigned char)p->text[p->pos]))
         p->pos++;
     return p->pos != start;
 }
@@ -180,7 +164,7 @@ static char *read_ident(hv_sel_parser_t *p, int fold, size_t *len_out)
     char *s = hv_xstrndup(p->text + start, len);
     if (fold)
         for (size_t i = 0; i < len; i++)
-            s[i] = (char)lower((unsigned char)s[i]);
+            s[i] = (char)hv_ascii_lower((unsigned char)s[i]);
     return s;
 }
 
@@ -232,7 +216,7 @@ static int read_quoted(hv_sel_parser_t *p, char **out, size_t *out_len)
                 free(buf);
                 return fail(p, open, "unterminated quoted value");
             }
-            if (is_hex(next) || next == '\n' || next == '\r' || next == '\f') {
+            if (hv_ascii_is_hex(next) || next == '\n' || next == '\r' || next == '\f') {
                 free(buf);
                 return fail(p, p->pos, "escapes by code point are not supported");
             }
@@ -319,13 +303,13 @@ static int parse_pseudo(hv_sel_parser_t *p)
 
     if (name_len == 0)
         return fail(p, name_at, "expected a pseudo-class name after ':'");
-    if (name_len == 11 && strncasecmp(name, "first-child", 11) == 0) {
+    if (hv_ascii_case_is(name, name_len, "first-child")) {
         hv_sel_simple_t *sp = add_simple(p, HV_SEL_FIRST_CHILD);
         sp->nth = 1;
         p->sel->uses_position = 1;
         return 0;
     }
-    if (name_len != 9 || strncasecmp(name, "nth-child", 9) != 0)
+    if (!hv_ascii_case_is(name, name_len, "nth-child"))
         return fail(p, colon, "unknown pseudo-class ':%.*s'",
                     (int)HV_MIN(name_len, (size_t)HV_SEL_NAME_SHOWN), name);
 
@@ -335,7 +319,7 @@ static int parse_pseudo(hv_sel_parser_t *p)
     skip_ws(p);
     size_t num_at = p->pos;
     size_t n = 0;
-    while (p->pos < p->len && p->text[p->pos] >= '0' && p->text[p->pos] <= '9') {
+    while (p->pos < p->len && hv_ascii_is_digit((unsigned char)p->text[p->pos])) {
         n = n * 10 + (size_t)(p->text[p->pos] - '0');
         if (n > HV_SEL_MAX_NTH)
             return fail(p, num_at, ":nth-child index larger than %d", HV_SEL_MAX_NTH);
@@ -472,7 +456,7 @@ static int parse_take(hv_sel_parser_t *p)
         while (p->pos < p->len && is_ident((unsigned char)p->text[p->pos]))
             p->pos++;
         size_t name_len = p->pos - name_at;
-        if (name_len != 4 || strncasecmp(p->text + name_at, "html", 4) != 0)
+        if (!hv_ascii_case_is(p->text + name_at, name_len, "html"))
             return fail(p, at, "unsupported '::%.*s' (only '::html' is allowed)",
                         (int)HV_MIN(name_len, (size_t)HV_SEL_NAME_SHOWN), p->text + name_at);
         s->take = HV_TAKE_HTML;
@@ -623,7 +607,7 @@ static hv_slice_t tag_name(const char *s, size_t len)
         return name;
     i = (len > 1 && s[1] == '/') ? 2 : 1;
     size_t start = i;
-    while (i < len && !is_ws((unsigned char)s[i]) && s[i] != '/' && s[i] != '>')
+    while (i < len && !hv_ascii_is_space((unsigned char)s[i]) && s[i] != '/' && s[i] != '>')
         i++;
     name.ptr = s + start;
     name.len = i - start;
@@ -701,10 +685,10 @@ static int has_word(const char *list, const char *word, size_t wlen)
 {
     const char *p = list;
     while (*p != '\0') {
-        while (is_ws((unsigned char)*p))
+        while (hv_ascii_is_space((unsigned char)*p))
             p++;
         const char *start = p;
-        while (*p != '\0' && !is_ws((unsigned char)*p))
+        while (*p != '\0' && !hv_ascii_is_space((unsigned char)*p))
             p++;
         if ((size_t)(p - start) == wlen && wlen > 0 && memcmp(start, word, wlen) == 0)
             return 1;
@@ -756,7 +740,7 @@ static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_se
             if (el->tag != GUMBO_TAG_UNKNOWN)
                 return 0;
             hv_slice_t name = element_name(el);
-            if (name.len != c->type_len || strncasecmp(name.ptr, c->type, name.len) != 0)
+            if (!hv_ascii_case_eq(name.ptr, name.len, c->type, c->type_len))
                 return 0;
         }
     }
@@ -906,7 +890,7 @@ static size_t collect_text(const GumboNode *root, char *out)
         if (!is_text(n))
             continue;
         for (const char *t = n->v.text.text; *t != '\0'; t++) {
-            if (is_ws((unsigned char)*t)) {
+            if (hv_ascii_is_space((unsigned char)*t)) {
                 space = len > 0;
                 continue;
             }

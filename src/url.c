@@ -25,37 +25,6 @@ typedef struct {
     int has_authority;
 } hv_url_layout_t;
 
-static int hv_url_is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static int hv_url_is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static int hv_url_is_hex(unsigned char c)
-{
-    return hv_url_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static unsigned char hv_url_lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
-}
-
-/* Case-insensitive comparison of [s, s+len) with the lower-case NUL-terminated `lit`. */
-static int hv_url_equals_nocase(const char *s, size_t len, const char *lit)
-{
-    if (strlen(lit) != len)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (hv_url_lower((unsigned char)s[i]) != (unsigned char)lit[i])
-            return 0;
-    return 1;
-}
-
 /*
  * Bytes that uriparser refuses anywhere in a path or query, and which browsers percent-encode
  * (or pass through raw) instead of failing: controls, space, non-ASCII and the ASCII
@@ -105,10 +74,10 @@ static void hv_url_layout(const char *s, size_t len, hv_url_layout_t *l)
 
     /* scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":" */
     size_t i = 0;
-    if (l->len > 0 && hv_url_is_alpha((unsigned char)s[0])) {
+    if (l->len > 0 && hv_ascii_is_alpha((unsigned char)s[0])) {
         i = 1;
         while (i < l->len &&
-               (hv_url_is_alpha((unsigned char)s[i]) || hv_url_is_digit((unsigned char)s[i]) ||
+               (hv_ascii_is_alpha((unsigned char)s[i]) || hv_ascii_is_digit((unsigned char)s[i]) ||
                 s[i] == '+' || s[i] == '-' || s[i] == '.'))
             i++;
         if (i < l->len && s[i] == ':') {
@@ -131,7 +100,7 @@ static void hv_url_layout(const char *s, size_t len, hv_url_layout_t *l)
 
 static int hv_url_scheme_ok(const char *s, size_t len)
 {
-    return hv_url_equals_nocase(s, len, "http") || hv_url_equals_nocase(s, len, "https");
+    return hv_ascii_case_is(s, len, "http") || hv_ascii_case_is(s, len, "https");
 }
 
 /*
@@ -168,8 +137,8 @@ static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len
             buf[o++] = (char)c;
         } else if (c == '\\' && i < l.path_end) {
             buf[o++] = '/';
-        } else if (c == '%' && i + 2 < l.len && hv_url_is_hex((unsigned char)s[i + 1]) &&
-                   hv_url_is_hex((unsigned char)s[i + 2])) {
+        } else if (c == '%' && i + 2 < l.len && hv_ascii_is_hex((unsigned char)s[i + 1]) &&
+                   hv_ascii_is_hex((unsigned char)s[i + 2])) {
             buf[o++] = '%';
         } else if (c == '%' || hv_url_needs_escape(c)) {
             buf[o++] = '%';
@@ -209,9 +178,9 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
         return HV_EURL;
     }
     hv_scheme_t scheme;
-    if (hv_url_equals_nocase(uri->scheme.first, scheme_len, "http")) {
+    if (hv_ascii_case_is(uri->scheme.first, scheme_len, "http")) {
         scheme = HV_SCHEME_HTTP;
-    } else if (hv_url_equals_nocase(uri->scheme.first, scheme_len, "https")) {
+    } else if (hv_ascii_case_is(uri->scheme.first, scheme_len, "https")) {
         scheme = HV_SCHEME_HTTPS;
     } else {
         *reason = "unsupported_scheme";
@@ -247,7 +216,7 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
         port = 0;
         for (size_t i = 0; i < port_len; i++) {
             unsigned char c = (unsigned char)uri->portText.first[i];
-            if (!hv_url_is_digit(c)) {
+            if (!hv_ascii_is_digit(c)) {
                 *reason = "invalid_port";
                 return HV_EURL;
             }
@@ -291,7 +260,7 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
 
     char *host = hv_xmalloc(host_len + 1);
     for (size_t i = 0; i < host_len; i++)
-        host[i] = (char)hv_url_lower((unsigned char)uri->hostText.first[i]);
+        host[i] = (char)hv_ascii_lower((unsigned char)uri->hostText.first[i]);
     host[host_len] = '\0';
 
     char *authority = hv_xmalloc(auth_len + 1);

@@ -1,6 +1,6 @@
 /*
  * common.h: what every harvestd module shares: error codes, allocation wrappers,
- * container_of, clocks and small length-carrying slices.
+ * container_of, clocks, small length-carrying slices and ASCII helpers.
  *
  * Error convention: functions return int, 0 is success and a negative value is an error.
  * System errors are libuv's UV_E* values; harvestd's own errors live in the HV_E* range
@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifndef HV_VERSION
 #define HV_VERSION "0.0.0"
@@ -59,6 +60,77 @@ typedef struct {
     const char *ptr;
     size_t len;
 } hv_slice_t;
+
+/*
+ * ASCII classification and case folding. <ctype.h> follows the locale, and the bytes these
+ * look at (markup, headers, URLs, robots.txt, input lines) must mean the same in every
+ * locale; bytes 0x80 and above are never letters, digits or space here, and fold to
+ * themselves.
+ */
+
+/** ASCII whitespace as HTML, CSS and the Encoding standard define it: space, \t, \n, \f,
+ *  \r (no vertical tab). */
+static inline int hv_ascii_is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\f' || c == '\r';
+}
+
+/** What isspace() accepts in the C locale: hv_ascii_is_space() plus the vertical tab. */
+static inline int hv_ascii_is_ctype_space(unsigned char c)
+{
+    return hv_ascii_is_space(c) || c == '\v';
+}
+
+/** Space or horizontal tab: HTTP's optional whitespace, robots.txt's blanks. */
+static inline int hv_ascii_is_blank(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static inline int hv_ascii_is_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static inline int hv_ascii_is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static inline int hv_ascii_is_hex(unsigned char c)
+{
+    return hv_ascii_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static inline unsigned char hv_ascii_lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+/** 1 if [a, a+alen) and [b, b+blen) hold the same bytes but for ASCII case. NUL bytes are
+ *  ordinary bytes (unlike strncasecmp(), which stops at one). */
+static inline int hv_ascii_case_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+    if (alen != blen)
+        return 0;
+    for (size_t i = 0; i < alen; i++)
+        if (hv_ascii_lower((unsigned char)a[i]) != hv_ascii_lower((unsigned char)b[i]))
+            return 0;
+    return 1;
+}
+
+/** hv_ascii_case_eq() with the NUL-terminated `lit` ("content-type"). */
+static inline int hv_ascii_case_is(const char *s, size_t len, const char *lit)
+{
+    return hv_ascii_case_eq(s, len, lit, strlen(lit));
+}
+
+/** 1 if [s, s+len) begins with the NUL-terminated `prefix`, but for ASCII case. */
+static inline int hv_ascii_case_prefix(const char *s, size_t len, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return len >= n && hv_ascii_case_eq(s, n, prefix, n);
+}
 
 /** Wall clock, milliseconds since the Unix epoch. */
 int64_t hv_now_unix_ms(void);

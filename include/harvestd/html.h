@@ -3,9 +3,10 @@
  * threadpool workers (see parse.h): they touch only their arguments.
  *
  * gumbo 0.10 costs time quadratic in nesting depth and its destructor recurses, so every
- * document is pre-scanned and refused above HV_HTML_MAX_DEPTH levels before gumbo sees it.
- * The pre-scan is an estimate; a tree that still comes out deeper is refused after parsing
- * and flattened before it is freed, so the destructor never recurses deeply.
+ * document goes through the pre-scan (prescan.h) and is refused above HV_HTML_MAX_DEPTH
+ * levels before gumbo sees it. The pre-scan is an estimate; a tree that still comes out
+ * deeper is refused after parsing and flattened before it is freed, so the destructor never
+ * recurses deeply.
  */
 #ifndef HARVESTD_HTML_H
 #define HARVESTD_HTML_H
@@ -14,12 +15,10 @@
 
 #include "harvestd/arena.h"
 #include "harvestd/extract.h"
+#include "harvestd/prescan.h"
 
-/**
- * Deepest element nesting we hand to gumbo (about 30 ms of parse time for one chain this
- * deep; gumbo's time also grows with the depth at every tag, which the pre-scan caps).
- */
-#define HV_HTML_MAX_DEPTH 4096
+/** Deepest element nesting we hand to gumbo: the pre-scan's bound. */
+#define HV_HTML_MAX_DEPTH HV_PRESCAN_MAX_DEPTH
 
 typedef struct {
     char *title;         /* malloc'd text of the first HTML <title>, whitespace collapsed and
@@ -27,25 +26,6 @@ typedef struct {
     size_t depth;        /* pre-scan estimate of the deepest nesting (see hv_html_analyse) */
     char *fields;        /* malloc'd JSON object of extracted fields (hv_html_analyse_rules) */
 } hv_html_result_t;
-
-/**
- * Estimate the element nesting depth of [s, s+len) without building a tree: count start tags
- * of elements that can contain others, minus end tags; skip comments, doctype, raw-text and
- * RCDATA elements (script, style, textarea, title, ...), void elements, self-closed foreign
- * tags and elements whose end tag is optional and implied by a sibling (p, li, td, option,
- * ...). The implied closing and reopening follow gumbo 0.10's tree builder (misnested
- * formatting elements, tables, templates, select, SVG/MathML). html, head, body and leaves
- * are not counted, so gumbo's tree is typically 2-3 levels deeper than the estimate.
- * Stops as soon as the depth exceeds `limit` and returns limit + 1; also returns limit + 1
- * (without exceeding it) for documents that would cost gumbo far more than their depth
- * suggests: more than 256 formatting elements left open in one scope, reopened formatting
- * elements beyond len/2 + 4096, or a sum of depths over all tags above 2^27; and for an
- * SVG/MathML element named like an HTML select, table part, template, frameset, html,
- * head or body, or a CDATA section in an SVG/MathML integration point directly in a table:
- * those make gumbo 0.10 abort on an assertion. O(len) with a bounded factor, no allocation,
- * about 70 KiB of stack.
- */
-size_t hv_html_prescan_depth(const char *s, size_t len, size_t limit);
 
 /**
  * Analyse one document. [body, body+len) need not be valid UTF-8: invalid sequences are

@@ -3,7 +3,6 @@
  * public functions renamed, so that they do not clash with the library's). Every test here
  * then runs that copy, compiled from the same source.
  */
-#define hv_html_prescan_depth hv_html_test_prescan_depth
 #define hv_html_analyse hv_html_test_analyse
 #define hv_html_result_free hv_html_test_result_free
 #define hv_html_analyse_rules hv_html_test_analyse_rules
@@ -41,7 +40,7 @@ static char *title_of(const char *doc)
 
 static size_t scan(const char *doc)
 {
-    return hv_html_prescan_depth(doc, strlen(doc), HV_HTML_MAX_DEPTH);
+    return hv_prescan_depth(doc, strlen(doc), HV_HTML_MAX_DEPTH);
 }
 
 /* `unit` repeated `n` times, after `head`; malloc'd, NUL-terminated. */
@@ -182,7 +181,7 @@ TEST_IMPL(html_prescan_raw_text_elements)
 {
     size_t len;
     char *doc = repeat("<script>", "<div>", 10000, &len);
-    ASSERT_EQ(0, hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
+    ASSERT_EQ(0, hv_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
     free(doc);
 
     ASSERT_EQ(1, scan("<script>document.write('<div><div>')</script><div>"));
@@ -197,11 +196,71 @@ TEST_IMPL(html_prescan_raw_text_elements)
     ASSERT_EQ(2, scan("<svg><style><div><div>"));
 }
 
+/* The attributes of the tag in `doc` whose name ends at `from`, as "name=value;" pairs (a
+ * value-less name has no '='), then "end" and the self-closing mark "/", or "eof". */
+static void read_attrs(const char *doc, size_t from, char *out, size_t cap)
+{
+    size_t len = strlen(doc), pos = from, o = 0;
+    hv_prescan_attr_t a;
+    int r;
+    out[0] = '\0';
+    for (;;) {
+        size_t before = pos;
+        r = hv_prescan_read_attr(doc, len, &pos, &a);
+        if (r < 0) {
+            ASSERT_EQ(before, pos);
+            snprintf(out + o, cap - o, "eof");
+            return;
+        }
+        if (r == 0) {
+            ASSERT_EQ('>', doc[pos]);
+            snprintf(out + o, cap - o, "end%s", pos > before && doc[pos - 1] == '/' ? "/" : "");
+            return;
+        }
+        ASSERT_GT(a.name_len, 0);
+        o += (size_t)snprintf(out + o, cap - o, "%.*s", (int)a.name_len, doc + a.name);
+        if (a.value_len > 0)
+            o += (size_t)snprintf(out + o, cap - o, "=%.*s", (int)a.value_len, doc + a.value);
+        o += (size_t)snprintf(out + o, cap - o, ";");
+        ASSERT_LT(o, cap);
+    }
+}
+
+#define ASSERT_ATTRS(doc, from, want)                                                              \
+    do {                                                                                           \
+        char got_[256];                                                                            \
+        read_attrs(doc, from, got_, sizeof(got_));                                                 \
+        ASSERT_STR_EQ(want, got_);                                                                 \
+    } while (0)
+
+TEST_IMPL(html_prescan_read_attr)
+{
+    ASSERT_ATTRS("<a>", 2, "end");
+    ASSERT_ATTRS("<a HREF=x Title = 'y z'>", 2, "HREF=x;Title=y z;end");
+    ASSERT_ATTRS("<div title=\"a>b\" class='c>d'>", 4, "title=a>b;class=c>d;end");
+    ASSERT_ATTRS("<a href=/x/>", 2, "href=/x/;end"); /* '/' belongs to the value */
+    ASSERT_ATTRS("<br/>", 3, "end/");                /* self-closing */
+    ASSERT_ATTRS("<br / >", 3, "end");               /* "/ >" is not */
+    ASSERT_ATTRS("<a x/>", 2, "x;end/");
+    ASSERT_ATTRS("<a x=\"y\"/>", 2, "x=y;end/");
+    ASSERT_ATTRS("<a x= />", 2, "x=/;end");
+    ASSERT_ATTRS("<a x=>", 2, "x;end");                /* an empty value */
+    ASSERT_ATTRS("<a ==x>", 2, "==x;end");             /* the name is "=" */
+    ASSERT_ATTRS("<div \"odd>", 4, "\"odd;end");       /* a quote in a name opens nothing */
+    ASSERT_ATTRS("<a b c=d b=e>", 2, "b;c=d;b=e;end"); /* duplicates are all returned */
+    ASSERT_ATTRS("<a x\t\n=\f'v'\ry>", 2, "x=v;y;end");
+    ASSERT_ATTRS("<a x='never closed>", 2, "eof");
+    ASSERT_ATTRS("<a x=y", 2, "eof");
+    ASSERT_ATTRS("<a x", 2, "eof");
+    ASSERT_ATTRS("<a x=", 2, "eof");
+    ASSERT_ATTRS("<a x /", 2, "x;eof");
+}
+
 TEST_IMPL(html_prescan_limit)
 {
-    ASSERT_EQ(3, hv_html_prescan_depth("<i><i><i>", 9, 3));
-    ASSERT_EQ(3, hv_html_prescan_depth("<i><i><i>", 9, 2)); /* limit + 1 */
-    ASSERT_EQ(1, hv_html_prescan_depth("<i><i><i>", 9, 0));
+    ASSERT_EQ(3, hv_prescan_depth("<i><i><i>", 9, 3));
+    ASSERT_EQ(3, hv_prescan_depth("<i><i><i>", 9, 2)); /* limit + 1 */
+    ASSERT_EQ(1, hv_prescan_depth("<i><i><i>", 9, 0));
 }
 
 TEST_IMPL(html_deep_nesting_refused)
@@ -267,12 +326,12 @@ TEST_IMPL(html_reopened_formatting_elements_counted)
         o += (size_t)snprintf(head + o, sizeof(head) - o, "<b id=%d>", i);
     size_t len;
     char *doc = repeat(head, "</p><p>x", 2000, &len);
-    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
+    ASSERT_EQ(HV_HTML_MAX_DEPTH + 1, hv_prescan_depth(doc, len, HV_HTML_MAX_DEPTH));
     free(doc);
 
     /* Identical ones are kept to three (the parser's "Noah's Ark" clause). */
     doc = repeat("", "<p><b>x", 50000, &len);
-    ASSERT_LT(hv_html_prescan_depth(doc, len, HV_HTML_MAX_DEPTH), 10);
+    ASSERT_LT(hv_prescan_depth(doc, len, HV_HTML_MAX_DEPTH), 10);
     free(doc);
 }
 

@@ -1,0 +1,78 @@
+/*
+ * prescan.h: the check every document passes before gumbo sees it.
+ *
+ * What it guarantees: gumbo never gets a document it would choke on. gumbo 0.10 costs time
+ * quadratic in nesting depth (it searches its stack of open elements at most tags), its
+ * destructor recurses once per level, and some malformed shapes make it abort the process on
+ * an internal assertion. A parse runs on a threadpool worker inside the daemon, so any of
+ * these would stall or end every batch in flight. The pre-scan reads the bytes once, models
+ * enough of gumbo's tree builder to estimate the depth it would build, and refuses the
+ * document (a depth above the limit) when it is too deep, would cost gumbo far more than its
+ * depth suggests, or has one of the shapes known to trip gumbo's assertions.
+ *
+ * The estimate errs on the deep side where it cannot tell, but it is not exact: the html
+ * module also measures the tree gumbo built and refuses (and flattens before freeing) one
+ * that still came out deeper than HV_PRESCAN_MAX_DEPTH plus a little slack.
+ *
+ * Who calls it: the html module, before each gumbo parse (hv_html_analyse(),
+ * hv_html_analyse_rules() and the title fast path, which checks the whole page although it
+ * parses only a prefix). The charset module's <meta> prescan reads attributes with the same
+ * walk (hv_prescan_read_attr()). Pure functions: they read only their arguments, allocate
+ * nothing and are safe on any thread.
+ */
+#ifndef HARVESTD_PRESCAN_H
+#define HARVESTD_PRESCAN_H
+
+#include <stddef.h>
+
+/**
+ * Deepest element nesting handed to gumbo (about 30 ms of parse time for one chain this
+ * deep; gumbo's time also grows with the depth at every tag, which the pre-scan caps). Limits
+ * up to this one are tracked element by element; deeper levels are only counted.
+ */
+#define HV_PRESCAN_MAX_DEPTH 4096
+
+/**
+ * Estimate the element nesting depth of [s, s+len) without building a tree: count start tags
+ * of elements that can contain others, minus end tags; skip comments, doctype, raw-text and
+ * RCDATA elements (script, style, textarea, title, ...), void elements, self-closed foreign
+ * tags and elements whose end tag is optional and implied by a sibling (p, li, td, option,
+ * ...). The implied closing and reopening follow gumbo 0.10's tree builder (misnested
+ * formatting elements, tables, templates, select, SVG/MathML). html, head, body and leaves
+ * are not counted, so gumbo's tree is typically 2-3 levels deeper than the estimate.
+ * Stops as soon as the depth exceeds `limit` and returns limit + 1; also returns limit + 1
+ * (without exceeding it) for documents that would cost gumbo far more than their depth
+ * suggests: more than 256 formatting elements left open in one scope, reopened formatting
+ * elements beyond len/2 + 4096, or a sum of depths over all tags above 2^27; and for an
+ * SVG/MathML element named like an HTML select, table part, template, frameset, html,
+ * head or body, or a CDATA section in an SVG/MathML integration point directly in a table:
+ * those make gumbo 0.10 abort on an assertion. O(len) with a bounded factor, no allocation,
+ * about 70 KiB of stack.
+ */
+size_t hv_prescan_depth(const char *s, size_t len, size_t limit);
+
+/** One attribute of a tag, as offsets into the bytes read. */
+typedef struct {
+    size_t name;      /* the name as written, not lower-cased */
+    size_t name_len;  /* at least 1 */
+    size_t value;     /* the value without its quotes, character references not decoded */
+    size_t value_len; /* 0 for an attribute without a value */
+} hv_prescan_attr_t;
+
+/**
+ * Read the next attribute of a tag, from *pos (just after the tag name, or where the previous
+ * call left it) within [s, s+len). This is the walk of the HTML tokenizer's attribute states,
+ * which the HTML standard's "get an attribute" (the encoding prescan) follows too: skip
+ * whitespace and '/'; a name runs to whitespace, '/', '>' or '=' (its first byte may be
+ * anything, even '=' or a quote); an '=' (whitespace around it allowed) brings a value, quoted
+ * with " or ' (and then free to hold '>'), or else running to whitespace or '>' ('/' belongs
+ * to it).
+ * Returns 1 with *a filled and *pos after the attribute; 0 when the tag ends, with *pos at
+ * its '>' (the tag is self-closing, "/>", when this call moved *pos and the byte before that
+ * '>' is '/'); -1 when the bytes run out first (the tokenizer drops such a tag), with *pos
+ * unchanged. Every attribute is returned, later duplicates of a name too: the tokenizer keeps
+ * the first.
+ */
+int hv_prescan_read_attr(const char *s, size_t len, size_t *pos, hv_prescan_attr_t *a);
+
+#endif
