@@ -192,14 +192,22 @@ static void reject(hv_spool_t *sp, const char *from, const char *name, const cha
                reason, uv_err_name(rc));
         return;
     }
+    /* The reason appears whole or not at all: written beside the batches in active/ (a
+     * dotfile nothing claims) and renamed into place. */
     char *reason_path = join(sp->rejected, final, ".reason");
-    FILE *f = fopen(reason_path, "w");
+    char *tmp_path = join(sp->active, ".reason-", final);
+    FILE *f = fopen(tmp_path, "w");
     if (f != NULL) {
-        fprintf(f, "%s\n", reason);
-        fclose(f);
+        int ok = fprintf(f, "%s\n", reason) > 0;
+        if (fclose(f) != 0 || !ok || rename(tmp_path, reason_path) != 0) {
+            HV_LOG(HV_LOG_WARNING, "event=reject_reason_failed file=\"%s\" err=%s", reason_path,
+                   strerror(errno));
+            unlink(tmp_path);
+        }
     }
     HV_LOG(HV_LOG_WARNING, "event=rejected file=\"%s\" reason=\"%s\"", final, reason);
     sp->stats.rejected++;
+    free(tmp_path);
     free(reason_path);
     free(final);
 }
