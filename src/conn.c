@@ -1,10 +1,11 @@
 /*
  * conn.c: TCP client connections.
  *
- * Closing: a connection owns two handles (tcp, timer). hv_conn_close() closes whichever is not
- * already closing; the memory goes when _nhandles reaches 0. A connect attempt that fails
- * with more addresses to try closes the tcp handle with on_tcp_retry_close, which opens a new
- * one, unless the connection was closed meanwhile: then it counts as the final tcp close.
+ * Closing: a connection owns three handles (tcp, timer, drain idle), registered with its
+ * hv_handles_t; hv_conn_close() closes them and the memory goes in the last close callback.
+ * A connect attempt that fails with more addresses to try closes the tcp handle with
+ * on_tcp_retry_close, which opens a new one, unless the connection was closed meanwhile:
+ * then it counts as the tcp handle's final close.
  * Pending connect and write requests complete with UV_ECANCELED before the close callbacks
  * and touch nothing but their own memory.
  */
@@ -43,14 +44,12 @@ static void set_state(hv_conn_t *c, hv_conn_state_t st)
     c->state = st;
 }
 
-static void on_handle_close(uv_handle_t *h)
+static void on_closed(hv_handles_t *hs)
 {
-    hv_conn_t *c = h->data;
-    if (--c->_nhandles == 0) {
-        hv_tls_free(c->_tls);
-        free(c->_host);
-        free(c);
-    }
+    hv_conn_t *c = hv_container_of(hs, hv_conn_t, _handles);
+    hv_tls_free(c->_tls);
+    free(c->_host);
+    free(c);
 }
 
 static void release_dns(hv_conn_t *c)
@@ -119,7 +118,6 @@ static void on_connected(uv_connect_t *req, int status)
         c->_addr_idx++;
         if (current_addr(c) != NULL) {
             /* A handle whose connect failed cannot connect again: replace it. */
-            c->_tcp_retrying = 1;
             uv_close((uv_handle_t *)&c->_tcp, on_tcp_retry_close);
             return;
         }
@@ -146,9 +144,8 @@ static void on_connected(uv_connect_t *req, int status)
 static void on_tcp_retry_close(uv_handle_t *h)
 {
     hv_conn_t *c = h->data;
-    c->_tcp_retrying = 0;
     if (c->state == HV_CONN_CLOSING) {
-        on_handle_close(h);
+        hv_handles_closed(&c->_handles);
         return;
     }
     uv_tcp_init(c->_loop, &c->_tcp);
@@ -204,7 +201,10 @@ int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const cha
     c->_tcp.data = c;
     c->_timer.data = c;
     c->_drain.data = c;
-    c->_nhandles = 3;
+    hv_handles_init(&c->_handles, on_closed);
+    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_tcp);
+    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_timer);
+    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_drain);
 
     if (host_is_ip) {
         if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->_literal) == 0 ||
@@ -438,9 +438,5 @@ void hv_conn_close(hv_conn_t *c)
     release_dns(c);
     hv_conn_read_stop(c);
     uv_timer_stop(&c->_timer);
-    if (!uv_is_closing((uv_handle_t *)&c->_timer))
-        uv_close((uv_handle_t *)&c->_timer, on_handle_close);
-    uv_close((uv_handle_t *)&c->_drain, on_handle_close);
-    if (!c->_tcp_retrying)
-        uv_close((uv_handle_t *)&c->_tcp, on_handle_close);
+    hv_handles_close_all(&c->_handles); /* a tcp handle closing to retry is left to that */
 }

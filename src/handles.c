@@ -20,7 +20,7 @@ void hv_handles_own(hv_handles_t *hs, uv_handle_t *h)
 void hv_handles_closed(hv_handles_t *hs)
 {
     assert(hs->open > 0);
-    if (--hs->open == 0 && hs->closing)
+    if (--hs->open == 0 && hs->closing && hs->on_closed != NULL)
         hs->on_closed(hs); /* last: the owner may free the memory holding hs */
 }
 

@@ -24,6 +24,7 @@
 #include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
+#include "harvestd/handles.h"
 #include "harvestd/log.h"
 #include "harvestd/parse.h"
 #include "harvestd/metrics.h"
@@ -53,7 +54,7 @@ typedef struct {
     int progress;         /* -1 auto (a terminal), 0 off, 1 on */
     int progress_shown;
     hv_metrics_server_t *metrics;
-    int daemon_handles;
+    hv_handles_t handles;  /* signals and timers: closed once, when everything else is */
     int signals;
     int stopping;
     int exit_code;
@@ -351,17 +352,21 @@ static void raise_nofile(void)
 
 /* ---- --once ---- */
 
-static void on_engine_closed(void *ud)
+/* The last step of every way out: the loop then runs dry. */
+static void close_app(app_t *app)
 {
-    app_t *app = ud;
-    app->engine = NULL;
     if (app->metrics != NULL) {
         hv_metrics_close(app->metrics, NULL, NULL);
         app->metrics = NULL;
     }
-    uv_close((uv_handle_t *)&app->sigint, NULL);
-    uv_close((uv_handle_t *)&app->sigterm, NULL);
-    uv_close((uv_handle_t *)&app->sighup, NULL);
+    hv_handles_close_all(&app->handles);
+}
+
+static void on_engine_closed(void *ud)
+{
+    app_t *app = ud;
+    app->engine = NULL;
+    close_app(app);
 }
 
 static void render_metrics(void *ud, hv_buf_t *out)
@@ -439,7 +444,6 @@ static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail
 
     if (app->progress == 1) {
         uv_timer_stop(&app->progress_timer);
-        uv_close((uv_handle_t *)&app->progress_timer, NULL);
         progress_clear(app);
         hv_log_set_before(NULL);
         progress_app = NULL;
@@ -504,6 +508,7 @@ static int start_once(app_t *app)
         /* At most four redraws a second. */
         uv_timer_init(&app->loop, &app->progress_timer);
         app->progress_timer.data = app;
+        hv_handles_own(&app->handles, (uv_handle_t *)&app->progress_timer);
         uv_timer_start(&app->progress_timer, on_progress, 250, 250);
         progress_app = app;
         hv_log_set_before(clear_progress_before_log);
@@ -528,19 +533,14 @@ static void notify_status(app_t *app)
                s->records);
 }
 
-static void on_daemon_handle_close(uv_handle_t *h)
-{
-    app_t *app = h->data;
-    app->daemon_handles--;
-}
-
 static void on_spool_closed(void *ud)
 {
     app_t *app = ud;
     app->spool = NULL;
+    /* Both read the spool: they stop now and close with the other handles. */
+    uv_timer_stop(&app->status_timer);
+    uv_timer_stop(&app->watchdog_timer);
     hv_engine_close(app->engine, on_engine_closed, app);
-    uv_close((uv_handle_t *)&app->status_timer, on_daemon_handle_close);
-    uv_close((uv_handle_t *)&app->watchdog_timer, on_daemon_handle_close);
 }
 
 static void on_spool_progress(void *ud);
@@ -612,7 +612,8 @@ static int start_daemon(app_t *app)
     uv_timer_init(&app->loop, &app->watchdog_timer);
     app->status_timer.data = app;
     app->watchdog_timer.data = app;
-    app->daemon_handles = 2;
+    hv_handles_own(&app->handles, (uv_handle_t *)&app->status_timer);
+    hv_handles_own(&app->handles, (uv_handle_t *)&app->watchdog_timer);
     rc = hv_spool_start(app->spool, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "harvestd: %s\n", err);
@@ -732,19 +733,16 @@ int main(int argc, char **argv)
     uv_signal_init(&app.loop, &app.sigterm);
     uv_signal_init(&app.loop, &app.sighup);
     app.sigint.data = app.sigterm.data = app.sighup.data = &app;
+    hv_handles_init(&app.handles, NULL);
+    hv_handles_own(&app.handles, (uv_handle_t *)&app.sigint);
+    hv_handles_own(&app.handles, (uv_handle_t *)&app.sigterm);
+    hv_handles_own(&app.handles, (uv_handle_t *)&app.sighup);
     uv_signal_start(&app.sigint, on_signal, SIGINT);
     uv_signal_start(&app.sigterm, on_signal, SIGTERM);
     uv_signal_start(&app.sighup, on_signal, SIGHUP);
     rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);
-    if (rc != EXIT_OK && app.spool == NULL) {
-        if (app.metrics != NULL) {
-            hv_metrics_close(app.metrics, NULL, NULL);
-            app.metrics = NULL;
-        }
-        uv_close((uv_handle_t *)&app.sigint, NULL);
-        uv_close((uv_handle_t *)&app.sigterm, NULL);
-        uv_close((uv_handle_t *)&app.sighup, NULL);
-    }
+    if (rc != EXIT_OK && app.spool == NULL)
+        close_app(&app); /* nothing runs that would close them later */
     if (rc != EXIT_OK)
         app.exit_code = rc;
     uv_run(&app.loop, UV_RUN_DEFAULT);

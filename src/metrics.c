@@ -21,6 +21,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/engine.h"
+#include "harvestd/handles.h"
 #include "harvestd/log.h"
 
 #define MAX_REQUEST 8192
@@ -216,7 +217,7 @@ typedef struct client_s {
     int url_bad;
     size_t bytes;
     int responded;
-    int nhandles;
+    hv_handles_t handles;      /* tcp, timer */
     hv_buf_t response;
     char rbuf[2048];
     TAILQ_ENTRY(client_s) link;
@@ -225,14 +226,14 @@ typedef struct client_s {
 struct hv_metrics_server_s {
     uv_loop_t *loop;
     uv_tcp_t listener;
-    int listening;
     uv_timer_t lag;
     uint64_t lag_expected_ns;
     hv_metrics_render_cb render;
     void *ud;
     TAILQ_HEAD(, client_s) clients;
     unsigned nclients;
-    unsigned handles;
+    hv_handles_t handles;      /* lag probe, listener */
+    int handles_closed;
     int closing;
     void (*done)(void *ud);
     void *done_ud;
@@ -243,7 +244,7 @@ static int req_settings_ready;
 
 static void maybe_done(struct hv_metrics_server_s *m)
 {
-    if (m->closing && m->handles == 0 && m->nclients == 0) {
+    if (m->closing && m->handles_closed && m->nclients == 0) {
         void (*done)(void *) = m->done;
         void *ud = m->done_ud;
         free(m);
@@ -252,11 +253,9 @@ static void maybe_done(struct hv_metrics_server_s *m)
     }
 }
 
-static void on_client_handle_close(uv_handle_t *h)
+static void on_client_closed(hv_handles_t *hs)
 {
-    client_t *c = h->data;
-    if (--c->nhandles > 0)
-        return;
+    client_t *c = hv_container_of(hs, client_t, handles);
     struct hv_metrics_server_s *m = c->srv;
     TAILQ_REMOVE(&m->clients, c, link);
     m->nclients--;
@@ -267,10 +266,7 @@ static void on_client_handle_close(uv_handle_t *h)
 
 static void client_close(client_t *c)
 {
-    if (!uv_is_closing((uv_handle_t *)&c->tcp))
-        uv_close((uv_handle_t *)&c->tcp, on_client_handle_close);
-    if (!uv_is_closing((uv_handle_t *)&c->timer))
-        uv_close((uv_handle_t *)&c->timer, on_client_handle_close);
+    hv_handles_close_all(&c->handles);
 }
 
 static void on_client_timeout(uv_timer_t *t);
@@ -417,7 +413,9 @@ static void on_connection(uv_stream_t *server, int status)
     uv_timer_init(m->loop, &c->timer);
     c->tcp.data = c;
     c->timer.data = c;
-    c->nhandles = 2;
+    hv_handles_init(&c->handles, on_client_closed);
+    hv_handles_own(&c->handles, (uv_handle_t *)&c->tcp);
+    hv_handles_own(&c->handles, (uv_handle_t *)&c->timer);
     TAILQ_INSERT_TAIL(&m->clients, c, link);
     m->nclients++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
@@ -449,6 +447,13 @@ static void on_lag_probe(uv_timer_t *t)
     m->lag_expected_ns = now + (uint64_t)LAG_PROBE_MS * 1000000u;
 }
 
+static void on_server_closed(hv_handles_t *hs)
+{
+    struct hv_metrics_server_s *m = hv_container_of(hs, struct hv_metrics_server_s, handles);
+    m->handles_closed = 1;
+    maybe_done(m);
+}
+
 static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
 {
     struct hv_metrics_server_s *m = hv_xcalloc(1, sizeof(*m));
@@ -456,7 +461,8 @@ static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
     TAILQ_INIT(&m->clients);
     uv_timer_init(loop, &m->lag);
     m->lag.data = m;
-    m->handles = 1;
+    hv_handles_init(&m->handles, on_server_closed);
+    hv_handles_own(&m->handles, (uv_handle_t *)&m->lag);
     m->lag_expected_ns = uv_hrtime() + (uint64_t)LAG_PROBE_MS * 1000000u;
     uv_timer_start(&m->lag, on_lag_probe, LAG_PROBE_MS, LAG_PROBE_MS);
     uv_unref((uv_handle_t *)&m->lag); /* the probe alone never keeps the loop alive */
@@ -515,8 +521,7 @@ int hv_metrics_start(uv_loop_t *loop, const char *listen, hv_metrics_render_cb r
     m->ud = ud;
     uv_tcp_init(loop, &m->listener);
     m->listener.data = m;
-    m->handles++;
-    m->listening = 1;
+    hv_handles_own(&m->handles, (uv_handle_t *)&m->listener);
     int rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&m->listener, 64, on_connection);
@@ -529,13 +534,6 @@ int hv_metrics_start(uv_loop_t *loop, const char *listen, hv_metrics_render_cb r
     return 0;
 }
 
-static void on_server_handle_close(uv_handle_t *h)
-{
-    struct hv_metrics_server_s *m = h->data;
-    m->handles--;
-    maybe_done(m);
-}
-
 void hv_metrics_close(hv_metrics_server_t *m, void (*done)(void *ud), void *ud)
 {
     client_t *c;
@@ -544,7 +542,5 @@ void hv_metrics_close(hv_metrics_server_t *m, void (*done)(void *ud), void *ud)
     m->done_ud = ud;
     TAILQ_FOREACH(c, &m->clients, link)
         client_close(c);
-    uv_close((uv_handle_t *)&m->lag, on_server_handle_close);
-    if (m->listening)
-        uv_close((uv_handle_t *)&m->listener, on_server_handle_close);
+    hv_handles_close_all(&m->handles);
 }

@@ -15,6 +15,7 @@
 
 #include "harvestd/batch.h"
 #include "harvestd/common.h"
+#include "harvestd/handles.h"
 #include "harvestd/log.h"
 #include "harvestd/reader.h"
 #include "harvestd/record.h"
@@ -53,10 +54,10 @@ struct hv_spool_s {
     char *out;
     uv_fs_event_t event;
     uv_timer_t timer;
-    int started;
+    hv_handles_t handles;      /* event, timer */
+    int handles_closed;
     int stopping;
     int closing;
-    int handles;
     void (*closed)(void *ud);
     void *closed_ud;
     TAILQ_HEAD(, sbatch_s) batches;
@@ -65,6 +66,7 @@ struct hv_spool_s {
 };
 
 static void scan(hv_spool_t *sp);
+static void on_handles_closed(hv_handles_t *hs);
 
 static char *join(const char *dir, const char *name, const char *suffix)
 {
@@ -140,6 +142,14 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
             return rc;
         }
     }
+    /* From here on the spool owns handles: it goes only through hv_spool_close(). */
+    hv_handles_init(&sp->handles, on_handles_closed);
+    uv_timer_init(loop, &sp->timer);
+    uv_fs_event_init(loop, &sp->event);
+    sp->timer.data = sp;
+    sp->event.data = sp;
+    hv_handles_own(&sp->handles, (uv_handle_t *)&sp->timer);
+    hv_handles_own(&sp->handles, (uv_handle_t *)&sp->event);
     *out = sp;
     return 0;
 }
@@ -318,13 +328,20 @@ static void sbatch_free(sbatch_t *sb)
 
 static void maybe_closed(hv_spool_t *sp)
 {
-    if (sp->closing && sp->handles == 0 && sp->nactive == 0) {
+    if (sp->closing && sp->handles_closed && sp->nactive == 0) {
         void (*closed)(void *) = sp->closed;
         void *ud = sp->closed_ud;
         spool_free(sp);
         if (closed != NULL)
             closed(ud);
     }
+}
+
+static void on_handles_closed(hv_handles_t *hs)
+{
+    hv_spool_t *sp = hv_container_of(hs, hv_spool_t, handles);
+    sp->handles_closed = 1;
+    maybe_closed(sp);
 }
 
 static void finish_complete(sbatch_t *sb)
@@ -775,19 +792,12 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
 
 int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
 {
-    uv_timer_init(sp->loop, &sp->timer);
-    sp->timer.data = sp;
-    sp->handles++;
-    uv_fs_event_init(sp->loop, &sp->event);
-    sp->event.data = sp;
-    sp->handles++;
     int rc = uv_fs_event_start(&sp->event, on_fs_event, sp->incoming, 0);
     if (rc != 0) {
         snprintf(err, errcap, "cannot watch %s: %s", sp->incoming, uv_strerror(rc));
         return rc;
     }
     uv_timer_start(&sp->timer, on_timer, sp->cfg->rescan_interval_ms, sp->cfg->rescan_interval_ms);
-    sp->started = 1;
     scan(sp);
     return 0;
 }
@@ -795,10 +805,8 @@ int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
 void hv_spool_stop(hv_spool_t *sp)
 {
     sp->stopping = 1;
-    if (sp->started) {
-        uv_timer_stop(&sp->timer);
-        uv_fs_event_stop(&sp->event);
-    }
+    uv_timer_stop(&sp->timer);
+    uv_fs_event_stop(&sp->event);
 }
 
 const hv_spool_stats_t *hv_spool_stats(const hv_spool_t *sp)
@@ -809,12 +817,6 @@ const hv_spool_stats_t *hv_spool_stats(const hv_spool_t *sp)
     return &copy;
 }
 
-static void on_handle_close(uv_handle_t *h)
-{
-    hv_spool_t *sp = h->data;
-    sp->handles--;
-    maybe_closed(sp);
-}
 
 void hv_spool_close(hv_spool_t *sp, void (*done)(void *ud), void *ud)
 {
@@ -822,11 +824,5 @@ void hv_spool_close(hv_spool_t *sp, void (*done)(void *ud), void *ud)
     sp->closing = 1;
     sp->closed = done;
     sp->closed_ud = ud;
-    if (sp->started) {
-        uv_close((uv_handle_t *)&sp->timer, on_handle_close);
-        uv_close((uv_handle_t *)&sp->event, on_handle_close);
-    } else {
-        sp->handles = 0;
-        maybe_closed(sp);
-    }
+    hv_handles_close_all(&sp->handles);
 }

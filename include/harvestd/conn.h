@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "harvestd/dns.h"
+#include "harvestd/handles.h"
 #include "harvestd/tls.h"
 
 /** Size of the read buffer all connections share (reads are consumed synchronously). */
@@ -87,8 +88,7 @@ struct hv_conn_s {
     unsigned _addr_idx;
     uint16_t _port;
     int _reading;
-    int _tcp_retrying;          /* _tcp is closing so that the next address can be tried */
-    int _nhandles;              /* handles still to close before the memory can go */
+    hv_handles_t _handles;      /* tcp, timer, drain: the memory goes when all have closed */
 };
 
 /**

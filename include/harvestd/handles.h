@@ -30,6 +30,7 @@ struct hv_handles_s {
     int closing;
 };
 
+/** `on_closed` may be NULL (an owner with nothing to free). */
 void hv_handles_init(hv_handles_t *hs, void (*on_closed)(hv_handles_t *hs));
 
 /** Count `h` (initialised) as the owner's. At most HV_HANDLES_MAX handles. */
