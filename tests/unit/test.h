@@ -1,7 +1,8 @@
 /*
  * test.h: the unit-test harness. Tests register themselves with TEST_IMPL and run under a
  * TAP runner (runner.c). A failed ASSERT prints both sides with file:line and abandons the
- * test; the runner then goes on with the next one.
+ * test; the runner then goes on with the next one. Each test runs in a process of its own
+ * with a deadline (see runner.c), so a crash or a hang fails that test alone.
  *
  *   TEST_IMPL(buf_append_limit) {
  *       ASSERT_EQ(HV_ETOOBIG, hv_buf_append(&b, "x", 1));
