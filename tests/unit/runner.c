@@ -22,6 +22,7 @@
  * no timeout, output straight to stdout, and the first crash ends the run.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harvestd/common.h"
 #include "test.h"
 
 #define MAX_TESTS 1024
@@ -54,6 +56,7 @@ typedef enum {
 typedef struct {
     outcome_t outcome;
     char skip_reason[256];
+    char tmpdir[64]; /* made for the test, removed by the runner once the test is over */
 } result_t;
 
 static result_t *result;
@@ -87,6 +90,145 @@ void hv_test_skip(const char *why)
     longjmp(test_jmp, 2);
 }
 
+/* ---- files */
+
+#define MAX_TMPPATHS 32
+
+static char tmppaths[MAX_TMPPATHS][512];
+static int ntmppaths;
+
+const char *hv_test_tmpdir(void)
+{
+    if (result->tmpdir[0] == '\0') {
+        snprintf(result->tmpdir, sizeof(result->tmpdir), "/tmp/harvestd-unit-XXXXXX");
+        if (mkdtemp(result->tmpdir) == NULL) {
+            result->tmpdir[0] = '\0';
+            hv_test_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+        }
+    }
+    return result->tmpdir;
+}
+
+const char *hv_test_tmppath(const char *name)
+{
+    if (ntmppaths == MAX_TMPPATHS)
+        hv_test_fail(__FILE__, __LINE__, "more than %d temporary paths", MAX_TMPPATHS);
+    char *p = tmppaths[ntmppaths++];
+    int n = snprintf(p, sizeof(tmppaths[0]), "%s/%s", hv_test_tmpdir(), name);
+    if (n < 0 || (size_t)n >= sizeof(tmppaths[0]))
+        hv_test_fail(__FILE__, __LINE__, "temporary path too long: %s", name);
+    return p;
+}
+
+char *hv_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        hv_test_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0, got;
+    char *data = hv_xmalloc(cap);
+    while ((got = fread(data + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n == cap - 1)
+            data = hv_xrealloc(data, cap *= 2);
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(data);
+        hv_test_fail(__FILE__, __LINE__, "%s: cannot read it", path);
+    }
+    data[n] = '\0';
+    if (len != NULL)
+        *len = n;
+    return data;
+}
+
+void hv_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        hv_test_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    size_t put = fwrite(data, 1, len, f);
+    if (fclose(f) != 0 || put != len)
+        hv_test_fail(__FILE__, __LINE__, "%s: cannot write it", path);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if ((type == FTW_DP ? rmdir(path) : unlink(path)) != 0)
+        fprintf(stderr, "runner: cannot remove %s: %s\n", path, strerror(errno));
+    return 0;
+}
+
+static void remove_tmpdir(void)
+{
+    if (result->tmpdir[0] != '\0')
+        nftw(result->tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    result->tmpdir[0] = '\0';
+}
+
+/* ---- loops */
+
+typedef struct {
+    int active; /* open handles that would keep uv_run going */
+    int open;   /* open handles, active or not */
+    char types[200];
+} leftovers_t;
+
+static void count_handle(uv_handle_t *h, void *arg)
+{
+    leftovers_t *l = arg;
+    if (uv_is_closing(h))
+        return;
+    l->open++;
+    if (uv_is_active(h))
+        l->active++;
+}
+
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    leftovers_t *l = arg;
+    if (uv_is_closing(h))
+        return;
+    size_t used = strlen(l->types);
+    snprintf(l->types + used, sizeof(l->types) - used, "%s%s", used ? ", " : "",
+             uv_handle_type_name(uv_handle_get_type(h)));
+    uv_close(h, NULL);
+}
+
+void hv_test_loop_close(const char *file, int line, uv_loop_t *loop)
+{
+    leftovers_t l;
+
+    /* Let what is already under way finish (file requests, connects cancelled by a close,
+     * close callbacks), but stop at the first open handle that would keep the loop running:
+     * the test should have closed it, and waiting for it would only time out. */
+    for (;;) {
+        memset(&l, 0, sizeof(l));
+        uv_walk(loop, count_handle, &l);
+        if (l.active > 0 || !uv_loop_alive(loop))
+            break;
+        uv_run(loop, UV_RUN_ONCE);
+    }
+    /* Whatever is still open was left behind. Close it, so that the report below is about the
+     * handles and not about the loop that cannot close because of them. */
+    memset(&l, 0, sizeof(l));
+    uv_walk(loop, count_handle, &l);
+    uv_walk(loop, close_handle, &l);
+    uv_run(loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(loop);
+    if (l.open > 0)
+        hv_test_fail(file, line, "%d handle%s left open: %s", l.open, l.open == 1 ? "" : "s",
+                     l.types);
+    if (rc != 0)
+        hv_test_fail(file, line, "uv_loop_close() returned %s", uv_err_name(rc));
+}
+
+/* ---- running */
+
 static int by_name(const void *a, const void *b)
 {
     const char *const *x = a, *const *y = b;
@@ -99,6 +241,7 @@ static outcome_t run_here(hv_test_fn fn)
 {
     result->outcome = OUTCOME_NONE;
     result->skip_reason[0] = '\0';
+    ntmppaths = 0;
     switch (setjmp(test_jmp)) {
     case 0:
         fn();
@@ -251,6 +394,7 @@ static int run_test(int n, const char *name, hv_test_fn fn, int nofork, unsigned
             die("tmpfile");
         o = run_forked(fn, out, timeout_s, child_mask, why, sizeof(why));
     }
+    remove_tmpdir();
     if (o == OUTCOME_PASS) {
         printf("ok %d - %s\n", n, name);
     } else if (o == OUTCOME_SKIP) {
