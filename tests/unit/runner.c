@@ -421,8 +421,7 @@ int main(int argc, char **argv)
     int selected = 0, failed = 0, n = 0;
     sigset_t child_mask;
 
-    result = mmap(NULL, sizeof(*result), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-                  0);
+    result = mmap(NULL, sizeof(*result), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (result == MAP_FAILED)
         die("mmap");
     sigprocmask(SIG_SETMASK, NULL, &child_mask);

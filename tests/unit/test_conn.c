@@ -186,9 +186,9 @@ typedef struct {
     server_t srv;
     hv_dns_t *dns;
     hv_conn_t *c;
-    int in_connect;     /* inside hv_conn_connect() */
-    int closed;         /* hv_conn_close() was called */
-    int after_close;    /* callbacks that ran after it */
+    int in_connect;  /* inside hv_conn_connect() */
+    int closed;      /* hv_conn_close() was called */
+    int after_close; /* callbacks that ran after it */
     int connects;
     int connect_status;
     int connect_inside; /* on_connect ran inside hv_conn_connect() */
@@ -355,8 +355,7 @@ static void big_on_connect(hv_conn_t *c, int status)
     free(data);
 }
 
-static const hv_conn_cbs_t big_cbs = {big_on_connect, record_read, close_on_error,
-                                      record_timeout};
+static const hv_conn_cbs_t big_cbs = {big_on_connect, record_read, close_on_error, record_timeout};
 
 TEST_IMPL(conn_large_write_arrives_whole)
 {
@@ -474,8 +473,8 @@ static void stopped_timer_on_connect(hv_conn_t *c, int status)
     uv_timer_start(&w->timer, on_watch, 120, 0);
 }
 
-static const hv_conn_cbs_t stopped_timer_cbs = {stopped_timer_on_connect, record_read,
-                                                record_error, close_on_timeout};
+static const hv_conn_cbs_t stopped_timer_cbs = {stopped_timer_on_connect, record_read, record_error,
+                                                close_on_timeout};
 
 TEST_IMPL(conn_timer_zero_stops_it)
 {
@@ -509,8 +508,8 @@ static void close_twice_on_read(hv_conn_t *c, const char *data, size_t len)
     server_close(&f->srv);
 }
 
-static const hv_conn_cbs_t close_on_read_cbs = {read_on_connect, close_twice_on_read,
-                                                record_error, record_timeout};
+static const hv_conn_cbs_t close_on_read_cbs = {read_on_connect, close_twice_on_read, record_error,
+                                                record_timeout};
 
 TEST_IMPL(conn_close_twice_from_inside_on_read)
 {

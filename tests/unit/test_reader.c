@@ -30,7 +30,7 @@ typedef struct {
     int nlines;
     int ended;
     int end_status;
-    int in_call;      /* inside hv_source_start() or hv_source_resume() */
+    int in_call; /* inside hv_source_start() or hv_source_resume() */
     int called_back_inside;
     uint64_t pause_at; /* return 1 from on_line for this line number (0: never) */
     uint64_t close_at; /* close the source from on_line at this line number (0: never) */
@@ -121,12 +121,12 @@ static sink_t *read_all(const char *data, size_t len)
     return k;
 }
 
-#define ASSERT_LINE(k, i, want, want_lineno)                                               \
-    do {                                                                                   \
-        ASSERT_LT((i), (k)->nlines);                                                       \
-        ASSERT_STR_EQ((want), (k)->lines[i].text);                                         \
-        ASSERT_EQ((want_lineno), (k)->lines[i].lineno);                                    \
-        ASSERT_EQ(0, (k)->lines[i].overlong);                                              \
+#define ASSERT_LINE(k, i, want, want_lineno)                                                       \
+    do {                                                                                           \
+        ASSERT_LT((i), (k)->nlines);                                                               \
+        ASSERT_STR_EQ((want), (k)->lines[i].text);                                                 \
+        ASSERT_EQ((want_lineno), (k)->lines[i].lineno);                                            \
+        ASSERT_EQ(0, (k)->lines[i].overlong);                                                      \
     } while (0)
 
 TEST_IMPL(reader_skips_blanks_and_comments_and_trims)

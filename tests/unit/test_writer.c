@@ -51,9 +51,9 @@ typedef struct {
     int drains;
     int errors;
     int last_error;
-    int in_finish;       /* inside the hv_writer_finish() call */
-    int done;            /* the finish callback ran */
-    int done_inside;     /* ... from inside hv_writer_finish() (it must not) */
+    int in_finish;   /* inside the hv_writer_finish() call */
+    int done;        /* the finish callback ran */
+    int done_inside; /* ... from inside hv_writer_finish() (it must not) */
     int done_status;
     uint64_t done_bytes; /* hv_writer_bytes() when the finish callback ran */
     int fsyncs_at_done;
@@ -104,8 +104,18 @@ static int fixture_open(fixture_t *f, const char *path, const hv_writer_opts_t *
     return hv_writer_open(&f->loop, path, opts, &cbs, f, &f->w);
 }
 
-/* Finish the writer and run the loop until it is gone. */
-static void fixture_finish(fixture_t *f)
+/* A writer with `opts` on "out.jsonl" in the test's directory; returns that path. */
+static const char *fixture_start(fixture_t *f, hv_writer_opts_t opts)
+{
+    const char *path = hv_test_tmppath("out.jsonl");
+    fixture_init(f);
+    ASSERT_OK(fixture_open(f, path, &opts));
+    ASSERT_NOT_NULL(f->w);
+    return path;
+}
+
+/* Finish the writer, run the loop until it is gone, and check the status it finished with. */
+static void fixture_finish(fixture_t *f, int want_status)
 {
     f->in_finish = 1;
     hv_writer_finish(f->w, on_done);
@@ -113,6 +123,7 @@ static void fixture_finish(fixture_t *f)
     uv_run(&f->loop, UV_RUN_DEFAULT);
     ASSERT_EQ(1, f->done);
     ASSERT_EQ(0, f->done_inside);
+    ASSERT_EQ(want_status, f->done_status);
 }
 
 static hv_record_t *ok_record(const char *url, const char *title)
@@ -139,8 +150,8 @@ static void assert_file_is(const char *path, const char *want)
 }
 
 #define LINE_A "{\"requested_url\":\"http://a.test/\",\"status\":\"ok\",\"title\":\"A\"}\n"
-#define LINE_B                                                                             \
-    "{\"requested_url\":\"http://b.test/x\",\"status\":\"failed\",\"http_status\":404,"    \
+#define LINE_B                                                                                     \
+    "{\"requested_url\":\"http://b.test/x\",\"status\":\"failed\",\"http_status\":404,"            \
     "\"stage\":\"download\",\"error_type\":\"HttpStatus\",\"error\":\"http_404\"}\n"
 #define LINE_C "{\"requested_url\":\"http://c.test/\",\"status\":\"ok\"}\n"
 
@@ -149,17 +160,12 @@ static void assert_file_is(const char *path, const char *want)
 TEST_IMPL(writer_writes_one_json_line_per_record)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 10};
-
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 10});
     ASSERT_NOT_NULL(f.w);
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
     ASSERT_OK(hv_writer_push(f.w, failed_record("http://b.test/x")));
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
-    fixture_finish(&f);
-    ASSERT_EQ(0, f.done_status);
+    fixture_finish(&f, 0);
     ASSERT_EQ(0, f.errors);
     ASSERT_EQ(strlen(LINE_A LINE_B LINE_C), f.done_bytes);
     assert_file_is(path, LINE_A LINE_B LINE_C);
@@ -195,8 +201,7 @@ TEST_IMPL(writer_append_mode_keeps_what_the_file_holds)
     hv_test_write_file(path, LINE_A, strlen(LINE_A));
     ASSERT_OK(fixture_open(&f, path, &opts));
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
-    fixture_finish(&f);
-    ASSERT_EQ(0, f.done_status);
+    fixture_finish(&f, 0);
     ASSERT_EQ(strlen(LINE_C), f.done_bytes); /* what this writer wrote, not the file's size */
     assert_file_is(path, LINE_A LINE_C);
     ASSERT_LOOP_CLOSE(&f.loop);
@@ -226,11 +231,7 @@ TEST_IMPL(writer_flush_ms_batches_records_into_one_write)
 {
     fixture_t f;
     probe_t probe;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 100};
-
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 100});
     uv_update_time(&f.loop);
     uint64_t t0 = uv_now(&f.loop);
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
@@ -249,19 +250,14 @@ TEST_IMPL(writer_flush_ms_batches_records_into_one_write)
     ASSERT_EQ(1, f.drains); /* then one write carried all three */
     ASSERT_GE(f.first_drain_ms - t0, 100);
     assert_file_is(path, LINE_A LINE_B LINE_C);
-    fixture_finish(&f);
-    ASSERT_EQ(0, f.done_status);
+    fixture_finish(&f, 0);
     ASSERT_LOOP_CLOSE(&f.loop);
 }
 
 TEST_IMPL(writer_flush_ms_zero_starts_each_write_at_once)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 0};
-
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0});
     /* The first record's write is in flight when the second arrives: that one waits for it,
      * then goes out in a write of its own. */
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
@@ -269,11 +265,12 @@ TEST_IMPL(writer_flush_ms_zero_starts_each_write_at_once)
     uv_run(&f.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(2, f.drains);
     assert_file_is(path, LINE_A LINE_C);
-    fixture_finish(&f);
+    fixture_finish(&f, 0);
     ASSERT_LOOP_CLOSE(&f.loop);
 }
 
-/* A record of about `title_len` bytes whose line is easy to rebuild: see expected_line. */
+/* A record of about `title_len` bytes whose line is easy to rebuild: see
+ * append_expected_line. */
 static hv_record_t *big_record(int i, size_t title_len)
 {
     char url[64];
@@ -318,13 +315,10 @@ static size_t assert_big_records(const char *path, int n, size_t title_len)
 TEST_IMPL(writer_a_full_batch_does_not_wait_for_flush_ms)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 60000};
     const size_t title_len = 8 * 1024;
     const int n = 10; /* over the 64 KiB that start a write without waiting */
 
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 60000});
     uv_update_time(&f.loop);
     uint64_t t0 = uv_now(&f.loop);
     for (int i = 0; i < n; i++)
@@ -332,8 +326,7 @@ TEST_IMPL(writer_a_full_batch_does_not_wait_for_flush_ms)
     uv_run(&f.loop, UV_RUN_DEFAULT);
     ASSERT_GE(f.drains, 1);
     ASSERT_LT(f.first_drain_ms - t0, 10000);
-    fixture_finish(&f);
-    ASSERT_EQ(0, f.done_status);
+    fixture_finish(&f, 0);
     assert_big_records(path, n, title_len);
     ASSERT_LOOP_CLOSE(&f.loop);
 }
@@ -341,13 +334,10 @@ TEST_IMPL(writer_a_full_batch_does_not_wait_for_flush_ms)
 TEST_IMPL(writer_is_full_until_a_write_drains_it)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 60000};
     const size_t title_len = 64 * 1024;
     int n = 0;
 
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 60000});
     ASSERT_EQ(0, hv_writer_full(f.w));
     /* Without the loop running, the first write stays in flight and the rest piles up. */
     while (!hv_writer_full(f.w)) {
@@ -361,8 +351,7 @@ TEST_IMPL(writer_is_full_until_a_write_drains_it)
     ASSERT_GE(f.drains, 1);
     ASSERT_EQ(0, f.full_at_first_drain);
     ASSERT_EQ(0, hv_writer_full(f.w));
-    fixture_finish(&f);
-    ASSERT_EQ(0, f.done_status);
+    fixture_finish(&f, 0);
     ASSERT_EQ(0, f.errors);
     ASSERT_EQ(assert_big_records(path, n, title_len), f.done_bytes);
     ASSERT_LOOP_CLOSE(&f.loop);
@@ -371,19 +360,14 @@ TEST_IMPL(writer_is_full_until_a_write_drains_it)
 TEST_IMPL(writer_finish_writes_what_is_pending_and_fsyncs)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 60000};
-
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 60000});
     watch_fsyncs(path);
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
     /* Finishing does not wait for the minute-long flush delay. */
     uv_update_time(&f.loop);
     uint64_t t0 = uv_now(&f.loop);
-    fixture_finish(&f);
+    fixture_finish(&f, 0);
     ASSERT_LT(uv_now(&f.loop) - t0, 10000);
-    ASSERT_EQ(0, f.done_status);
     ASSERT_EQ(1, f.drains);
     ASSERT_GE(f.fsyncs_at_done, 1);
     assert_file_is(path, LINE_A);
@@ -393,13 +377,8 @@ TEST_IMPL(writer_finish_writes_what_is_pending_and_fsyncs)
 TEST_IMPL(writer_finish_with_nothing_written)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 10};
-
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
-    fixture_finish(&f); /* its callback still comes from the loop */
-    ASSERT_EQ(0, f.done_status);
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 10});
+    fixture_finish(&f, 0); /* its callback still comes from the loop */
     ASSERT_EQ(0, f.done_bytes);
     ASSERT_EQ(0, f.drains);
     assert_file_is(path, "");
@@ -417,18 +396,13 @@ static void push_next(void *ud)
 TEST_IMPL(writer_fsync_always_syncs_every_write)
 {
     fixture_t f;
-    const char *path = hv_test_tmppath("out.jsonl");
-    hv_writer_opts_t opts = {.flush_ms = 0, .fsync_always = 1};
-
-    fixture_init(&f);
-    ASSERT_OK(fixture_open(&f, path, &opts));
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0, .fsync_always = 1});
     watch_fsyncs(path);
     f.drain_hook = push_next;
     ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
     uv_run(&f.loop, UV_RUN_DEFAULT);
     ASSERT_GE(f.drains, 3); /* (a drain follows each write and each fsync) */
-    fixture_finish(&f);
-    ASSERT_EQ(0, f.done_status);
+    fixture_finish(&f, 0);
     ASSERT_GE(f.fsyncs_at_done, 3);
     assert_file_is(path, LINE_C LINE_C LINE_C);
     ASSERT_LOOP_CLOSE(&f.loop);
@@ -457,8 +431,7 @@ TEST_IMPL(writer_error_is_reported_once_and_sticks)
     ASSERT_EQ(UV_ENOSPC, hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
     ASSERT_EQ(UV_ENOSPC, hv_writer_push(f.w, failed_record("http://b.test/x")));
     uv_run(&f.loop, UV_RUN_DEFAULT);
-    fixture_finish(&f);
-    ASSERT_EQ(UV_ENOSPC, f.done_status);
+    fixture_finish(&f, UV_ENOSPC);
     ASSERT_EQ(1, f.errors);
     ASSERT_EQ(0, f.done_bytes);
     ASSERT_LOOP_CLOSE(&f.loop);
