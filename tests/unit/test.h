@@ -86,8 +86,8 @@ void hv_test_skip(const char *why) __attribute__((noreturn));
 /*
  * Files: a test's own temporary directory under /tmp, made on first use and removed by the
  * runner when the test is over, whatever its outcome. A path from hv_test_tmppath() stays
- * valid until the test ends. The read and write helpers fail the test on any error;
- * hv_test_read_file() returns a NUL-terminated copy (the caller frees it).
+ * valid until the test ends. hv_test_read_file() and hv_test_write_file() fail the test on
+ * any error; hv_test_read_file() returns a NUL-terminated copy (the caller frees it).
  */
 const char *hv_test_tmpdir(void);
 const char *hv_test_tmppath(const char *name);
