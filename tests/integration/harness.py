@@ -12,7 +12,8 @@ Environment (set by `make integration`):
 Every run of the binary goes through Harvestd.start()/run(): it writes the URL file into the
 test's tmp_path, runs the binary with its output in a fresh file (through a small launcher that
 measures its peak RSS, see LAUNCHER_SOURCE), parses the JSONL output (every line must be one JSON
-object) and the summary line, and fails the test if stderr holds a sanitizer report. The
+object) and the summary line, and fails the test if stderr holds a sanitizer report or says a
+handle was left open at exit (check_sanitizer; daemon runs and `command` are checked too). The
 program's command line and stderr are printed, so pytest shows them when the test fails.
 
 The spool daemon (`harvestd -c CONFIG`) has its own helpers at the end of this file: configs
@@ -131,10 +132,30 @@ def parse_records(data, complete=True):
 
 
 def check_sanitizer(stderr):
+    """Fail the test if harvestd's stderr says it found a bug of its own while running: a
+    sanitizer report, or a handle still open at exit (see check_leftover_handles). Every run
+    of the binary is checked with this, whatever the test is about."""
     for marker in SANITIZER_MARKERS:
         if marker in stderr:
             at = stderr.index(marker)
             pytest.fail("sanitizer report in harvestd's stderr:\n" + stderr[max(0, at - 2000):at + 8000])
+    check_leftover_handles(stderr)
+
+
+def check_leftover_handles(stderr):
+    """Fail the test if harvestd logged "event=leftover_handle type=..." (src/main.c): at exit
+    a handle was still open, which harvestd then closed itself so that its loop could close.
+    Every handle has an owner that must close it on the way out, so this is a bug even when the
+    run's output is right. The line is a warning, printed at every log level the tests use
+    (notice by default, info for the daemon; never above warning)."""
+    lines = stderr.splitlines()
+    found = [i for i, line in enumerate(lines) if "leftover_handle" in line
+             and (parse_log_line(line) or {}).get("event") == "leftover_handle"]
+    if found:
+        types = [parse_log_line(lines[i]).get("type", "?") for i in found]
+        excerpt = "\n".join(lines[max(0, found[0] - 40):found[-1] + 10])
+        pytest.fail("harvestd left %d handle%s open at exit (%s):\n%s"
+                    % (len(found), "" if len(found) == 1 else "s", ", ".join(types), excerpt))
 
 
 def assert_key_order(rec):

@@ -313,3 +313,26 @@ def test_00_18_tls_origin_stops_with_a_pending_handshake(pki):
     assert s.recv(100) == b""
     s.close()
     assert o.tcp_accepted == 1 and o.tls_full == 0
+
+
+# ---------------------------------------------------------------------------- harness checks
+
+
+def test_00_19_leftover_handles_fail_the_test():
+    from harness import check_leftover_handles, check_sanitizer
+    clean = ("harvestd: level=notice event=start mode=once\n"
+             "harvestd: level=info event=invalid_input line=1 url=http://a/event=leftover_handle\n"
+             "harvestd: summary records=1 ok=0 failed=1\n")
+    check_leftover_handles(clean)
+    check_sanitizer(clean)
+    for stderr, types in [
+            ("harvestd: summary records=0 ok=0 failed=0\n"
+             "harvestd: level=warning event=leftover_handle type=timer\n", "(timer)"),
+            ("<4>level=warning event=leftover_handle type=tcp\n"  # the journal's form
+             "<4>level=warning event=leftover_handle type=idle\n", "(tcp, idle)")]:
+        for check in (check_leftover_handles, check_sanitizer):
+            with pytest.raises(pytest.fail.Exception) as info:
+                check(stderr)
+            message = str(info.value)
+            assert types in message, message
+            assert "event=leftover_handle" in message, message  # the excerpt

@@ -1,7 +1,8 @@
 /*
  * test.h: the unit-test harness. Tests register themselves with TEST_IMPL and run under a
  * TAP runner (runner.c). A failed ASSERT prints both sides with file:line and abandons the
- * test; the runner then goes on with the next one.
+ * test; the runner then goes on with the next one. Each test runs in a process of its own
+ * with a deadline (see runner.c), so a crash or a hang fails that test alone.
  *
  *   TEST_IMPL(buf_append_limit) {
  *       ASSERT_EQ(HV_ETOOBIG, hv_buf_append(&b, "x", 1));
@@ -15,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <uv.h>
 
 typedef void (*hv_test_fn)(void);
 
@@ -80,5 +82,29 @@ void hv_test_skip(const char *why) __attribute__((noreturn));
     } while (0)
 
 #define RETURN_SKIP(why) hv_test_skip(why)
+
+/*
+ * Files: a test's own temporary directory under /tmp, made on first use and removed by the
+ * runner when the test is over, whatever its outcome. A path from hv_test_tmppath() stays
+ * valid until the test ends. hv_test_read_file() and hv_test_write_file() fail the test on
+ * any error; hv_test_read_file() returns a NUL-terminated copy (the caller frees it).
+ */
+const char *hv_test_tmpdir(void);
+const char *hv_test_tmppath(const char *name);
+char *hv_test_read_file(const char *path, size_t *len);
+void hv_test_write_file(const char *path, const void *data, size_t len);
+
+/*
+ * The end of every test that runs a loop (libuv's MAKE_VALGRIND_HAPPY, made strict): lets
+ * what is under way finish (requests, close callbacks), then fails the test if any handle is
+ * still open, naming their types, after closing them; then asserts uv_loop_close() == 0.
+ * A test closes what it opened; this only proves it did.
+ *
+ *   hv_conn_close(c);
+ *   uv_close((uv_handle_t *)&server, NULL);
+ *   ASSERT_LOOP_CLOSE(&loop);
+ */
+void hv_test_loop_close(const char *file, int line, uv_loop_t *loop);
+#define ASSERT_LOOP_CLOSE(loop) hv_test_loop_close(__FILE__, __LINE__, (loop))
 
 #endif
