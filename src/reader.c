@@ -154,7 +154,9 @@ static void pump(reader_t *r)
         size_t len = (size_t)(nl - start);
         r->chunk_pos += len + 1;
         if (r->line_len == 0 && !r->line_overlong) {
-            r->paused = deliver(r, start, len, 0);
+            /* Within one chunk: held to the same limit as a line carried across chunks. */
+            int overlong = len > HV_READER_LINE_MAX;
+            r->paused = deliver(r, start, overlong ? HV_READER_LINE_MAX : len, overlong);
         } else {
             carry(r, start, len);
             int overlong = r->line_overlong;
