@@ -34,6 +34,8 @@
 
 typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
 
+static const char *const rq_state_names[] = {"connecting", "waiting", "receiving"};
+
 /* One host's idle keep-alive connections, newest first. */
 typedef struct pool_host_s {
     char *key;
@@ -112,6 +114,13 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     TAILQ_INIT(&f->active);
     TAILQ_INIT(&f->idle_lru);
     return f;
+}
+
+static void set_state(hv_req_t *r, rq_state_t st)
+{
+    HV_LOG(HV_LOG_DEBUG, "event=request_state job=%" PRIu64 " from=%s to=%s", r->job->id,
+           rq_state_names[r->state], rq_state_names[st]);
+    r->state = st;
 }
 
 static void format_duration(char *out, size_t cap, uint64_t ms)
@@ -338,7 +347,7 @@ static void send_request(hv_req_t *r)
     hv_http_init(&r->http, r->job->kind == HV_JOB_ROBOTS ? &f->robots_limits : &f->limits, on_head,
                  r);
     r->http_ready = 1;
-    r->state = RQ_WAITING;
+    set_state(r, RQ_WAITING);
     if (rc != 0) {
         req_on_error(r->conn, rc);
         return;
@@ -376,7 +385,7 @@ static void open_conn(hv_req_t *r, int allow_pool)
     f->stats.connections_opened++;
     r->conn = c;
     r->reused = 0;
-    r->state = RQ_CONNECTING;
+    set_state(r, RQ_CONNECTING);
     arm(r, f->cfg->connect_timeout_ms);
 }
 
@@ -527,7 +536,8 @@ static void http_failed(hv_req_t *r, int rc)
 static void req_on_read(hv_conn_t *c, const char *data, size_t len)
 {
     hv_req_t *r = c->data;
-    r->state = RQ_RECEIVING;
+    if (r->state != RQ_RECEIVING)
+        set_state(r, RQ_RECEIVING);
     int rc = hv_http_feed(&r->http, data, len);
     if (rc == 0) {
         if (!r->f->paused)
