@@ -1,11 +1,8 @@
 /*
- * engine.c: the shared middle of the pipeline, run as one pass per loop iteration (see
- * engine.h for what marks work pending and what the pass does, in which order).
- *
- * Who owns a job: its flow's owner hands over a record and a URL (hv_engine_submit); from
- * then on the job belongs to the scheduler while it waits, to fetch while it downloads, and
- * to the engine's `ended` list from the moment fetch ends it until the next pass decides
- * what follows. A page's record then travels with the page, through the parser, to its flow.
+ * engine.c: the shared middle of the pipeline, one pass per loop iteration (engine.h). A job
+ * belongs to the scheduler while it waits, to fetch while it downloads, and to the `ended`
+ * list from then until the next pass decides what follows; a page's record then travels with
+ * the page, through the parser, to its flow.
  */
 #include "harvestd/engine.h"
 
@@ -243,6 +240,29 @@ static void job_ended(hv_engine_t *e, hv_job_t *job)
     }
 }
 
+static void end_jobs(hv_engine_t *e)
+{
+    hv_job_t *job;
+    while ((job = TAILQ_FIRST(&e->ended)) != NULL) {
+        TAILQ_REMOVE(&e->ended, job, done_link);
+        job_ended(e, job);
+    }
+}
+
+/* Hand the flow's parsed records to its owner, or free them when `drop`. */
+static void hand_over(hv_engine_flow_t *f, int drop)
+{
+    hv_record_t *rec;
+    while ((rec = TAILQ_FIRST(&f->records)) != NULL) {
+        TAILQ_REMOVE(&f->records, rec, link);
+        f->pages--;
+        if (drop)
+            hv_record_free(rec);
+        else
+            f->cbs->on_record(f->ud, rec);
+    }
+}
+
 /* ---- the pass ---- */
 
 static void arm_wake_timer(hv_engine_t *e);
@@ -254,10 +274,7 @@ static void on_pass(uv_idle_t *idle)
     hv_host_t *h;
 
     e->dirty = 0;
-    while ((job = TAILQ_FIRST(&e->ended)) != NULL) {
-        TAILQ_REMOVE(&e->ended, job, done_link);
-        job_ended(e, job);
-    }
+    end_jobs(e);
     /* Hosts whose jobs wait for their robots.txt: fetch it on the privileged flow. */
     while ((h = hv_sched_robots_wanted(e->sched)) != NULL) {
         job = hv_polite_robots_job(e->polite, h->pol, h->scheme, h->name, h->port,
@@ -280,12 +297,7 @@ static void on_pass(uv_idle_t *idle)
     hv_engine_flow_t *f, *fnext;
     for (f = TAILQ_FIRST(&e->flows); f != NULL; f = fnext) {
         fnext = TAILQ_NEXT(f, link);
-        hv_record_t *rec;
-        while ((rec = TAILQ_FIRST(&f->records)) != NULL) {
-            TAILQ_REMOVE(&f->records, rec, link);
-            f->pages--;
-            f->cbs->on_record(f->ud, rec);
-        }
+        hand_over(f, 0);
         f->cbs->on_pass(f->ud);
     }
 
@@ -416,12 +428,7 @@ void hv_engine_flow_drop(hv_engine_flow_t *f, int force)
         hv_fetch_cancel(e->fetch, f->sched);
         f->pages -= hv_pages_drop(e->pages, f);
         hv_parse_cancel_pending(e->parse, f);
-        hv_record_t *rec;
-        while ((rec = TAILQ_FIRST(&f->records)) != NULL) {
-            TAILQ_REMOVE(&f->records, rec, link);
-            f->pages--;
-            hv_record_free(rec);
-        }
+        hand_over(f, 1);
     }
     hv_engine_wake(e);
 }
@@ -509,11 +516,7 @@ void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
     e->closed_ud = ud;
     /* Only robots.txt requests can still be in flight (flows wait for their own). */
     hv_fetch_cancel(e->fetch, NULL);
-    hv_job_t *job;
-    while ((job = TAILQ_FIRST(&e->ended)) != NULL) {
-        TAILQ_REMOVE(&e->ended, job, done_link);
-        job_ended(e, job);
-    }
+    end_jobs(e);
     hv_fetch_free(e->fetch);
     hv_sched_drop(e->sched, e->robots_flow, drop_job, e);
     hv_sched_flow_free(e->sched, e->robots_flow);
