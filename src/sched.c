@@ -483,15 +483,22 @@ void hv_sched_drop(hv_sched_t *s, hv_flow_t *flow, void (*drop)(void *ud, hv_job
         }
         fhost_gc(s, fh);
     }
-    for (unsigned i = 0; i < s->nheap;) {
+    /* Removing by index while walking would miss jobs that a removal lifts above the walk:
+     * keep the other flows' jobs, then restore the heap order bottom-up. */
+    unsigned kept = 0;
+    for (unsigned i = 0; i < s->nheap; i++) {
         hv_job_t *job = s->heap[i];
-        if (job->flow != flow) {
-            i++;
+        if (job->flow == flow) {
+            flow->ndelayed--;
+            drop(ud, job);
             continue;
         }
-        heap_remove(s, i);
-        drop(ud, job);
+        job->heap_idx = kept;
+        s->heap[kept++] = job;
     }
+    s->nheap = kept;
+    for (unsigned i = kept / 2; i-- > 0;)
+        heap_down(s, i);
 }
 
 unsigned hv_sched_waiting(const hv_sched_t *s)
