@@ -281,11 +281,21 @@ static void lower_name(char *out, size_t cap, const char *prefix, int err, size_
     out[n] = '\0';
 }
 
+static const char *conn_error_text(const hv_conn_t *c, char *out, size_t cap)
+{
+    const hv_fault_t *f = hv_conn_error(c);
+    hv_detail_format(out, cap, f->code, f->arg);
+    return out;
+}
+
 static void fail_connect(hv_req_t *r, int status)
 {
     char text[64];
     if (status == HV_ECERT || status == HV_ETLS) {
-        snprintf(text, sizeof(text), "%s", r->conn != NULL ? hv_conn_error(r->conn) : "tls");
+        if (r->conn != NULL)
+            conn_error_text(r->conn, text, sizeof(text));
+        else
+            snprintf(text, sizeof(text), "tls");
         finish_fail(r, status == HV_ECERT ? HV_ET_CERTIFICATE : HV_ET_TLS, text);
         return;
     }
@@ -572,7 +582,7 @@ static void req_on_error(hv_conn_t *c, int err)
         return;
     }
     if (err == HV_ETLS) {
-        finish_fail(r, HV_ET_TLS, hv_conn_error(c));
+        finish_fail(r, HV_ET_TLS, conn_error_text(c, text, sizeof(text)));
         return;
     }
     if (err == UV_ECONNRESET)
