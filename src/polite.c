@@ -314,14 +314,14 @@ int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
     hv_hostpol_t *h = job->host->pol;
     if (p->cfg->obey_robots && h->robots != NULL &&
         !hv_robots_allowed(h->robots, job->url.target, strlen(job->url.target))) {
-        char why[80];
-        if (h->robots_unavailable)
-            snprintf(why, sizeof(why), "robots_txt_unavailable_%s", h->robots_why);
-        else
-            snprintf(why, sizeof(why), "disallowed_by_robots_txt");
         job->robots_retry = h->robots_unavailable && !h->robots_final;
         hv_job_fill_record(job, now);
-        hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, why);
+        if (h->robots_unavailable)
+            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE,
+                           h->robots_why);
+        else
+            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_DISALLOWED_BY_ROBOTS,
+                           NULL);
         p->stats.robots_disallowed++;
         hv_polite_unstart(h);
         return 0;

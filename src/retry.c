@@ -79,6 +79,7 @@ int hv_retry_job(const hv_config_t *cfg, hv_job_t *job, double rnd, uint64_t now
     rec->ok = 1;
     rec->stage = HV_STAGE_NONE;
     rec->error_type = HV_ET_NONE;
+    rec->detail = HV_D_NONE;
     free(rec->error);
     rec->error = NULL;
     rec->http_status = 0;
