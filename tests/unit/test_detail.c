@@ -2,7 +2,12 @@
 #include "harvestd/detail.h"
 
 #include "harvestd/common.h"
+#include "harvestd/config.h"
+#include "harvestd/record.h"
+#include "harvestd/retry.h"
 #include "test.h"
+
+#include <stdlib.h>
 
 /* The record text of `d` with `arg`, in a static buffer. */
 static const char *text(hv_detail_t d, const char *arg)
@@ -131,4 +136,47 @@ TEST_IMPL(detail_fault_keeps_code_and_argument)
     hv_fault_set(&f, HV_D_ROBOTS_UNAVAILABLE, arg);
     ASSERT_EQ(HV_DETAIL_ARG_MAX - 1, strlen(f.arg));
     ASSERT_LT(strlen(text(f.code, f.arg)), HV_DETAIL_TEXT_MAX);
+}
+
+/* A record that failed at download with `type` and `detail`. */
+static hv_record_t *failed(hv_error_type_t type, hv_detail_t detail, const char *arg)
+{
+    hv_record_t *r = hv_record_new("http://h/", 9);
+    hv_record_fail(r, HV_STAGE_DOWNLOAD, type, detail, arg);
+    return r;
+}
+
+static int transient(hv_error_type_t type, hv_detail_t detail, const char *arg)
+{
+    hv_config_t cfg;
+    hv_config_defaults(&cfg);
+    hv_record_t *r = failed(type, detail, arg);
+    int yes = hv_retry_transient(&cfg, r);
+    hv_record_free(r);
+    hv_config_free(&cfg);
+    return yes;
+}
+
+TEST_IMPL(detail_retry_decides_on_the_code)
+{
+    ASSERT_EQ(1, transient(HV_ET_DNS, HV_D_DNS_TEMPORARY_FAILURE, NULL));
+    ASSERT_EQ(1, transient(HV_ET_DNS, HV_D_DNS_LOOKUP_EXCEEDED, "10s"));
+    ASSERT_EQ(0, transient(HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL));
+    ASSERT_EQ(0, transient(HV_ET_DNS, HV_D_NO_ADDRESS_FOR_NAME, NULL));
+    ASSERT_EQ(0, transient(HV_ET_DNS, HV_D_DNS_ERROR, "fail"));
+    ASSERT_EQ(1, transient(HV_ET_TLS, HV_D_TLS_CLOSED_DURING_HANDSHAKE, NULL));
+    ASSERT_EQ(1, transient(HV_ET_TLS, HV_D_TLS_RESET_DURING_HANDSHAKE, NULL));
+    ASSERT_EQ(0, transient(HV_ET_TLS, HV_D_TLS_ALERT, "40"));
+    ASSERT_EQ(0, transient(HV_ET_CERTIFICATE, HV_D_CERTIFICATE_EXPIRED, NULL));
+    ASSERT_EQ(1, transient(HV_ET_CONNECT, HV_D_CONNECTION_REFUSED, NULL));
+
+    /* The words do not matter: a record whose text says otherwise is judged by its code. */
+    hv_config_t cfg;
+    hv_config_defaults(&cfg);
+    hv_record_t *r = failed(HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL);
+    free(r->error);
+    r->error = hv_xstrdup("dns_temporary_failure");
+    ASSERT_EQ(0, hv_retry_transient(&cfg, r));
+    hv_record_free(r);
+    hv_config_free(&cfg);
 }
