@@ -261,13 +261,11 @@ static void robots_result(hv_polite_t *p, hv_hostpol_t *h, const char *body, siz
     } else if (rec->error_type == HV_ET_TOO_MANY_REDIRECTS) {
         robots_ready(h, hv_robots_allow_all(), 1, expires, "redirects_allow_all");
     } else {
-        /* The refused pages say why; and when it would not pass by asking again (a 5xx
-         * always might), they fail at once instead of retrying into the same wall. */
-        if (rec->error_type == HV_ET_HTTP_STATUS && rec->http_status > 0)
-            snprintf(h->robots_why, sizeof(h->robots_why), "http_%d", rec->http_status);
-        else
-            snprintf(h->robots_why, sizeof(h->robots_why), "%s",
-                     rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
+        /* The refused pages say why (the failure's text, http_503 for a status); and when it
+         * would not pass by asking again (a 5xx always might), they fail at once instead of
+         * retrying into the same wall. That is decided on the failure's code, by retry. */
+        snprintf(h->robots_why, sizeof(h->robots_why), "%s",
+                 rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
         h->robots_final = rec->error_type != HV_ET_HTTP_STATUS && !hv_retry_transient(cfg, rec);
         robots_ready(h, hv_robots_disallow_all(), 0,
                      now + HV_MIN(cfg->robots_ttl_ms, (uint64_t)ROBOTS_UNAVAILABLE_TTL_MS),
