@@ -284,6 +284,30 @@ static const char *err_name_arg(char *out, size_t cap, int err, size_t skip)
     return out;
 }
 
+/* getaddrinfo's failures, as libuv reports them, as opposed to the connect's. */
+static int is_lookup_error(int err)
+{
+    switch (err) {
+    case UV_EAI_ADDRFAMILY:
+    case UV_EAI_AGAIN:
+    case UV_EAI_BADFLAGS:
+    case UV_EAI_BADHINTS:
+    case UV_EAI_CANCELED:
+    case UV_EAI_FAIL:
+    case UV_EAI_FAMILY:
+    case UV_EAI_MEMORY:
+    case UV_EAI_NODATA:
+    case UV_EAI_NONAME:
+    case UV_EAI_OVERFLOW:
+    case UV_EAI_PROTOCOL:
+    case UV_EAI_SERVICE:
+    case UV_EAI_SOCKTYPE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static void fail_connect(hv_req_t *r, int status)
 {
     char name[32];
@@ -296,18 +320,16 @@ static void fail_connect(hv_req_t *r, int status)
             finish_fail(r, type, HV_D_TLS_FAILED, NULL);
         return;
     }
-    if (strncmp(uv_err_name(status), "EAI_", 4) == 0) {
-        if (status == UV_EAI_NONAME)
-            finish_fail(r, HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL);
-        else if (status == UV_EAI_AGAIN)
-            finish_fail(r, HV_ET_DNS, HV_D_DNS_TEMPORARY_FAILURE, NULL);
-        else if (status == UV_EAI_NODATA)
-            finish_fail(r, HV_ET_DNS, HV_D_NO_ADDRESS_FOR_NAME, NULL);
-        else
-            finish_fail(r, HV_ET_DNS, HV_D_DNS_ERROR, err_name_arg(name, sizeof(name), status, 4));
-        return;
-    }
     switch (status) {
+    case UV_EAI_NONAME:
+        finish_fail(r, HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL);
+        return;
+    case UV_EAI_AGAIN:
+        finish_fail(r, HV_ET_DNS, HV_D_DNS_TEMPORARY_FAILURE, NULL);
+        return;
+    case UV_EAI_NODATA:
+        finish_fail(r, HV_ET_DNS, HV_D_NO_ADDRESS_FOR_NAME, NULL);
+        return;
     case UV_ECONNREFUSED:
         finish_fail(r, HV_ET_CONNECT, HV_D_CONNECTION_REFUSED, NULL);
         return;
@@ -321,8 +343,11 @@ static void fail_connect(hv_req_t *r, int status)
         finish_fail(r, HV_ET_CONNECT_TIMEOUT, HV_D_CONNECT_TIMED_OUT, NULL);
         return;
     default:
-        finish_fail(r, HV_ET_CONNECT, HV_D_CONNECT_ERROR,
-                    err_name_arg(name, sizeof(name), status, 1));
+        if (is_lookup_error(status))
+            finish_fail(r, HV_ET_DNS, HV_D_DNS_ERROR, err_name_arg(name, sizeof(name), status, 4));
+        else
+            finish_fail(r, HV_ET_CONNECT, HV_D_CONNECT_ERROR,
+                        err_name_arg(name, sizeof(name), status, 1));
     }
 }
 
