@@ -3,6 +3,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/config.h"
+#include "harvestd/http.h"
 #include "harvestd/record.h"
 #include "harvestd/retry.h"
 #include "test.h"
@@ -179,4 +180,43 @@ TEST_IMPL(detail_retry_decides_on_the_code)
     ASSERT_EQ(0, hv_retry_transient(&cfg, r));
     hv_record_free(r);
     hv_config_free(&cfg);
+}
+
+static hv_http_body_t keep_body(hv_http_t *h)
+{
+    (void)h;
+    return HV_HTTP_BODY_KEEP;
+}
+
+/* Feed `resp` whole (then EOF if asked) and check the fault the exchange reports and that its
+ * text is the one h->error carries. */
+#define ASSERT_HTTP_FAULT(resp, eof, want_rc, want_code, want_arg, want_text)                      \
+    do {                                                                                           \
+        hv_http_limits_t lim_ = {1024, 1024, 64, 0};                                               \
+        hv_http_t h_;                                                                              \
+        hv_http_init(&h_, &lim_, keep_body, NULL);                                                 \
+        int rc_ = hv_http_feed(&h_, resp, strlen(resp));                                           \
+        if (rc_ == 0 && (eof))                                                                     \
+            rc_ = hv_http_eof(&h_);                                                                \
+        ASSERT_EQ(want_rc, rc_);                                                                   \
+        ASSERT_EQ(want_code, h_.fault.code);                                                       \
+        ASSERT_STR_EQ(want_arg, h_.fault.arg);                                                     \
+        ASSERT_STR_EQ(want_text, h_.error);                                                        \
+        ASSERT_STR_EQ(want_text, text(h_.fault.code, h_.fault.arg));                               \
+        hv_http_free(&h_);                                                                         \
+    } while (0)
+
+TEST_IMPL(detail_http_reports_codes)
+{
+    ASSERT_HTTP_FAULT("", 1, HV_ECLOSED, HV_D_CLOSED_BEFORE_RESPONSE, "",
+                      "connection_closed_before_response");
+    ASSERT_HTTP_FAULT("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", 1, HV_ECLOSED,
+                      HV_D_CLOSED_MID_BODY, "", "connection_closed_mid_body");
+    ASSERT_HTTP_FAULT("HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n", 0, HV_ETOOBIG,
+                      HV_D_RESPONSE_EXCEEDS, "1_kib", "response_exceeds_1_kib");
+    ASSERT_HTTP_FAULT("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 0, HV_EPROTO,
+                      HV_D_HTTP_PARSE, "invalid_chunk_size", "invalid_chunk_size");
+    ASSERT_HTTP_FAULT("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\n"
+                      "abcd",
+                      0, HV_EDECODE, HV_D_DECODE_CORRUPT, "gzip", "gzip_corrupt");
 }
