@@ -120,7 +120,7 @@ static int pause_input(hv_batch_t *b)
 static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong)
 {
     hv_batch_t *b = ud;
-    const char *reason = "malformed";
+    hv_detail_t reason = HV_D_MALFORMED;
     hv_url_t url;
     int rc;
 
@@ -132,7 +132,7 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
     b->stats.lines++;
     hv_record_t *rec = hv_record_new(line, len);
     if (verdict == HV_BATCH_CRASHED) {
-        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_PARSER_CRASHED, "parser_crashed_on_this_page");
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_PARSER_CRASHED, HV_D_PARSER_CRASHED, NULL);
         HV_LOG(HV_LOG_WARNING, "event=parser_crashed_before batch=%s line=%" PRIu64, b->name,
                lineno);
         push_result(b, rec);
@@ -141,15 +141,15 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
     }
     if (overlong) {
         rc = HV_EURL;
-        reason = "line_exceeds_8_kib";
+        reason = HV_D_LINE_EXCEEDS_8_KIB;
     } else {
-        rc = hv_url_parse(&url, line, len, &reason);
+        rc = hv_url_parse_detail(&url, line, len, &reason);
     }
     if (rc != 0) {
         hv_error_type_t t = rc == HV_ESCHEME ? HV_ET_UNSUPPORTED_SCHEME : HV_ET_INVALID_URL;
-        hv_record_fail(rec, HV_STAGE_INPUT, t, reason);
+        hv_record_fail(rec, HV_STAGE_INPUT, t, reason, NULL);
         HV_LOG(HV_LOG_INFO, "event=invalid_input batch=%s line=%" PRIu64 " error_type=%s error=%s",
-               b->name, lineno, hv_error_type_name(t), reason);
+               b->name, lineno, hv_error_type_name(t), rec->error);
         push_result(b, rec);
         hv_engine_wake(b->e);
     } else {

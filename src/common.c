@@ -18,13 +18,11 @@ static const struct {
     {HV_EDECODE, "HV_EDECODE", "content decoding failed"},
     {HV_EURL, "HV_EURL", "malformed URL"},
     {HV_ESCHEME, "HV_ESCHEME", "unsupported URL scheme"},
-    {HV_EREDIRECTS, "HV_EREDIRECTS", "too many redirects"},
     {HV_ECLOSED, "HV_ECLOSED", "connection closed before the response completed"},
     {HV_ECANCELLED, "HV_ECANCELLED", "cancelled"},
     {HV_ENESTING, "HV_ENESTING", "document nested too deeply"},
     {HV_ETLS, "HV_ETLS", "TLS failure"},
     {HV_ECERT, "HV_ECERT", "certificate verification failed"},
-    {HV_EINTERNAL, "HV_EINTERNAL", "internal error"},
 };
 
 const char *hv_strerror(int err)

@@ -283,7 +283,7 @@ static int tls_flush(hv_conn_t *c)
 
 static void tls_failed(hv_conn_t *c, int err)
 {
-    snprintf(c->_error, sizeof(c->_error), "%s", hv_tls_error(c->_tls));
+    c->_error = *hv_tls_fault(c->_tls);
     hv_conn_read_stop(c);
     if (c->state == HV_CONN_HANDSHAKING)
         c->cbs->on_connect(c, err);
@@ -303,7 +303,7 @@ static void tls_progress(hv_conn_t *c)
             return;
         }
         if (wrc != 0) {
-            snprintf(c->_error, sizeof(c->_error), "tls_write_failed");
+            hv_fault_set(&c->_error, HV_D_TLS_WRITE_FAILED, NULL);
             hv_conn_read_stop(c);
             c->cbs->on_connect(c, wrc);
             return;
@@ -347,9 +347,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         hv_conn_read_stop(c);
         if (c->state == HV_CONN_HANDSHAKING) {
             hv_tls_count_failure(c->_tls);
-            snprintf(c->_error, sizeof(c->_error), "%s",
-                     nread == UV_EOF ? "tls_closed_during_handshake"
-                                     : "tls_connection_reset_during_handshake");
+            hv_fault_set(&c->_error,
+                         nread == UV_EOF ? HV_D_TLS_CLOSED_DURING_HANDSHAKE
+                                         : HV_D_TLS_RESET_DURING_HANDSHAKE,
+                         NULL);
             c->cbs->on_connect(c, HV_ETLS);
             return;
         }
@@ -381,7 +382,7 @@ int hv_conn_write(hv_conn_t *c, const char *data, size_t len)
     if (c->_tls != NULL) {
         int rc = hv_tls_write(c->_tls, data, len);
         if (rc != 0) {
-            snprintf(c->_error, sizeof(c->_error), "%s", hv_tls_error(c->_tls));
+            c->_error = *hv_tls_fault(c->_tls);
             return rc;
         }
         return tls_flush(c);
@@ -410,9 +411,9 @@ void hv_conn_read_stop(hv_conn_t *c)
     c->_reading = 0;
 }
 
-const char *hv_conn_error(const hv_conn_t *c)
+const hv_fault_t *hv_conn_error(const hv_conn_t *c)
 {
-    return c->_error;
+    return &c->_error;
 }
 
 int hv_conn_is_tls(const hv_conn_t *c)

@@ -55,7 +55,7 @@ typedef struct hv_req_s {
     hv_http_t http;
     int is_redirect;           /* decided at the head: follow Location once complete */
     hv_error_type_t fail_type; /* decided at the head: fail once complete (or at abort) */
-    char fail_text[64];
+    hv_fault_t fail;
     TAILQ_ENTRY(hv_req_s) link;
 } hv_req_t;
 
@@ -121,14 +121,6 @@ static void set_state(hv_req_t *r, rq_state_t st)
     HV_LOG(HV_LOG_DEBUG, "event=request_state job=%" PRIu64 " from=%s to=%s", r->job->id,
            rq_state_names[r->state], rq_state_names[st]);
     r->state = st;
-}
-
-static void format_duration(char *out, size_t cap, uint64_t ms)
-{
-    if (ms % 1000 == 0)
-        snprintf(out, cap, "%" PRIu64 "s", ms / 1000);
-    else
-        snprintf(out, cap, "%" PRIu64 "ms", ms);
 }
 
 /* ---- the idle pool ---- */
@@ -248,19 +240,27 @@ static void end_req(hv_req_t *r)
     free(r);
 }
 
-static void finish_fail(hv_req_t *r, hv_error_type_t type, const char *text)
+/* `arg` is the argument of a family detail (NULL for fixed ones). */
+static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, const char *arg)
 {
     hv_fetch_t *f = r->f;
     hv_job_t *job = r->job;
     char url[120];
 
     hv_job_fill_record(job, uv_now(f->loop));
-    hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, text);
+    hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, detail, arg);
     HV_LOG(HV_LOG_INFO, "event=download_failed job=%" PRIu64 " url=%s error_type=%s error=%s",
-           job->id, hv_log_url(url, sizeof(url), job->url.href), hv_error_type_name(type), text);
+           job->id, hv_log_url(url, sizeof(url), job->url.href), hv_error_type_name(type),
+           job->rec->error);
     end_req(r);
     job->end = HV_JOB_FAILED;
     f->on_end(f->ud, job);
+}
+
+/* A detail a lower layer (http, conn) or the head callback kept. */
+static void finish_fault(hv_req_t *r, hv_error_type_t type, const hv_fault_t *fault)
+{
+    finish_fail(r, type, fault->code, fault->arg);
 }
 
 static void finish_page(hv_req_t *r)
@@ -279,53 +279,84 @@ static void finish_page(hv_req_t *r)
     f->on_end(f->ud, job);
 }
 
-static void lower_name(char *out, size_t cap, const char *prefix, int err, size_t skip)
+/* The argument of the <error> families: libuv's name for `err` in lower case, without its
+ * first `skip` characters (ECONNABORTED is "connaborted", EAI_FAIL is "fail"). */
+static const char *err_name_arg(char *out, size_t cap, int err, size_t skip)
 {
     const char *name = uv_err_name(err);
-    size_t n = (size_t)snprintf(out, cap, "%s", prefix);
+    size_t n = 0;
     if (strlen(name) > skip)
         name += skip;
     for (; *name != '\0' && n + 1 < cap; name++)
         out[n++] = (char)tolower((unsigned char)*name);
     out[n] = '\0';
+    return out;
+}
+
+/* getaddrinfo's failures, as libuv reports them, as opposed to the connect's. */
+static int is_lookup_error(int err)
+{
+    switch (err) {
+    case UV_EAI_ADDRFAMILY:
+    case UV_EAI_AGAIN:
+    case UV_EAI_BADFLAGS:
+    case UV_EAI_BADHINTS:
+    case UV_EAI_CANCELED:
+    case UV_EAI_FAIL:
+    case UV_EAI_FAMILY:
+    case UV_EAI_MEMORY:
+    case UV_EAI_NODATA:
+    case UV_EAI_NONAME:
+    case UV_EAI_OVERFLOW:
+    case UV_EAI_PROTOCOL:
+    case UV_EAI_SERVICE:
+    case UV_EAI_SOCKTYPE:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 static void fail_connect(hv_req_t *r, int status)
 {
-    char text[64];
+    char name[32];
     if (status == HV_ECERT || status == HV_ETLS) {
-        snprintf(text, sizeof(text), "%s", r->conn != NULL ? hv_conn_error(r->conn) : "tls");
-        finish_fail(r, status == HV_ECERT ? HV_ET_CERTIFICATE : HV_ET_TLS, text);
-        return;
-    }
-    if (strncmp(uv_err_name(status), "EAI_", 4) == 0) {
-        if (status == UV_EAI_NONAME)
-            snprintf(text, sizeof(text), "name_not_resolved");
-        else if (status == UV_EAI_AGAIN)
-            snprintf(text, sizeof(text), "dns_temporary_failure");
-        else if (status == UV_EAI_NODATA)
-            snprintf(text, sizeof(text), "no_address_for_name");
+        hv_error_type_t type = status == HV_ECERT ? HV_ET_CERTIFICATE : HV_ET_TLS;
+        const hv_fault_t *fault = r->conn != NULL ? hv_conn_error(r->conn) : NULL;
+        if (fault != NULL && fault->code != HV_D_NONE)
+            finish_fault(r, type, fault);
         else
-            lower_name(text, sizeof(text), "dns_", status, 4);
-        finish_fail(r, HV_ET_DNS, text);
+            finish_fail(r, type, HV_D_TLS_FAILED, NULL);
         return;
     }
     switch (status) {
+    case UV_EAI_NONAME:
+        finish_fail(r, HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL);
+        return;
+    case UV_EAI_AGAIN:
+        finish_fail(r, HV_ET_DNS, HV_D_DNS_TEMPORARY_FAILURE, NULL);
+        return;
+    case UV_EAI_NODATA:
+        finish_fail(r, HV_ET_DNS, HV_D_NO_ADDRESS_FOR_NAME, NULL);
+        return;
     case UV_ECONNREFUSED:
-        finish_fail(r, HV_ET_CONNECT, "connection_refused");
+        finish_fail(r, HV_ET_CONNECT, HV_D_CONNECTION_REFUSED, NULL);
         return;
     case UV_ENETUNREACH:
-        finish_fail(r, HV_ET_CONNECT, "network_unreachable");
+        finish_fail(r, HV_ET_CONNECT, HV_D_NETWORK_UNREACHABLE, NULL);
         return;
     case UV_EHOSTUNREACH:
-        finish_fail(r, HV_ET_CONNECT, "host_unreachable");
+        finish_fail(r, HV_ET_CONNECT, HV_D_HOST_UNREACHABLE, NULL);
         return;
     case UV_ETIMEDOUT:
-        finish_fail(r, HV_ET_CONNECT_TIMEOUT, "connect_timed_out");
+        finish_fail(r, HV_ET_CONNECT_TIMEOUT, HV_D_CONNECT_TIMED_OUT, NULL);
         return;
     default:
-        lower_name(text, sizeof(text), "connect_", status, 1);
-        finish_fail(r, HV_ET_CONNECT, text);
+        if (is_lookup_error(status))
+            finish_fail(r, HV_ET_DNS, HV_D_DNS_ERROR, err_name_arg(name, sizeof(name), status, 4));
+        else
+            finish_fail(r, HV_ET_CONNECT, HV_D_CONNECT_ERROR,
+                        err_name_arg(name, sizeof(name), status, 1));
     }
 }
 
@@ -404,7 +435,7 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
     TAILQ_INSERT_TAIL(&f->active, r, link);
     f->nactive++;
     if (job->url.scheme == HV_SCHEME_HTTPS && f->tls == NULL) {
-        finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, "https_not_supported");
+        finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, HV_D_HTTPS_NOT_SUPPORTED, NULL);
         return;
     }
     open_conn(r, 1);
@@ -440,8 +471,7 @@ static hv_http_body_t on_head(hv_http_t *h)
     if (is_redirect_status(h->status) && h->location.len > 0) {
         if (job->redirects >= r->f->cfg->max_redirects) {
             r->fail_type = HV_ET_TOO_MANY_REDIRECTS;
-            snprintf(r->fail_text, sizeof(r->fail_text), "more_than_%u_redirects",
-                     r->f->cfg->max_redirects);
+            hv_fault_setf(&r->fail, HV_D_TOO_MANY_REDIRECTS, "%u", r->f->cfg->max_redirects);
         } else {
             r->is_redirect = 1;
         }
@@ -449,7 +479,7 @@ static hv_http_body_t on_head(hv_http_t *h)
     }
     if (h->status < 200 || h->status > 299) {
         r->fail_type = HV_ET_HTTP_STATUS;
-        snprintf(r->fail_text, sizeof(r->fail_text), "http_%d", h->status);
+        hv_fault_setf(&r->fail, HV_D_HTTP_STATUS, "%d", h->status);
         return HV_HTTP_BODY_DISCARD;
     }
     if (job->kind == HV_JOB_ROBOTS)
@@ -457,7 +487,7 @@ static hv_http_body_t on_head(hv_http_t *h)
     hv_http_media_type(h, mt, sizeof(mt));
     if (mt[0] != '\0' && strcmp(mt, "text/html") != 0 && strcmp(mt, "application/xhtml+xml") != 0) {
         r->fail_type = HV_ET_UNEXPECTED_CONTENT_TYPE;
-        snprintf(r->fail_text, sizeof(r->fail_text), "unexpected_content_type");
+        hv_fault_set(&r->fail, HV_D_UNEXPECTED_CONTENT_TYPE, NULL);
         return HV_HTTP_BODY_ABORT;
     }
     return HV_HTTP_BODY_KEEP;
@@ -468,18 +498,14 @@ static void follow_redirect(hv_req_t *r)
     hv_fetch_t *f = r->f;
     hv_job_t *job = r->job;
     hv_url_t next;
-    const char *reason = NULL;
-    char text[64];
 
-    int rc = hv_url_resolve(&next, &job->url, r->http.location.data, r->http.location.len,
-                            &reason);
+    int rc = hv_url_resolve(&next, &job->url, r->http.location.data, r->http.location.len, NULL);
     if (rc == HV_ESCHEME) {
-        finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, "redirect_to_unsupported_scheme");
+        finish_fail(r, HV_ET_UNSUPPORTED_SCHEME, HV_D_REDIRECT_TO_UNSUPPORTED_SCHEME, NULL);
         return;
     }
     if (rc != 0) {
-        snprintf(text, sizeof(text), "invalid_redirect_location");
-        finish_fail(r, HV_ET_PROTOCOL, text);
+        finish_fail(r, HV_ET_PROTOCOL, HV_D_INVALID_REDIRECT_LOCATION, NULL);
         return;
     }
     job->redirects++;
@@ -508,7 +534,7 @@ static void response_complete(hv_req_t *r)
 
     r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
     if (r->fail_type != HV_ET_NONE)
-        finish_fail(r, r->fail_type, r->fail_text);
+        finish_fault(r, r->fail_type, &r->fail);
     else if (r->is_redirect)
         follow_redirect(r);
     else
@@ -519,16 +545,16 @@ static void http_failed(hv_req_t *r, int rc)
 {
     switch (rc) {
     case HV_ETOOBIG:
-        finish_fail(r, HV_ET_PAGE_TOO_LARGE, r->http.error);
+        finish_fault(r, HV_ET_PAGE_TOO_LARGE, &r->http.fault);
         break;
     case HV_ECANCELLED:
-        finish_fail(r, r->fail_type, r->fail_text);
+        finish_fault(r, r->fail_type, &r->fail);
         break;
     case HV_ECLOSED:
-        finish_fail(r, HV_ET_CONNECTION_RESET, r->http.error);
+        finish_fault(r, HV_ET_CONNECTION_RESET, &r->http.fault);
         break;
     default: /* HV_EPROTO, HV_EDECODE */
-        finish_fail(r, HV_ET_PROTOCOL, r->http.error);
+        finish_fault(r, HV_ET_PROTOCOL, &r->http.fault);
         break;
     }
 }
@@ -559,7 +585,7 @@ static void req_on_error(hv_conn_t *c, int err)
 {
     hv_req_t *r = c->data;
     hv_job_t *job = r->job;
-    char text[64];
+    char name[32];
 
     /* A pooled connection the server closed before seeing our request: not the page's fault.
      * Try once more on a new connection. */
@@ -582,42 +608,36 @@ static void req_on_error(hv_conn_t *c, int err)
         return;
     }
     if (err == HV_ETLS) {
-        finish_fail(r, HV_ET_TLS, hv_conn_error(c));
+        finish_fault(r, HV_ET_TLS, hv_conn_error(c));
         return;
     }
     if (err == UV_ECONNRESET)
-        snprintf(text, sizeof(text), "connection_reset");
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_RESET, NULL);
     else
-        lower_name(text, sizeof(text), "connection_error_", err, 1);
-    finish_fail(r, HV_ET_CONNECTION_RESET, text);
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_ERROR,
+                    err_name_arg(name, sizeof(name), err, 1));
 }
 
 static void req_on_timeout(hv_conn_t *c)
 {
     hv_req_t *r = c->data;
     const hv_config_t *cfg = r->f->cfg;
-    char dur[32], text[64];
+    char dur[32];
 
     if (r->timer_total) {
-        format_duration(dur, sizeof(dur), cfg->total_timeout_ms);
-        snprintf(text, sizeof(text), "request_exceeded_%s", dur);
-        finish_fail(r, HV_ET_TOTAL_TIMEOUT, text);
+        hv_detail_duration(dur, sizeof(dur), cfg->total_timeout_ms);
+        finish_fail(r, HV_ET_TOTAL_TIMEOUT, HV_D_REQUEST_EXCEEDED, dur);
     } else if (r->state == RQ_CONNECTING) {
-        format_duration(dur, sizeof(dur), cfg->connect_timeout_ms);
-        if (c->state == HV_CONN_RESOLVING) {
-            snprintf(text, sizeof(text), "dns_lookup_exceeded_%s", dur);
-            finish_fail(r, HV_ET_DNS, text);
-        } else if (c->state == HV_CONN_HANDSHAKING) {
-            snprintf(text, sizeof(text), "no_tls_handshake_within_%s", dur);
-            finish_fail(r, HV_ET_CONNECT_TIMEOUT, text);
-        } else {
-            snprintf(text, sizeof(text), "no_connection_within_%s", dur);
-            finish_fail(r, HV_ET_CONNECT_TIMEOUT, text);
-        }
+        hv_detail_duration(dur, sizeof(dur), cfg->connect_timeout_ms);
+        if (c->state == HV_CONN_RESOLVING)
+            finish_fail(r, HV_ET_DNS, HV_D_DNS_LOOKUP_EXCEEDED, dur);
+        else if (c->state == HV_CONN_HANDSHAKING)
+            finish_fail(r, HV_ET_CONNECT_TIMEOUT, HV_D_NO_TLS_HANDSHAKE_WITHIN, dur);
+        else
+            finish_fail(r, HV_ET_CONNECT_TIMEOUT, HV_D_NO_CONNECTION_WITHIN, dur);
     } else {
-        format_duration(dur, sizeof(dur), cfg->read_timeout_ms);
-        snprintf(text, sizeof(text), "no_data_for_%s", dur);
-        finish_fail(r, HV_ET_READ_TIMEOUT, text);
+        hv_detail_duration(dur, sizeof(dur), cfg->read_timeout_ms);
+        finish_fail(r, HV_ET_READ_TIMEOUT, HV_D_NO_DATA_FOR, dur);
     }
 }
 

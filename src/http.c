@@ -123,11 +123,26 @@ void hv_http_free(hv_http_t *h)
     }
 }
 
-static int fail(hv_http_t *h, int err, const char *text)
+/* Record what went wrong, as code and argument and as the text made from them. */
+static void set_fault(hv_http_t *h, hv_detail_t code, const char *arg)
 {
-    snprintf(h->error, sizeof(h->error), "%s", text);
+    hv_fault_set(&h->fault, code, arg);
+    hv_detail_format(h->error, sizeof(h->error), code, h->fault.arg);
+}
+
+static int fail(hv_http_t *h, int err, hv_detail_t code, const char *arg)
+{
+    set_fault(h, code, arg);
     h->_err = err;
     return -1;
+}
+
+/* A limit given in bytes was passed: the detail names the limit. */
+static int fail_size(hv_http_t *h, int err, hv_detail_t code, uint64_t limit)
+{
+    char size[32];
+    hv_format_size(size, sizeof(size), limit);
+    return fail(h, err, code, size);
 }
 
 /* Every byte of the head counts against max_header_bytes, plus the line framing that the
@@ -135,12 +150,8 @@ static int fail(hv_http_t *h, int err, const char *text)
 static int count_head(hv_http_t *h, size_t len)
 {
     h->_head_bytes += len;
-    if (h->_head_bytes > h->_limits->max_header_bytes) {
-        char size[32], text[64];
-        hv_format_size(size, sizeof(size), h->_limits->max_header_bytes);
-        snprintf(text, sizeof(text), "headers_exceed_%s", size);
-        return fail(h, HV_EPROTO, text);
-    }
+    if (h->_head_bytes > h->_limits->max_header_bytes)
+        return fail_size(h, HV_EPROTO, HV_D_HEADERS_EXCEED, h->_limits->max_header_bytes);
     return 0;
 }
 
@@ -206,11 +217,11 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     switch (h->_header) {
     case H_CONTENT_TYPE:
         if (hv_buf_append(&h->content_type, at, len) != 0)
-            return fail(h, HV_EPROTO, "content_type_too_long");
+            return fail(h, HV_EPROTO, HV_D_CONTENT_TYPE_TOO_LONG, NULL);
         break;
     case H_LOCATION:
         if (hv_buf_append(&h->location, at, len) != 0)
-            return fail(h, HV_EPROTO, "location_too_long");
+            return fail(h, HV_EPROTO, HV_D_LOCATION_TOO_LONG, NULL);
         break;
     case H_RETRY_AFTER:
         /* Only advice: an absurd value is dropped, never an error. */
@@ -279,7 +290,7 @@ static int on_headers_complete(llhttp_t *p)
     h->status = llhttp_get_status_code(p);
     if (h->status >= 100 && h->status < 200) {
         if (h->status == 101)
-            return fail(h, HV_EPROTO, "unexpected_protocol_switch");
+            return fail(h, HV_EPROTO, HV_D_UNEXPECTED_PROTOCOL_SWITCH, NULL);
         return 1; /* interim response: no body, the real one follows */
     }
     if (p->flags & F_CONTENT_LENGTH)
@@ -287,17 +298,13 @@ static int on_headers_complete(llhttp_t *p)
 
     h->_body_mode = h->_on_head(h);
     if (h->_body_mode == HV_HTTP_BODY_ABORT)
-        return fail(h, HV_ECANCELLED, "aborted");
+        return fail(h, HV_ECANCELLED, HV_D_BODY_ABORTED, NULL);
     if (h->_body_mode == HV_HTTP_BODY_KEEP) {
         if (h->encoding == HV_ENC_UNSUPPORTED)
-            return fail(h, HV_EPROTO, "unsupported_content_encoding");
+            return fail(h, HV_EPROTO, HV_D_UNSUPPORTED_CONTENT_ENCODING, NULL);
         if (h->encoding == HV_ENC_IDENTITY && h->content_length >= 0 && !h->_limits->truncate &&
-            (uint64_t)h->content_length > h->_limits->max_body) {
-            char size[32], text[64];
-            hv_format_size(size, sizeof(size), h->_limits->max_body);
-            snprintf(text, sizeof(text), "response_exceeds_%s", size);
-            return fail(h, HV_ETOOBIG, text);
-        }
+            (uint64_t)h->content_length > h->_limits->max_body)
+            return fail_size(h, HV_ETOOBIG, HV_D_RESPONSE_EXCEEDS, h->_limits->max_body);
         /* The size is announced: allocate it once instead of doubling into it (which copies
          * the body nine times for 40 KB and leaves up to half the allocation unused). Capped,
          * so that a server announcing more than it sends cannot make us reserve much. */
@@ -327,10 +334,7 @@ static int keep_body(hv_http_t *h, const char *data, size_t len)
         h->_err = DRAIN_STOP;
         return -1;
     }
-    char size[32], text[64];
-    hv_format_size(size, sizeof(size), h->_limits->max_body);
-    snprintf(text, sizeof(text), "response_exceeds_%s", size);
-    return fail(h, HV_ETOOBIG, text);
+    return fail_size(h, HV_ETOOBIG, HV_D_RESPONSE_EXCEEDS, h->_limits->max_body);
 }
 
 static const char *codec_name(const hv_http_t *h)
@@ -340,11 +344,10 @@ static const char *codec_name(const hv_http_t *h)
                                           : "deflate";
 }
 
-static int decode_error(hv_http_t *h, const char *what)
+/* `code` is one of the <codec>_... details. */
+static int decode_error(hv_http_t *h, hv_detail_t code)
 {
-    char text[64];
-    snprintf(text, sizeof(text), "%s_%s", codec_name(h), what);
-    return fail(h, HV_EDECODE, text);
+    return fail(h, HV_EDECODE, code, codec_name(h));
 }
 
 /* Run the decoder over one piece of compressed body. */
@@ -386,7 +389,7 @@ static int inflate_chunk(hv_http_t *h, const char *data, size_t len)
             h->_z_ignore = 1;
             return 0;
         }
-        return decode_error(h, "corrupt");
+        return decode_error(h, HV_D_DECODE_CORRUPT);
     }
     return 0;
 }
@@ -398,7 +401,7 @@ static int brotli_body(hv_http_t *h, const char *data, size_t len)
     if (h->_br == NULL) {
         h->_br = BrotliDecoderCreateInstance(NULL, NULL, NULL);
         if (h->_br == NULL)
-            return decode_error(h, "init_failed");
+            return decode_error(h, HV_D_DECODE_INIT_FAILED);
     }
     const uint8_t *in = (const uint8_t *)data;
     size_t avail_in = len;
@@ -414,7 +417,7 @@ static int brotli_body(hv_http_t *h, const char *data, size_t len)
         if (produced > 0 && keep_body(h, (const char *)out, produced) != 0)
             return -1;
         if (r == BROTLI_DECODER_RESULT_ERROR)
-            return decode_error(h, "corrupt");
+            return decode_error(h, HV_D_DECODE_CORRUPT);
         if (r == BROTLI_DECODER_RESULT_SUCCESS)
             h->_br_end = 1;
         else if (r == BROTLI_DECODER_RESULT_NEEDS_MORE_INPUT)
@@ -443,7 +446,7 @@ static int inflate_body(hv_http_t *h, const char *data, size_t len)
         }
         memset(&h->_z, 0, sizeof(h->_z));
         if (inflateInit2(&h->_z, wbits) != Z_OK)
-            return decode_error(h, "init_failed");
+            return decode_error(h, HV_D_DECODE_INIT_FAILED);
         h->_z_init = 1;
         if (h->_z_hdr_len > 0 && inflate_chunk(h, (const char *)h->_z_hdr, h->_z_hdr_len) != 0)
             return -1;
@@ -478,21 +481,25 @@ static int on_message_complete(llhttp_t *p)
     if (h->_body_mode == HV_HTTP_BODY_KEEP &&
         ((h->_z_init && !h->_z_end) || (!h->_z_init && h->_z_hdr_len > 0) ||
          (h->_br != NULL && !h->_br_end)))
-        return decode_error(h, "truncated");
+        return decode_error(h, HV_D_DECODE_TRUNCATED);
     h->complete = 1;
     h->keep_alive = llhttp_should_keep_alive(p);
     return HPE_PAUSED;
 }
 
+/* llhttp's own error, named as llhttp names it: HPE_INVALID_CHUNK_SIZE is
+ * "invalid_chunk_size". */
 static int parser_error(hv_http_t *h, llhttp_errno_t e)
 {
     const char *name = llhttp_errno_name(e);
+    char arg[HV_DETAIL_ARG_MAX];
     size_t i = 0;
     if (strncmp(name, "HPE_", 4) == 0)
         name += 4;
-    for (; name[i] != '\0' && i + 1 < sizeof(h->error); i++)
-        h->error[i] = (char)hv_ascii_lower((unsigned char)name[i]);
-    h->error[i] = '\0';
+    for (; name[i] != '\0' && i + 1 < sizeof(arg); i++)
+        arg[i] = (char)hv_ascii_lower((unsigned char)name[i]);
+    arg[i] = '\0';
+    set_fault(h, HV_D_HTTP_PARSE, arg);
     return HV_EPROTO;
 }
 
@@ -537,11 +544,11 @@ int hv_http_eof(hv_http_t *h)
         return h->_err;
     (void)e;
     if (h->bytes_in == 0)
-        snprintf(h->error, sizeof(h->error), "connection_closed_before_response");
+        set_fault(h, HV_D_CLOSED_BEFORE_RESPONSE, NULL);
     else if (h->status == 0)
-        snprintf(h->error, sizeof(h->error), "connection_closed_in_headers");
+        set_fault(h, HV_D_CLOSED_IN_HEADERS, NULL);
     else
-        snprintf(h->error, sizeof(h->error), "connection_closed_mid_body");
+        set_fault(h, HV_D_CLOSED_MID_BODY, NULL);
     return HV_ECLOSED;
 }
 

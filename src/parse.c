@@ -159,11 +159,11 @@ static void finish_item(item_t *it)
         it->result.fields = NULL;
     }
     if (it->rc == HV_ENESTING) {
-        char text[64];
-        snprintf(text, sizeof(text), "nesting_exceeds_%d", HV_HTML_MAX_DEPTH);
-        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_TOO_DEEPLY_NESTED, text);
+        char depth[16];
+        snprintf(depth, sizeof(depth), "%d", HV_HTML_MAX_DEPTH);
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_TOO_DEEPLY_NESTED, HV_D_NESTING_EXCEEDS, depth);
     } else if (it->result.title == NULL) {
-        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, "no_title");
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, HV_D_NO_TITLE, NULL);
     } else {
         rec->title = it->result.title;
         it->result.title = NULL;

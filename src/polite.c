@@ -261,13 +261,11 @@ static void robots_result(hv_polite_t *p, hv_hostpol_t *h, const char *body, siz
     } else if (rec->error_type == HV_ET_TOO_MANY_REDIRECTS) {
         robots_ready(h, hv_robots_allow_all(), 1, expires, "redirects_allow_all");
     } else {
-        /* The refused pages say why; and when it would not pass by asking again (a 5xx
-         * always might), they fail at once instead of retrying into the same wall. */
-        if (rec->error_type == HV_ET_HTTP_STATUS && rec->http_status > 0)
-            snprintf(h->robots_why, sizeof(h->robots_why), "http_%d", rec->http_status);
-        else
-            snprintf(h->robots_why, sizeof(h->robots_why), "%s",
-                     rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
+        /* The refused pages say why (the failure's text, http_503 for a status); and when it
+         * would not pass by asking again (a 5xx always might), they fail at once instead of
+         * retrying into the same wall. That is decided on the failure's code, by retry. */
+        snprintf(h->robots_why, sizeof(h->robots_why), "%s",
+                 rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
         h->robots_final = rec->error_type != HV_ET_HTTP_STATUS && !hv_retry_transient(cfg, rec);
         robots_ready(h, hv_robots_disallow_all(), 0,
                      now + HV_MIN(cfg->robots_ttl_ms, (uint64_t)ROBOTS_UNAVAILABLE_TTL_MS),
@@ -314,14 +312,14 @@ int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
     hv_hostpol_t *h = job->host->pol;
     if (p->cfg->obey_robots && h->robots != NULL &&
         !hv_robots_allowed(h->robots, job->url.target, strlen(job->url.target))) {
-        char why[80];
-        if (h->robots_unavailable)
-            snprintf(why, sizeof(why), "robots_txt_unavailable_%s", h->robots_why);
-        else
-            snprintf(why, sizeof(why), "disallowed_by_robots_txt");
         job->robots_retry = h->robots_unavailable && !h->robots_final;
         hv_job_fill_record(job, now);
-        hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, why);
+        if (h->robots_unavailable)
+            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE,
+                           h->robots_why);
+        else
+            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_DISALLOWED_BY_ROBOTS,
+                           NULL);
         p->stats.robots_disallowed++;
         hv_polite_unstart(h);
         return 0;

@@ -50,17 +50,26 @@ hv_record_t *hv_record_new(const char *requested_url, size_t len)
     r->fetched_at_ms = -1;
     r->stage = HV_STAGE_NONE;
     r->error_type = HV_ET_NONE;
+    r->detail = HV_D_NONE;
     r->error = NULL;
     return r;
 }
 
-void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, const char *error)
+void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, hv_detail_t detail,
+                    const char *arg)
 {
     r->ok = 0;
     r->stage = stage;
     r->error_type = type;
+    r->detail = detail;
     free(r->error);
-    r->error = error != NULL ? hv_xstrdup(error) : NULL;
+    r->error = NULL;
+    if (detail != HV_D_NONE) {
+        /* Sized exactly, so that no argument is ever cut. */
+        size_t n = (size_t)hv_detail_format(NULL, 0, detail, arg) + 1;
+        r->error = hv_xmalloc(n);
+        hv_detail_format(r->error, n, detail, arg);
+    }
 }
 
 void hv_record_free(hv_record_t *r)

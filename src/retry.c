@@ -3,7 +3,6 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "harvestd/common.h"
 #include "harvestd/job.h"
@@ -23,13 +22,11 @@ int hv_retry_transient(const hv_config_t *cfg, const hv_record_t *rec)
         return 1;
     case HV_ET_DNS:
         /* A name that does not exist will not exist in a second either. */
-        return rec->error != NULL && (strcmp(rec->error, "dns_temporary_failure") == 0 ||
-                                      strncmp(rec->error, "dns_lookup_exceeded", 19) == 0);
+        return rec->detail == HV_D_DNS_TEMPORARY_FAILURE || rec->detail == HV_D_DNS_LOOKUP_EXCEEDED;
     case HV_ET_TLS:
         /* Broken handshakes can be transient; alerts and protocol errors are not. */
-        return rec->error != NULL &&
-               (strcmp(rec->error, "tls_closed_during_handshake") == 0 ||
-                strcmp(rec->error, "tls_connection_reset_during_handshake") == 0);
+        return rec->detail == HV_D_TLS_CLOSED_DURING_HANDSHAKE ||
+               rec->detail == HV_D_TLS_RESET_DURING_HANDSHAKE;
     default:
         return 0;
     }
@@ -79,6 +76,7 @@ int hv_retry_job(const hv_config_t *cfg, hv_job_t *job, double rnd, uint64_t now
     rec->ok = 1;
     rec->stage = HV_STAGE_NONE;
     rec->error_type = HV_ET_NONE;
+    rec->detail = HV_D_NONE;
     free(rec->error);
     rec->error = NULL;
     rec->http_status = 0;

@@ -92,8 +92,9 @@ static int ensure_dir(const char *path, char *err, size_t errcap)
         return UV_ENOTDIR;
     }
     if (mkdir(path, 0750) != 0 && errno != EEXIST) {
-        snprintf(err, errcap, "cannot create %s: %s", path, strerror(errno));
-        return UV_EIO;
+        int e = errno;
+        snprintf(err, errcap, "cannot create %s: %s", path, strerror(e));
+        return uv_translate_sys_error(e);
     }
     return 0;
 }
@@ -117,10 +118,11 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
 
     *out = NULL;
     hv_config_where(cfg, "spool_dir", where, sizeof(where));
-    if (stat(cfg->spool_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int e = stat(cfg->spool_dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (e != 0) {
         snprintf(err, errcap, "%s: spool_dir: %s is not a directory (%s)", where, cfg->spool_dir,
-                 stat(cfg->spool_dir, &st) != 0 ? strerror(errno) : "not a directory");
-        return UV_ENOENT;
+                 e == ENOTDIR ? "not a directory" : strerror(e));
+        return uv_translate_sys_error(e);
     }
     hv_spool_t *sp = hv_xcalloc(1, sizeof(*sp));
     sp->loop = loop;
@@ -157,7 +159,7 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
 /* ---- moving files ---- */
 
 /* Rename `from` into `dir` as `name`, or `name.1`, `name.2`... whichever is free; never
- * replaces a file. Returns 0 with the final name in *final (malloc'd), or -errno. */
+ * replaces a file. Returns 0 with the final name in *final (malloc'd), or a UV_E* error. */
 static int move_unique(const char *from, const char *dir, const char *name, char **final)
 {
     char suffix[32];
@@ -179,9 +181,9 @@ static int move_unique(const char *from, const char *dir, const char *name, char
             return 0;
         }
         if (e != EEXIST)
-            return -e;
+            return uv_translate_sys_error(e);
     }
-    return -EEXIST;
+    return UV_EEXIST;
 }
 
 static void fsync_dir(const char *dir)
@@ -208,10 +210,15 @@ static void reject(hv_spool_t *sp, const char *from, const char *name, const cha
     char *tmp_path = join(sp->active, ".reason-", final);
     FILE *f = fopen(tmp_path, "w");
     if (f != NULL) {
-        int ok = fprintf(f, "%s\n", reason) > 0;
-        if (fclose(f) != 0 || !ok || rename(tmp_path, reason_path) != 0) {
+        /* Each errno is taken right after the call that failed. */
+        int e = fprintf(f, "%s\n", reason) < 0 ? errno : 0;
+        if (fclose(f) != 0 && e == 0)
+            e = errno;
+        if (e == 0 && rename(tmp_path, reason_path) != 0)
+            e = errno;
+        if (e != 0) {
             HV_LOG(HV_LOG_WARNING, "event=reject_reason_failed file=\"%s\" err=%s", reason_path,
-                   strerror(errno));
+                   strerror(e));
             unlink(tmp_path);
         }
     }
@@ -229,6 +236,24 @@ static void add_uint(cJSON *obj, const char *key, uint64_t v)
     char digits[32];
     snprintf(digits, sizeof(digits), "%" PRIu64, v);
     cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(digits));
+}
+
+/* Write all of `data`: 0, or the UV_E* error of the write that failed. A write that takes
+ * nothing sets no errno, and is UV_EIO. */
+static int write_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, data, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return uv_translate_sys_error(errno);
+        if (w == 0)
+            return UV_EIO;
+        data += w;
+        len -= (size_t)w;
+    }
+    return 0;
 }
 
 static int write_summary(sbatch_t *sb, int64_t finished_ms, char *err, size_t errcap)
@@ -278,25 +303,17 @@ static int write_summary(sbatch_t *sb, int64_t finished_ms, char *err, size_t er
     snprintf(tmp, n, "%s/.%s.summary.tmp", sp->out, sb->name);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = -errno;
+        rc = uv_translate_sys_error(errno);
         goto out;
     }
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            rc = w < 0 ? -errno : UV_EIO;
-            break;
-        }
-        off += (size_t)w;
-    }
-    if (rc == 0 && (write(fd, "\n", 1) != 1 || fsync(fd) != 0))
-        rc = errno != 0 ? -errno : UV_EIO;
+    rc = write_all(fd, text, strlen(text));
+    if (rc == 0)
+        rc = write_all(fd, "\n", 1);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = uv_translate_sys_error(errno);
     close(fd);
     if (rc == 0 && rename(tmp, sb->summary_path) != 0)
-        rc = -errno;
+        rc = uv_translate_sys_error(errno);
     if (rc == 0)
         fsync_dir(sp->out);
     else
@@ -640,7 +657,7 @@ static void claim(hv_spool_t *sp, const char *name)
             goto out; /* another daemon took it first */
         if (e != EEXIST) {
             HV_LOG(HV_LOG_WARNING, "event=claim_failed file=\"%s\" err=%s", name,
-                   uv_err_name(-e));
+                   uv_err_name(uv_translate_sys_error(e)));
             goto out;
         }
     }

@@ -64,7 +64,8 @@ struct hv_tls_s {
     size_t in_start;
     size_t in_end;
     hv_buf_t out;
-    char error[64];
+    hv_fault_t fault;
+    char error[64];             /* the text of `fault` */
     char in[HV_TLS_IN_BUF];
 };
 
@@ -316,28 +317,46 @@ void hv_tls_in_commit(hv_tls_t *t, size_t n)
     t->in_end += n;
 }
 
-static const char *cert_error(uint32_t flags)
+/* Record a failure detail, and its text for hv_tls_error(). */
+static void set_error(hv_tls_t *t, hv_detail_t code, const char *arg)
+{
+    hv_fault_set(&t->fault, code, arg);
+    hv_detail_format(t->error, sizeof(t->error), code, t->fault.arg);
+}
+
+/* An mbedtls error without a detail of its own is named by its code: tls_error_-0x7280. */
+static void set_mbedtls_error(hv_tls_t *t, int rc)
+{
+    char code[16];
+    snprintf(code, sizeof(code), "%04x", (unsigned)-rc);
+    set_error(t, HV_D_TLS_ERROR, code);
+}
+
+static hv_detail_t cert_error(uint32_t flags)
 {
     if (flags & MBEDTLS_X509_BADCERT_NOT_TRUSTED)
-        return "certificate_untrusted";
+        return HV_D_CERTIFICATE_UNTRUSTED;
     if (flags & MBEDTLS_X509_BADCERT_EXPIRED)
-        return "certificate_expired";
+        return HV_D_CERTIFICATE_EXPIRED;
     if (flags & MBEDTLS_X509_BADCERT_FUTURE)
-        return "certificate_not_yet_valid";
+        return HV_D_CERTIFICATE_NOT_YET_VALID;
     if (flags & MBEDTLS_X509_BADCERT_CN_MISMATCH)
-        return "certificate_hostname_mismatch";
+        return HV_D_CERTIFICATE_HOSTNAME_MISMATCH;
     if (flags & MBEDTLS_X509_BADCERT_REVOKED)
-        return "certificate_revoked";
-    return "certificate_invalid";
+        return HV_D_CERTIFICATE_REVOKED;
+    return HV_D_CERTIFICATE_INVALID;
 }
 
 /* The peer sent a fatal alert: name it by its description code. */
 static void alert_error(hv_tls_t *t)
 {
-    if (t->ssl.in_msg != NULL)
-        snprintf(t->error, sizeof(t->error), "tls_alert_%u", (unsigned)t->ssl.in_msg[1]);
-    else
-        snprintf(t->error, sizeof(t->error), "tls_alert");
+    char desc[12];
+    if (t->ssl.in_msg == NULL) {
+        set_error(t, HV_D_TLS_ALERT_UNKNOWN, NULL);
+        return;
+    }
+    snprintf(desc, sizeof(desc), "%u", (unsigned)t->ssl.in_msg[1]);
+    set_error(t, HV_D_TLS_ALERT, desc);
 }
 
 static int fail(hv_tls_t *t, int rc)
@@ -345,27 +364,26 @@ static int fail(hv_tls_t *t, int rc)
     t->ctx->stats.failures++;
     switch (rc) {
     case MBEDTLS_ERR_X509_CERT_VERIFY_FAILED:
-        snprintf(t->error, sizeof(t->error), "%s",
-                 cert_error(mbedtls_ssl_get_verify_result(&t->ssl)));
+        set_error(t, cert_error(mbedtls_ssl_get_verify_result(&t->ssl)), NULL);
         return HV_ECERT;
     case MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE:
         alert_error(t);
         return HV_ETLS;
     case MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY:
     case MBEDTLS_ERR_SSL_CONN_EOF:
-        snprintf(t->error, sizeof(t->error), "tls_closed_during_handshake");
+        set_error(t, HV_D_TLS_CLOSED_DURING_HANDSHAKE, NULL);
         return HV_ETLS;
     case MBEDTLS_ERR_SSL_BAD_HS_PROTOCOL_VERSION:
-        snprintf(t->error, sizeof(t->error), "tls_protocol_version");
+        set_error(t, HV_D_TLS_PROTOCOL_VERSION, NULL);
         return HV_ETLS;
     case MBEDTLS_ERR_SSL_NO_USABLE_CIPHERSUITE:
-        snprintf(t->error, sizeof(t->error), "tls_no_shared_cipher");
+        set_error(t, HV_D_TLS_NO_SHARED_CIPHER, NULL);
         return HV_ETLS;
     case MBEDTLS_ERR_SSL_INVALID_RECORD:
-        snprintf(t->error, sizeof(t->error), "tls_invalid_record");
+        set_error(t, HV_D_TLS_INVALID_RECORD, NULL);
         return HV_ETLS;
     default:
-        snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
+        set_mbedtls_error(t, rc);
         return HV_ETLS;
     }
 }
@@ -404,7 +422,7 @@ ssize_t hv_tls_read(hv_tls_t *t, char *buf, size_t cap)
     if (rc == MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE)
         alert_error(t);
     else
-        snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
+        set_mbedtls_error(t, rc);
     return HV_ETLS;
 }
 
@@ -419,11 +437,11 @@ int hv_tls_write(hv_tls_t *t, const char *data, size_t len)
         int rc = mbedtls_ssl_write(&t->ssl, (const unsigned char *)data, len);
         if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
             /* The outbound buffer is unbounded for requests; this means it hit its cap. */
-            snprintf(t->error, sizeof(t->error), "tls_write_blocked");
+            set_error(t, HV_D_TLS_WRITE_BLOCKED, NULL);
             return HV_ETLS;
         }
         if (rc < 0) {
-            snprintf(t->error, sizeof(t->error), "tls_error_-0x%04x", (unsigned)-rc);
+            set_mbedtls_error(t, rc);
             return HV_ETLS;
         }
         data += rc;
@@ -451,4 +469,9 @@ void hv_tls_count_failure(hv_tls_t *t)
 const char *hv_tls_error(const hv_tls_t *t)
 {
     return t->error;
+}
+
+const hv_fault_t *hv_tls_fault(const hv_tls_t *t)
+{
+    return &t->fault;
 }

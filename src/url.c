@@ -9,8 +9,8 @@
 #include "harvestd/common.h"
 #include "harvestd/utf8.h"
 
-/* The reason text below spells the limit out; keep them in step. */
-_Static_assert(HV_URL_MAX == 8192, "reason \"line_exceeds_8_kib\" names HV_URL_MAX");
+/* The text of HV_D_LINE_EXCEEDS_8_KIB spells the limit out; keep them in step. */
+_Static_assert(HV_URL_MAX == 8192, "detail \"line_exceeds_8_kib\" names HV_URL_MAX");
 
 #define HV_URL_HTTP_PORT 80
 #define HV_URL_HTTPS_PORT 443
@@ -112,7 +112,7 @@ static int hv_url_scheme_ok(const char *s, size_t len)
  * left for uriparser to refuse. *out is malloc'd and NUL-terminated.
  */
 static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len,
-                          const char **reason)
+                          hv_detail_t *reason)
 {
     hv_url_layout_t l;
     hv_url_layout(s, len, &l);
@@ -120,7 +120,7 @@ static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len
     if (l.has_authority) {
         for (size_t i = l.auth_start; i < l.auth_end; i++) {
             if ((unsigned char)s[i] >= 0x80) {
-                *reason = "non_ascii_host";
+                *reason = HV_D_NON_ASCII_HOST;
                 return HV_EURL;
             }
         }
@@ -170,11 +170,11 @@ static void hv_url_put(char **p, const char *s, size_t n)
  * Turn a parsed, resolved and normalised absolute URI into `u`. The host is taken from the
  * original text, lower-cased: uriparser would print an IPv6 literal fully expanded.
  */
-static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
+static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
 {
     size_t scheme_len = hv_url_range_len(&uri->scheme);
     if (scheme_len == 0) {
-        *reason = "not_absolute";
+        *reason = HV_D_NOT_ABSOLUTE;
         return HV_EURL;
     }
     hv_scheme_t scheme;
@@ -183,28 +183,28 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
     } else if (hv_ascii_case_is(uri->scheme.first, scheme_len, "https")) {
         scheme = HV_SCHEME_HTTPS;
     } else {
-        *reason = "unsupported_scheme";
+        *reason = HV_D_UNSUPPORTED_SCHEME;
         return HV_ESCHEME;
     }
 
     /* Credentials would end up in records and logs, and a fetcher has no use for them. */
     if (uri->userInfo.first != NULL) {
-        *reason = "userinfo_not_supported";
+        *reason = HV_D_USERINFO_NOT_SUPPORTED;
         return HV_EURL;
     }
     if (uri->hostData.ipFuture.first != NULL) {
-        *reason = "malformed";
+        *reason = HV_D_MALFORMED;
         return HV_EURL;
     }
     size_t host_len = hv_url_range_len(&uri->hostText);
     if (host_len == 0) {
-        *reason = "empty_host";
+        *reason = HV_D_EMPTY_HOST;
         return HV_EURL;
     }
     /* A percent-escape in a host only makes sense for IDN in UTF-8, which we refuse in raw
      * form as well; a DNS name never contains '%'. */
     if (memchr(uri->hostText.first, '%', host_len) != NULL) {
-        *reason = "invalid_host";
+        *reason = HV_D_INVALID_HOST;
         return HV_EURL;
     }
 
@@ -217,17 +217,17 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
         for (size_t i = 0; i < port_len; i++) {
             unsigned char c = (unsigned char)uri->portText.first[i];
             if (!hv_ascii_is_digit(c)) {
-                *reason = "invalid_port";
+                *reason = HV_D_INVALID_PORT;
                 return HV_EURL;
             }
             port = port * 10 + (unsigned long)(c - '0');
             if (port > 65535) {
-                *reason = "invalid_port";
+                *reason = HV_D_INVALID_PORT;
                 return HV_EURL;
             }
         }
         if (port == 0) {
-            *reason = "invalid_port";
+            *reason = HV_D_INVALID_PORT;
             return HV_EURL;
         }
     }
@@ -238,7 +238,7 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
     if (port != def_port) {
         int n = snprintf(port_text, sizeof(port_text), ":%lu", port);
         if (n < 0 || (size_t)n >= sizeof(port_text)) {
-            *reason = "invalid_port";
+            *reason = HV_D_INVALID_PORT;
             return HV_EURL;
         }
         port_text_len = (size_t)n;
@@ -254,7 +254,7 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
     const char *scheme_text = scheme == HV_SCHEME_HTTPS ? "https://" : "http://";
     size_t href_len = strlen(scheme_text) + auth_len + path_len + query_len;
     if (href_len > HV_URL_MAX) {
-        *reason = "url_too_long";
+        *reason = HV_D_URL_TOO_LONG;
         return HV_EURL;
     }
 
@@ -307,9 +307,9 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, const char **reason)
     return 0;
 }
 
-int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
+int hv_url_parse_detail(hv_url_t *u, const char *text, size_t len, hv_detail_t *reason)
 {
-    const char *why = NULL;
+    hv_detail_t why = HV_D_NONE;
     char *prepared = NULL;
     size_t prepared_len = 0;
     UriUriA uri;
@@ -319,30 +319,30 @@ int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
     memset(u, 0, sizeof(*u));
 
     if (len > HV_URL_MAX) {
-        why = "line_exceeds_8_kib";
+        why = HV_D_LINE_EXCEEDS_8_KIB;
         rc = HV_EURL;
         goto out;
     }
     if (len == 0) {
-        why = "not_absolute";
+        why = HV_D_NOT_ABSOLUTE;
         rc = HV_EURL;
         goto out;
     }
     if (!hv_utf8_valid(text, len)) {
-        why = "invalid_utf8";
+        why = HV_D_INVALID_UTF8;
         rc = HV_EURL;
         goto out;
     }
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)text[i];
         if (c < 0x20 || c == 0x7F) {
-            why = "control_character";
+            why = HV_D_CONTROL_CHARACTER;
             rc = HV_EURL;
             goto out;
         }
     }
     if (memchr(text, ' ', len) != NULL) {
-        why = "contains_space";
+        why = HV_D_CONTAINS_SPACE;
         rc = HV_EURL;
         goto out;
     }
@@ -352,12 +352,12 @@ int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
     hv_url_layout_t l;
     hv_url_layout(text, len, &l);
     if (l.scheme_len == 0) {
-        why = "not_absolute";
+        why = HV_D_NOT_ABSOLUTE;
         rc = HV_EURL;
         goto out;
     }
     if (!hv_url_scheme_ok(text, l.scheme_len)) {
-        why = "unsupported_scheme";
+        why = HV_D_UNSUPPORTED_SCHEME;
         rc = HV_ESCHEME;
         goto out;
     }
@@ -366,13 +366,13 @@ int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
     if (rc != 0)
         goto out;
     if (uriParseSingleUriExA(&uri, prepared, prepared + prepared_len, NULL) != URI_SUCCESS) {
-        why = "malformed";
+        why = HV_D_MALFORMED;
         rc = HV_EURL;
         goto out;
     }
     have_uri = 1;
     if (uriNormalizeSyntaxExA(&uri, URI_NORMALIZE_PATH) != URI_SUCCESS) {
-        why = "malformed";
+        why = HV_D_MALFORMED;
         rc = HV_EURL;
         goto out;
     }
@@ -409,10 +409,11 @@ static char *hv_url_clean_ref(const char *ref, size_t len, size_t *out_len)
     return buf;
 }
 
-int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t len,
-                   const char **reason)
+/* hv_url_resolve(), with the reason as a code. */
+static int hv_url_resolve_detail(hv_url_t *out, const hv_url_t *base, const char *ref,
+                                 size_t len, hv_detail_t *reason)
 {
-    const char *why = NULL;
+    hv_detail_t why = HV_D_NONE;
     char *clean = NULL, *prepared = NULL;
     size_t clean_len = 0, prepared_len = 0;
     UriUriA base_uri, ref_uri, abs_uri;
@@ -422,13 +423,13 @@ int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t 
     memset(out, 0, sizeof(*out));
 
     if (base == NULL || base->href == NULL) {
-        why = "not_absolute";
+        why = HV_D_NOT_ABSOLUTE;
         rc = HV_EURL;
         goto out;
     }
     clean = hv_url_clean_ref(ref, len, &clean_len);
     if (clean_len > HV_URL_MAX) {
-        why = "url_too_long";
+        why = HV_D_URL_TOO_LONG;
         rc = HV_EURL;
         goto out;
     }
@@ -436,7 +437,7 @@ int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t 
     hv_url_layout_t l;
     hv_url_layout(clean, clean_len, &l);
     if (l.scheme_len > 0 && !hv_url_scheme_ok(clean, l.scheme_len)) {
-        why = "unsupported_scheme";
+        why = HV_D_UNSUPPORTED_SCHEME;
         rc = HV_ESCHEME;
         goto out;
     }
@@ -445,13 +446,13 @@ int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t 
     if (rc != 0)
         goto out;
     if (uriParseSingleUriA(&base_uri, base->href, NULL) != URI_SUCCESS) {
-        why = "malformed";
+        why = HV_D_MALFORMED;
         rc = HV_EURL;
         goto out;
     }
     have_base = 1;
     if (uriParseSingleUriExA(&ref_uri, prepared, prepared + prepared_len, NULL) != URI_SUCCESS) {
-        why = "malformed";
+        why = HV_D_MALFORMED;
         rc = HV_EURL;
         goto out;
     }
@@ -460,13 +461,13 @@ int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t 
      * allows this for backward compatibility). */
     if (uriAddBaseUriExA(&abs_uri, &ref_uri, &base_uri, URI_RESOLVE_IDENTICAL_SCHEME_COMPAT) !=
         URI_SUCCESS) {
-        why = "malformed";
+        why = HV_D_MALFORMED;
         rc = HV_EURL;
         goto out;
     }
     have_abs = 1;
     if (uriNormalizeSyntaxExA(&abs_uri, URI_NORMALIZE_PATH) != URI_SUCCESS) {
-        why = "malformed";
+        why = HV_D_MALFORMED;
         rc = HV_EURL;
         goto out;
     }
@@ -483,6 +484,30 @@ out:
     free(clean);
     if (rc != 0 && reason != NULL)
         *reason = why;
+    return rc;
+}
+
+/* Callers of the text interface get the reason's text from the detail table. */
+static void hv_url_reason_text(int rc, hv_detail_t why, const char **reason)
+{
+    if (rc != 0 && reason != NULL)
+        *reason = hv_detail_str(why);
+}
+
+int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason)
+{
+    hv_detail_t why = HV_D_NONE;
+    int rc = hv_url_parse_detail(u, text, len, &why);
+    hv_url_reason_text(rc, why, reason);
+    return rc;
+}
+
+int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t len,
+                   const char **reason)
+{
+    hv_detail_t why = HV_D_NONE;
+    int rc = hv_url_resolve_detail(out, base, ref, len, &why);
+    hv_url_reason_text(rc, why, reason);
     return rc;
 }
 

@@ -24,13 +24,11 @@ enum {
     HV_EDECODE,         /* content-encoding stream is corrupt or truncated */
     HV_EURL,            /* malformed URL */
     HV_ESCHEME,         /* URL scheme we cannot fetch */
-    HV_EREDIRECTS,      /* redirect limit reached */
     HV_ECLOSED,         /* peer closed before a complete response */
     HV_ECANCELLED,      /* work abandoned by us (shutdown) */
     HV_ENESTING,        /* document nesting deeper than we agree to parse */
     HV_ETLS,            /* TLS handshake or record failure */
     HV_ECERT,           /* the peer's certificate did not verify */
-    HV_EINTERNAL,       /* broken invariant: a bug of ours */
     HV_ERR_LAST
 };
 

@@ -27,6 +27,7 @@
 #include <sys/queue.h>
 #include <uv.h>
 
+#include "harvestd/detail.h"
 #include "harvestd/dns.h"
 #include "harvestd/handles.h"
 #include "harvestd/tls.h"
@@ -78,7 +79,7 @@ struct hv_conn_s {
     uv_idle_t _drain;           /* delivers TLS data buffered while reading was paused */
     hv_tls_ctx_t *_tls_ctx;
     hv_tls_t *_tls;
-    char _error[64];
+    hv_fault_t _error;          /* the last TLS failure */
     uv_connect_t _connect_req;
     hv_dns_waiter_t _dns_waiter;
     hv_dns_entry_t *_dns_entry;
@@ -101,8 +102,9 @@ int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const cha
                     int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs, void *data,
                     hv_conn_t **out);
 
-/** Machine-readable detail of the last TLS failure ("certificate_expired"), or "". */
-const char *hv_conn_error(const hv_conn_t *c);
+/** Detail of the last TLS failure (HV_D_CERTIFICATE_EXPIRED...), code HV_D_NONE if none.
+ *  Valid as long as the connection. */
+const hv_fault_t *hv_conn_error(const hv_conn_t *c);
 
 /** Whether this connection runs TLS. */
 int hv_conn_is_tls(const hv_conn_t *c);

@@ -16,6 +16,7 @@
 #include <zlib.h>
 
 #include "harvestd/buf.h"
+#include "harvestd/detail.h"
 #include "harvestd/url.h"
 
 typedef struct {
@@ -57,7 +58,8 @@ struct hv_http_s {
     int keep_alive;
     int truncated;             /* body bytes were dropped (limits->truncate) */
     uint64_t bytes_in;         /* every byte fed, head included: 0 means "nothing came" */
-    char error[64];            /* machine-readable detail of the last error */
+    char error[64];            /* machine-readable detail of the last error, as text... */
+    hv_fault_t fault;          /* ... and as the code and argument it is made from */
     void *data;                /* owner */
 
     /* private */
@@ -93,14 +95,14 @@ void hv_http_free(hv_http_t *h);
 
 /**
  * Parse `len` more bytes. Returns 0 (need more), 1 (response complete: stop feeding), or an
- * error with h->error set: HV_EPROTO (malformed, head too large, unsupported encoding),
- * HV_ETOOBIG (body over max_body), HV_EDECODE (corrupt compressed body), HV_ECANCELLED (the
- * head callback said ABORT).
+ * error with h->fault and h->error set: HV_EPROTO (malformed, head too large, unsupported
+ * encoding), HV_ETOOBIG (body over max_body), HV_EDECODE (corrupt compressed body),
+ * HV_ECANCELLED (the head callback said ABORT).
  */
 int hv_http_feed(hv_http_t *h, const char *data, size_t len);
 
 /** The peer closed the stream. Returns 1 if that completed the response (close-delimited),
- * else an error: HV_ECLOSED (h->error says where it stopped), HV_EDECODE, HV_EPROTO. */
+ * else an error: HV_ECLOSED (h->fault says where it stopped), HV_EDECODE, HV_EPROTO. */
 int hv_http_eof(hv_http_t *h);
 
 /** Retry-After as a delay in ms from `now_unix_ms` (delta-seconds or HTTP-date), or -1 when

@@ -6,6 +6,9 @@
  * and absent fields are omitted:
  *   requested_url, url, status, http_status, title, fields, content_type, charset, bytes,
  *   redirects, attempts, elapsed_ms, fetched_at, stage, error_type, error
+ *
+ * A failure is an error_type (the broad class) and a detail (detail.h): code and text are set
+ * together by hv_record_fail(). Policy decides on the code; `error`, its text, is only output.
  */
 #ifndef HARVESTD_RECORD_H
 #define HARVESTD_RECORD_H
@@ -15,6 +18,7 @@
 #include <sys/queue.h>
 
 #include "harvestd/buf.h"
+#include "harvestd/detail.h"
 
 typedef enum {
     HV_STAGE_NONE = 0,
@@ -64,15 +68,21 @@ typedef struct hv_record_s {
     int64_t fetched_at_ms;  /* Unix ms; -1: absent */
     hv_stage_t stage;       /* HV_STAGE_NONE when ok */
     hv_error_type_t error_type;
-    char *error;            /* short machine-readable text; NULL when ok */
+    hv_detail_t detail;     /* what failed, for decisions; HV_D_NONE when ok */
+    char *error;            /* the detail's text, what records print; NULL when ok */
     TAILQ_ENTRY(hv_record_s) link; /* result-queue linkage, owned by the queue holder */
 } hv_record_t;
 
 /** A new record with every optional field absent; requested_url is copied. */
 hv_record_t *hv_record_new(const char *requested_url, size_t len);
 
-/** Mark `r` failed: copies `error` (a short machine-readable text). */
-void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, const char *error);
+/**
+ * Mark `r` failed with `detail`, replacing any earlier failure. `arg` is a family's argument
+ * ("404" for HV_D_HTTP_STATUS; NULL: none) and is ignored by fixed details. `error` becomes the
+ * detail's text (hv_detail_format()), or NULL for HV_D_NONE.
+ */
+void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, hv_detail_t detail,
+                    const char *arg);
 
 /** Free the record and its strings (NULL is fine). */
 void hv_record_free(hv_record_t *r);

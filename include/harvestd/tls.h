@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "harvestd/detail.h"
+
 /* Newest protocol the build offers, for logs and the README. */
 #define HV_TLS_NEWEST "TLS 1.2"
 
@@ -78,7 +80,12 @@ void hv_tls_out_clear(hv_tls_t *t);
 /** Count a handshake that failed outside mbedtls (the peer closed or reset the socket). */
 void hv_tls_count_failure(hv_tls_t *t);
 
-/** Machine-readable detail of the last failure ("certificate_expired", "tls_alert_40"). */
+/** Machine-readable detail of the last failure ("certificate_expired", "tls_alert_40"); ""
+ *  before any. */
 const char *hv_tls_error(const hv_tls_t *t);
+
+/** The same detail as a code and its argument (code HV_D_NONE before any failure). It stays
+ *  valid until hv_tls_free() and changes only with a later failure on `t`. */
+const hv_fault_t *hv_tls_fault(const hv_tls_t *t);
 
 #endif

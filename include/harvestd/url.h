@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harvestd/detail.h"
+
 /** Longest input line / URL we accept, in bytes. */
 #define HV_URL_MAX 8192
 
@@ -38,7 +40,8 @@ typedef struct {
  * "?" is kept and the fragment is dropped. The host keeps its original text: an IPv6
  * literal is not expanded. host_is_ip is set for dotted-quad IPv4 and for IPv6 literals.
  *
- * Returns 0 and fills `u`, or HV_EURL with *reason one of (roughly in the order checked):
+ * Returns 0 and fills `u`, or HV_EURL with *reason one of (roughly in the order checked; the
+ * texts of HV_D_LINE_EXCEEDS_8_KIB, HV_D_INVALID_UTF8 ... HV_D_URL_TOO_LONG):
  *   "line_exceeds_8_kib"     len > HV_URL_MAX
  *   "invalid_utf8"           not well-formed UTF-8
  *   "control_character"      a byte below 0x20, or 0x7F
@@ -58,6 +61,10 @@ typedef struct {
  * is zeroed and holds nothing to free.
  */
 int hv_url_parse(hv_url_t *u, const char *text, size_t len, const char **reason);
+
+/** hv_url_parse() with the reason as a detail code (HV_D_MALFORMED...), for callers that act
+ *  on it or put it in a record; `reason` may be NULL and is set only on error. */
+int hv_url_parse_detail(hv_url_t *u, const char *text, size_t len, hv_detail_t *reason);
 
 /**
  * Resolve a redirect target `ref` (a Location header value: absolute, scheme-relative,

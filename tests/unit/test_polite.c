@@ -16,6 +16,7 @@
 #include "harvestd/robots.h"
 #include "harvestd/sched.h"
 #include "harvestd/url.h"
+#include "fixtures.h"
 #include "test.h"
 
 #define HOUR_MS UINT64_C(3600000)
@@ -75,7 +76,7 @@ static void robots_outcome(hv_polite_t *p, hv_host_t *h, hv_job_end_t end, const
         job->body_len = strlen(body);
     }
     if (end == HV_JOB_FAILED) {
-        hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, error);
+        fx_fail_record(job->rec, HV_STAGE_DOWNLOAD, type, error);
         job->rec->http_status = http_status;
     }
     hv_polite_robots_ended(p, job, 0, now);

@@ -43,6 +43,7 @@ TEST_IMPL(record_new_has_everything_absent)
     ASSERT_EQ(-1, r->fetched_at_ms);
     ASSERT_EQ(HV_STAGE_NONE, r->stage);
     ASSERT_EQ(HV_ET_NONE, r->error_type);
+    ASSERT_EQ(HV_D_NONE, r->detail);
     ASSERT_NULL(r->error);
     ASSERT_JSON(r, "{\"requested_url\":\"http://example.com/\",\"status\":\"ok\"}\n");
     hv_record_free(r);
@@ -87,8 +88,9 @@ TEST_IMPL(record_full_ok_key_order)
 TEST_IMPL(record_failed_input)
 {
     hv_record_t *r = record("ftp://example.com/file");
-    hv_record_fail(r, HV_STAGE_INPUT, HV_ET_UNSUPPORTED_SCHEME, "unsupported_scheme");
+    hv_record_fail(r, HV_STAGE_INPUT, HV_ET_UNSUPPORTED_SCHEME, HV_D_UNSUPPORTED_SCHEME, NULL);
     ASSERT_EQ(0, r->ok);
+    ASSERT_EQ(HV_D_UNSUPPORTED_SCHEME, r->detail);
     ASSERT_JSON(r, "{\"requested_url\":\"ftp://example.com/file\",\"status\":\"failed\","
                    "\"stage\":\"input\",\"error_type\":\"UnsupportedScheme\","
                    "\"error\":\"unsupported_scheme\"}\n");
@@ -105,8 +107,9 @@ TEST_IMPL(record_failed_download_keeps_what_is_known)
     r->redirects = 0;
     r->elapsed_ms = 0;
     r->fetched_at_ms = 0;
-    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_DNS, "first");
-    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_HTTP_STATUS, "http_404"); /* replaces */
+    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL);
+    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_HTTP_STATUS, HV_D_HTTP_STATUS, "404"); /* replaces */
+    ASSERT_EQ(HV_D_HTTP_STATUS, r->detail);
     ASSERT_JSON(r, "{\"requested_url\":\"http://example.com/missing\","
                    "\"url\":\"http://example.com/missing\",\"status\":\"failed\","
                    "\"http_status\":404,\"content_type\":\"text/html\",\"bytes\":0,"
@@ -114,7 +117,8 @@ TEST_IMPL(record_failed_download_keeps_what_is_known)
                    "\"fetched_at\":\"1970-01-01T00:00:00.000Z\","
                    "\"stage\":\"download\",\"error_type\":\"HttpStatus\","
                    "\"error\":\"http_404\"}\n");
-    hv_record_fail(r, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, NULL);
+    hv_record_fail(r, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, HV_D_NONE, NULL);
+    ASSERT_EQ(HV_D_NONE, r->detail);
     ASSERT_NULL(r->error);
     ASSERT_JSON(r, "{\"requested_url\":\"http://example.com/missing\","
                    "\"url\":\"http://example.com/missing\",\"status\":\"failed\","
@@ -132,7 +136,8 @@ TEST_IMPL(record_invalid_utf8_sanitised)
     r->title = hv_xstrdup("T\xE2\x82"
                           "A\xED\xA0\x80");
     r->content_type = hv_xstrdup("text/html\x80");
-    hv_record_fail(r, HV_STAGE_PARSE, HV_ET_PROTOCOL, "bad\xC0\xAF");
+    /* A family whose text is all argument (llhttp's error names) passes bytes as they are. */
+    hv_record_fail(r, HV_STAGE_PARSE, HV_ET_PROTOCOL, HV_D_HTTP_PARSE, "bad\xC0\xAF");
     ASSERT_JSON(r, "{\"requested_url\":\"http://h/\xEF\xBF\xBD\","
                    "\"url\":\"http://h/caf\xEF\xBF\xBD\",\"status\":\"failed\","
                    "\"title\":\"T\xEF\xBF\xBD"
@@ -264,4 +269,61 @@ TEST_IMPL(record_rfc3339_formatting)
     hv_format_rfc3339_ms(s, INT64_C(253402300799999));
     ASSERT_STR_EQ("9999-12-31T23:59:59.999Z", s);
     ASSERT_EQ(24, strlen(s));
+}
+
+/* The same record, failed with `detail` and `arg`, as JSON. */
+static char *failed_json(hv_error_type_t type, hv_detail_t detail, const char *arg)
+{
+    hv_record_t *r = record("http://h/");
+    hv_record_fail(r, HV_STAGE_DOWNLOAD, type, detail, arg);
+    ASSERT_EQ(detail, r->detail);
+    char *j = to_json(r);
+    hv_record_free(r);
+    return j;
+}
+
+#define ASSERT_FAILED_JSON(want_type, want_error, type, detail, arg)                               \
+    do {                                                                                           \
+        char *j_ = failed_json(type, detail, arg);                                                 \
+        ASSERT_STR_EQ("{\"requested_url\":\"http://h/\",\"status\":\"failed\","                    \
+                      "\"stage\":\"download\",\"error_type\":\"" want_type "\","                   \
+                      "\"error\":\"" want_error "\"}\n",                                           \
+                      j_);                                                                         \
+        free(j_);                                                                                  \
+    } while (0)
+
+TEST_IMPL(record_failed_with_a_code_prints_its_text)
+{
+    char arg[32];
+    ASSERT_FAILED_JSON("ConnectError", "connection_refused", HV_ET_CONNECT, HV_D_CONNECTION_REFUSED,
+                       NULL);
+    ASSERT_FAILED_JSON("DnsError", "dns_temporary_failure", HV_ET_DNS, HV_D_DNS_TEMPORARY_FAILURE,
+                       NULL);
+    ASSERT_FAILED_JSON("HttpStatus", "http_404", HV_ET_HTTP_STATUS, HV_D_HTTP_STATUS, "404");
+    ASSERT_FAILED_JSON("TooManyRedirects", "more_than_10_redirects", HV_ET_TOO_MANY_REDIRECTS,
+                       HV_D_TOO_MANY_REDIRECTS, "10");
+    ASSERT_FAILED_JSON("ProtocolError", "gzip_truncated", HV_ET_PROTOCOL, HV_D_DECODE_TRUNCATED,
+                       "gzip");
+    ASSERT_FAILED_JSON("TlsError", "tls_alert_40", HV_ET_TLS, HV_D_TLS_ALERT, "40");
+    ASSERT_FAILED_JSON("CertificateError", "certificate_expired", HV_ET_CERTIFICATE,
+                       HV_D_CERTIFICATE_EXPIRED, NULL);
+    ASSERT_FAILED_JSON("RobotsDisallowed", "robots_txt_unavailable_connection_refused",
+                       HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE, "connection_refused");
+    hv_detail_duration(arg, sizeof(arg), 30000);
+    ASSERT_FAILED_JSON("TotalTimeout", "request_exceeded_30s", HV_ET_TOTAL_TIMEOUT,
+                       HV_D_REQUEST_EXCEEDED, arg);
+    hv_format_size(arg, sizeof(arg), 2 * 1024 * 1024);
+    ASSERT_FAILED_JSON("PageTooLarge", "response_exceeds_2_mib", HV_ET_PAGE_TOO_LARGE,
+                       HV_D_RESPONSE_EXCEEDS, arg);
+}
+
+TEST_IMPL(record_failure_text_is_never_cut)
+{
+    char arg[300];
+    memset(arg, 'x', sizeof(arg) - 1);
+    arg[sizeof(arg) - 1] = '\0';
+    hv_record_t *r = record("http://h/");
+    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE, arg);
+    ASSERT_EQ(strlen("robots_txt_unavailable_") + strlen(arg), strlen(r->error));
+    hv_record_free(r);
 }

@@ -13,6 +13,7 @@
 #include "harvestd/record.h"
 #include "harvestd/retry.h"
 #include "harvestd/url.h"
+#include "fixtures.h"
 #include "test.h"
 
 #define NO_RETRY_AFTER (-1)
@@ -28,7 +29,7 @@ static void default_config(hv_config_t *cfg)
 static hv_record_t *failure(hv_error_type_t type, const char *error, int http_status)
 {
     hv_record_t *rec = hv_record_new("http://127.0.0.1/x", strlen("http://127.0.0.1/x"));
-    hv_record_fail(rec, HV_STAGE_DOWNLOAD, type, error);
+    fx_fail_record(rec, HV_STAGE_DOWNLOAD, type, error);
     rec->http_status = http_status;
     return rec;
 }
@@ -368,7 +369,7 @@ TEST_IMPL(retry_job_counts_attempt_and_forgets_failure)
     ASSERT_STR_EQ("http://127.0.0.1/x", job->rec->requested_url);
 
     /* The next failure backs off from the new attempt count. */
-    hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_CONNECT, "connection_refused");
+    fx_fail_record(job->rec, HV_STAGE_DOWNLOAD, HV_ET_CONNECT, "connection_refused");
     ASSERT_EQ(1, hv_retry_job(&cfg, job, 0.0, 10000, &plan));
     ASSERT_EQ(2000, plan.delay_ms);
     ASSERT_EQ(3, job->attempts);

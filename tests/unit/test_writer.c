@@ -138,7 +138,7 @@ static hv_record_t *failed_record(const char *url)
 {
     hv_record_t *r = hv_record_new(url, strlen(url));
     r->http_status = 404;
-    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_HTTP_STATUS, "http_404");
+    hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_HTTP_STATUS, HV_D_HTTP_STATUS, "404");
     return r;
 }
 
