@@ -362,9 +362,16 @@ static int inflate_chunk(hv_http_t *h, const char *data, size_t len)
     while (h->_z.avail_in > 0) {
         if (h->_z_end) {
             /* More bytes after a complete stream: gzip allows concatenated members; for
-             * anything else the trailer is junk that browsers ignore, and so do we. */
-            if (h->encoding != HV_ENC_GZIP)
+             * anything else, and for bytes that cannot start a gzip member (its magic is
+             * 1f 8b), the trailer is junk that browsers ignore, and so do we. Deciding on
+             * the magic, not on whether inflate finishes, keeps a single junk byte from
+             * reading as a truncated member. */
+            const unsigned char *in = h->_z.next_in;
+            if (h->encoding != HV_ENC_GZIP || in[0] != 0x1f ||
+                (h->_z.avail_in > 1 && in[1] != 0x8b)) {
+                h->_z_ignore = 1;
                 return 0;
+            }
             inflateReset(&h->_z);
             h->_z_end = 0;
         }

@@ -313,6 +313,38 @@ TEST_IMPL(http_deflate_zlib_and_raw)
     ASSERT_EQ(16, o.body_len);
 }
 
+/* A gzip body followed by `tail` (junk, or another member). */
+static outcome_t gzip_then(const char *text, const void *tail, size_t tail_len)
+{
+    static char resp[8192];
+    unsigned char gz[4096];
+    size_t glen = gzip_bytes(text, strlen(text), gz, sizeof(gz), 15 + 16);
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %zu\r\n\r\n",
+                     glen + tail_len);
+    memcpy(resp + n, gz, glen);
+    memcpy(resp + n + glen, tail, tail_len);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    return trace(resp, (size_t)n + glen + tail_len, 0, 1024);
+}
+
+TEST_IMPL(http_gzip_trailing_junk_is_ignored_whatever_its_length)
+{
+    static const char *const tails[] = {"\n", "\n\n", "junk", "\x1f\n"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(tails); i++) {
+        outcome_t o = gzip_then("<title>Zipped</title>", tails[i], strlen(tails[i]));
+        ASSERT_EQ(1, o.rc);
+        ASSERT_EQ(21, o.body_len);
+    }
+    /* A second member is a second member, not junk. */
+    unsigned char second[256];
+    size_t len = gzip_bytes(" and more", 9, second, sizeof(second), 15 + 16);
+    outcome_t o = gzip_then("<title>Zipped</title>", second, len);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(30, o.body_len);
+    ASSERT_MEM_EQ("<title>Zipped</title> and more", o.body, 30);
+}
+
 TEST_IMPL(http_truncated_gzip)
 {
     outcome_t o = encoded("gzip", 15 + 16, "<title>Cut short</title>", 6, 1024);
