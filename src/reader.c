@@ -50,16 +50,16 @@ static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_c
 static int deliver(reader_t *r, const char *s, size_t len, int overlong)
 {
     r->lineno++;
-    if (!overlong) {
-        while (len > 0 && hv_ascii_is_ctype_space((unsigned char)*s)) {
-            s++;
-            len--;
-        }
-        while (len > 0 && hv_ascii_is_ctype_space((unsigned char)s[len - 1]))
-            len--;
-        if (len == 0 || *s == '#')
-            return 0;
+    /* An overlong line is a prefix: its start is trimmed and read for '#' like any line's,
+     * its end (which was cut) is not. */
+    while (len > 0 && hv_ascii_is_ctype_space((unsigned char)*s)) {
+        s++;
+        len--;
     }
+    while (!overlong && len > 0 && hv_ascii_is_ctype_space((unsigned char)s[len - 1]))
+        len--;
+    if ((len == 0 && !overlong) || (len > 0 && *s == '#'))
+        return 0;
     return r->sink.on_line(r->ud, s, len, r->lineno, overlong);
 }
 

@@ -262,6 +262,54 @@ TEST_IMPL(reader_line_of_exactly_the_limit_is_whole)
     sink_free(k);
 }
 
+/* A file of `pad` bytes of URL lines, then `line` (`len` bytes), then "tail". */
+static sink_t *read_around(size_t pad, const char *line, size_t line_len, uint64_t *pad_lines)
+{
+    hv_buf_t b;
+    hv_buf_init(&b, (size_t)64 << 20);
+    *pad_lines = 0;
+    while (b.len + 15 <= pad) {
+        ASSERT_OK(hv_buf_append(&b, "http://p.test/\n", 15));
+        (*pad_lines)++;
+    }
+    ASSERT_OK(hv_buf_append(&b, line, line_len));
+    ASSERT_OK(hv_buf_append(&b, "\ntail\n", 6));
+    size_t len;
+    char *data = hv_buf_steal(&b, &len);
+    sink_t *k = read_all(data, len);
+    free(data);
+    ASSERT_EQ(0, k->end_status);
+    return k;
+}
+
+/* A long comment is a comment, and a long line loses its leading blanks, wherever the line
+ * falls: at the start of the file, or across the end of the first read chunk. */
+TEST_IMPL(reader_long_lines_are_treated_alike_at_any_offset)
+{
+    static const size_t offsets[] = {0, HV_READER_CHUNK - 4000};
+    size_t len = HV_READER_LINE_MAX + 4000;
+    char *comment = hv_xmalloc(len), *spaced = hv_xmalloc(len);
+    memset(comment, 'c', len);
+    memcpy(comment, "  # ", 4);
+    memset(spaced, 'x', len);
+    memset(spaced, ' ', 10);
+    for (size_t i = 0; i < HV_ARRAY_SIZE(offsets); i++) {
+        uint64_t pad_lines;
+        sink_t *k = read_around(offsets[i], comment, len, &pad_lines);
+        ASSERT_EQ((int)pad_lines + 1, k->nlines); /* the comment yields nothing */
+        ASSERT_LINE(k, k->nlines - 1, "tail", pad_lines + 2);
+        sink_free(k);
+
+        k = read_around(offsets[i], spaced, len, &pad_lines);
+        ASSERT_EQ((int)pad_lines + 2, k->nlines);
+        ASSERT_EQ(1, k->lines[pad_lines].overlong);
+        ASSERT_EQ('x', k->lines[pad_lines].text[0]);
+        sink_free(k);
+    }
+    free(comment);
+    free(spaced);
+}
+
 TEST_IMPL(reader_overlong_line_within_one_chunk)
 {
     int at;
