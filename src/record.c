@@ -34,10 +34,30 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_PARSER_CRASHED] = "ParserCrashed",
 };
 
+/* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that
+ * the record shows the whole line instead of stopping there. */
+static char *line_text(const char *line, size_t len)
+{
+    if (memchr(line, '\0', len) == NULL)
+        return hv_xstrndup(line, len);
+    static const char fffd[] = "\xef\xbf\xbd";
+    char *out = hv_xmalloc(len * 3 + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        if (line[i] == '\0') {
+            memcpy(o, fffd, 3);
+            o += 3;
+        } else {
+            *o++ = line[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 hv_record_t *hv_record_new(const char *requested_url, size_t len)
 {
     hv_record_t *r = hv_xcalloc(1, sizeof(*r));
-    r->requested_url = requested_url != NULL ? hv_xstrndup(requested_url, len) : hv_xstrdup("");
+    r->requested_url = requested_url != NULL ? line_text(requested_url, len) : hv_xstrdup("");
     r->url = NULL;
     r->ok = 1;
     r->http_status = 0;

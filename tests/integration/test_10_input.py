@@ -18,6 +18,9 @@ INVALID_LINES = [
     ("path-only", b"/relative/path", "InvalidUrl", "/relative/path"),
     ("empty-host", b"http://", "InvalidUrl", "http://"),
     ("bad-port", b"http://127.0.0.1:99999/", "InvalidUrl", "http://127.0.0.1:99999/"),
+    # A NUL byte is shown as U+FFFD, like invalid UTF-8: the line is not cut there.
+    ("nul", b"http://127.0.0.1/a\x00b", "InvalidUrl", "http://127.0.0.1/a\ufffdb"),
+    ("leading-nul", b"\x00http://127.0.0.1/", "InvalidUrl", "\ufffdhttp://127.0.0.1/"),
 ]
 
 
