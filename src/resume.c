@@ -104,11 +104,13 @@ void hv_okset_free(hv_okset_t *s)
     free(s);
 }
 
-/* Parse one line; 1 if it is a JSON object (and record its ok URL), else 0. */
+/* Parse one line; 1 if it is exactly one JSON object (and record its ok URL), else 0: an
+ * object followed by anything, even a blank, is not a line we wrote. */
 static int take_line(const char *line, size_t len, hv_okset_t *set, hv_repair_t *out)
 {
-    cJSON *obj = cJSON_ParseWithLength(line, len);
-    if (obj == NULL || !cJSON_IsObject(obj)) {
+    const char *end = NULL;
+    cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+    if (obj == NULL || !cJSON_IsObject(obj) || end != line + len) {
         cJSON_Delete(obj);
         return 0;
     }
