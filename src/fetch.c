@@ -509,6 +509,8 @@ static void follow_redirect(hv_req_t *r)
         return;
     }
     job->redirects++;
+    /* The next hop is a new request, with its own allowance for a stale pooled connection. */
+    job->fresh_conn_retried = 0;
     f->stats.redirects++;
     hv_url_free(&job->url);
     job->url = next;

@@ -57,7 +57,7 @@ typedef struct hv_job_s {
     uint64_t started_ms;       /* loop time of the first request; 0 before */
     uint64_t deadline_ms;      /* loop time by which the attempt must end; 0: not started */
     uint64_t attempt_ms;       /* loop time the attempt in flight started */
-    int fresh_conn_retried;    /* a stale keep-alive connection already cost one retry */
+    int fresh_conn_retried;    /* this request (hop) already retried a stale pooled connection */
     int64_t retry_after_ms;    /* the server's Retry-After of the last response, -1 none */
     struct hv_req_s *req;      /* fetch's in-flight state, NULL while not downloading */
     hv_job_end_t end;          /* how the download ended */

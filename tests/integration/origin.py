@@ -466,7 +466,8 @@ class Origin:
 
         The Location forms rotate so the client must resolve each of them per RFC 3986:
         "../redirect/N-1", "/redirect/N-1" and the bare "N-1" (same directory); the status codes
-        rotate over 301/302/303/307/308. ?delay=S delays every hop (the query is carried along)."""
+        rotate over 301/302/303/307/308. ?delay=S delays every hop (the query is carried along);
+        ?abandon=S abandons the connection after every hop (see /close-after-response)."""
         try:
             n = int(req.path.rsplit("/", 1)[1])
         except ValueError:
@@ -487,8 +488,11 @@ class Origin:
         if query:
             location += "?" + query
         code = self.REDIRECT_CODES[n % len(self.REDIRECT_CODES)]
-        return await self._respond(conn, req, code, html_page("Moved"), content_type=self.HTML,
+        keep = await self._respond(conn, req, code, html_page("Moved"), content_type=self.HTML,
                                    headers=["Location: " + location])
+        if keep and "abandon" in req.query:
+            self._abandon(conn, _float(req.query, "abandon", 0.3))
+        return keep
 
     async def _h_redir(self, conn, req):
         """/redir?code=302&to=TARGET: one redirect to TARGET (any reference, sent verbatim)."""

@@ -90,6 +90,21 @@ def test_25_06_stale_keep_alive_connection_is_retried(run_harvestd, fresh_origin
     assert len(snap["requests"]) == 16 + snap["stale_drops"]
 
 
+def test_25_06b_every_redirect_hop_gets_its_own_stale_retry(run_harvestd, fresh_origin):
+    # Each hop's connection is abandoned by the server after its answer, so every next hop is
+    # sent first on a pooled connection that is dead: each request, not each URL, is entitled
+    # to its one retry on a fresh connection.
+    url = fresh_origin.url("/redirect/4?abandon=0.5")
+    run = run_harvestd([url], "--per-host", "1", "--concurrency", "1")
+    assert run.rc == 0
+    rec = by_url(run.records)[url]
+    assert_ok(rec, "final")
+    assert rec["redirects"] == 4
+    snap = fresh_origin.snapshot()
+    assert snap["stale_drops"] >= 2, snap["stale_drops"]
+    assert len(snap["requests"]) == 5 + snap["stale_drops"]
+
+
 def test_25_07_per_host_limit(run_harvestd, fresh_origin):
     urls = [fresh_origin.url("/page?title=ph%d&delay=0.25" % i) for i in range(12)]
     run = run_harvestd(urls, "--per-host", "2", "--concurrency", "16")
