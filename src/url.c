@@ -1,6 +1,7 @@
 /* url.c: http(s) URL validation, normalisation and redirect resolution on top of uriparser. */
 #include "harvestd/url.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,28 @@ static void hv_url_put(char **p, const char *s, size_t n)
  * Turn a parsed, resolved and normalised absolute URI into `u`. The host is taken from the
  * original text, lower-cased: uriparser would print an IPv6 literal fully expanded.
  */
+
+/* Whether a registered name can be looked up in the DNS: labels of 1 to 63 octets, 253 in
+ * all, one trailing dot allowed (an absolute name). */
+static int dns_name_ok(const char *name, size_t len)
+{
+    if (len > 0 && name[len - 1] == '.')
+        len--;
+    if (len == 0 || len > 253)
+        return 0;
+    size_t label = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (name[i] != '.') {
+            label++;
+            continue;
+        }
+        if (label == 0 || label > 63)
+            return 0;
+        label = 0;
+    }
+    return label > 0 && label <= 63;
+}
+
 static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
 {
     size_t scheme_len = hv_url_range_len(&uri->scheme);
@@ -208,6 +231,31 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
         return HV_EURL;
     }
 
+    int is_ipv6 = uri->hostData.ip6 != NULL;
+    int is_ipv4 = uri->hostData.ip4 != NULL;
+    if (is_ipv6 && uri->hostData.ip6->data[0] == 0xfe && (uri->hostData.ip6->data[1] & 0xc0) == 0x80) {
+        /* fe80::/10 means nothing without the interface it belongs to (a zone). */
+        *reason = HV_D_INVALID_HOST;
+        return HV_EURL;
+    }
+    if (!is_ipv6 && !is_ipv4) {
+        /* "127.0.0.1." is that address, as the WHATWG IPv4 parser reads it. */
+        char quad[INET_ADDRSTRLEN];
+        struct in_addr a;
+        if (host_len > 1 && host_len <= sizeof(quad) && uri->hostText.first[host_len - 1] == '.') {
+            memcpy(quad, uri->hostText.first, host_len - 1);
+            quad[host_len - 1] = '\0';
+            if (inet_pton(AF_INET, quad, &a) == 1) {
+                host_len--;
+                is_ipv4 = 1;
+            }
+        }
+        if (!is_ipv4 && !dns_name_ok(uri->hostText.first, host_len)) {
+            *reason = HV_D_INVALID_HOST;
+            return HV_EURL;
+        }
+    }
+
     uint16_t def_port = scheme == HV_SCHEME_HTTPS ? HV_URL_HTTPS_PORT : HV_URL_HTTP_PORT;
     unsigned long port = def_port;
     size_t port_len = hv_url_range_len(&uri->portText);
@@ -232,7 +280,6 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
         }
     }
 
-    int is_ipv6 = uri->hostData.ip6 != NULL;
     char port_text[8] = "";
     size_t port_text_len = 0;
     if (port != def_port) {
@@ -298,7 +345,7 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
 
     u->scheme = scheme;
     u->host = host;
-    u->host_is_ip = uri->hostData.ip4 != NULL || is_ipv6;
+    u->host_is_ip = is_ipv4 || is_ipv6;
     u->host_is_ipv6 = is_ipv6;
     u->port = (uint16_t)port;
     u->authority = authority;

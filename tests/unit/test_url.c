@@ -169,6 +169,51 @@ TEST_IMPL(url_parse_ip_literals)
     hv_url_free(&u);
 }
 
+/* Hosts no connection could use are refused at input, not left to fail as ConnectError. */
+TEST_IMPL(url_parse_hosts_no_connection_can_use)
+{
+    char host[300], url[400];
+    memset(host, 'a', 63);
+    host[63] = '\0';
+    snprintf(url, sizeof(url), "http://%s.example/", host);
+    ASSERT_HREF(url, url); /* a 63-octet label is the limit */
+    memset(host, 'a', 64);
+    host[64] = '\0';
+    snprintf(url, sizeof(url), "http://%s.example/", host);
+    ASSERT_PARSE_FAILS(url, HV_EURL, "invalid_host");
+    /* 254 octets in all (four 62-octet labels and their dots): one past the DNS limit. */
+    snprintf(host, sizeof(host), "%.62s.%.62s.%.62s.%.62s.aa", url + 7, url + 7, url + 7, url + 7);
+    ASSERT_EQ(254, strlen(host));
+    snprintf(url, sizeof(url), "http://%s/", host);
+    ASSERT_PARSE_FAILS(url, HV_EURL, "invalid_host");
+    host[253] = '\0';
+    snprintf(url, sizeof(url), "http://%s/", host);
+    ASSERT_HREF(url, url);
+    ASSERT_PARSE_FAILS("http://a..b/", HV_EURL, "invalid_host");
+    /* A link-local address means nothing without the interface it belongs to. */
+    ASSERT_PARSE_FAILS("http://[fe80::1]/", HV_EURL, "invalid_host");
+    ASSERT_PARSE_FAILS("http://[FEBF::1]/", HV_EURL, "invalid_host");
+    ASSERT_HREF("http://[fec0::1]/", "http://[fec0::1]/");
+}
+
+/* "127.0.0.1." is the address 127.0.0.1, as the WHATWG IPv4 parser reads it; a name keeps
+ * its trailing dot (an absolute DNS name). */
+TEST_IMPL(url_parse_ipv4_with_a_trailing_dot)
+{
+    hv_url_t u;
+    const char *why;
+    ASSERT_OK(parse(&u, "http://127.0.0.1.:8080/x", &why));
+    ASSERT_STR_EQ("127.0.0.1", u.host);
+    ASSERT_EQ(1, u.host_is_ip);
+    ASSERT_STR_EQ("127.0.0.1:8080", u.authority);
+    ASSERT_STR_EQ("http://127.0.0.1:8080/x", u.href);
+    hv_url_free(&u);
+    ASSERT_OK(parse(&u, "http://example.org./", &why));
+    ASSERT_STR_EQ("example.org.", u.host);
+    ASSERT_EQ(0, u.host_is_ip);
+    hv_url_free(&u);
+}
+
 TEST_IMPL(url_parse_error_reasons)
 {
     char long_url[HV_URL_MAX + 2];
