@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <idn2.h>
 #include <uriparser/Uri.h>
 
 #include "harvestd/common.h"
@@ -104,13 +105,62 @@ static int hv_url_scheme_ok(const char *s, size_t len)
     return hv_ascii_case_is(s, len, "http") || hv_ascii_case_is(s, len, "https");
 }
 
+static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len,
+                          hv_detail_t *reason);
+
+/*
+ * The authority of [s, s+len) holds non-ASCII bytes: an internationalised host name. It is
+ * converted to its ASCII form (IDNA 2008 with UTS #46 non-transitional mapping, as browsers
+ * do: "café.example" is "xn--caf-dma.example"), then the URL is prepared as any other.
+ * Non-ASCII bytes in credentials or a port are refused (non_ascii_host), and so is what IDNA
+ * refuses (invalid_host).
+ */
+static int hv_url_prepare_idn(const char *s, size_t len, const hv_url_layout_t *l, char **out,
+                              size_t *out_len, hv_detail_t *reason)
+{
+    size_t host_start = l->auth_start, host_end = l->auth_end;
+    for (size_t i = l->auth_start; i < l->auth_end; i++)
+        if (s[i] == '@')
+            host_start = i + 1;
+    for (size_t i = host_start; i < host_end; i++) {
+        if (s[i] == ':') {
+            host_end = i;
+            break;
+        }
+    }
+    for (size_t i = l->auth_start; i < l->auth_end; i++) {
+        if ((unsigned char)s[i] >= 0x80 && (i < host_start || i >= host_end)) {
+            *reason = HV_D_NON_ASCII_HOST;
+            return HV_EURL;
+        }
+    }
+    char *name = hv_xstrndup(s + host_start, host_end - host_start), *ace = NULL;
+    int rc = idn2_to_ascii_8z(name, &ace, IDN2_NONTRANSITIONAL | IDN2_NFC_INPUT);
+    free(name);
+    if (rc != IDN2_OK) {
+        *reason = HV_D_INVALID_HOST;
+        return HV_EURL;
+    }
+    size_t ace_len = strlen(ace);
+    size_t n = host_start + ace_len + (len - host_end);
+    char *text = hv_xmalloc(n + 1);
+    memcpy(text, s, host_start);
+    memcpy(text + host_start, ace, ace_len);
+    memcpy(text + host_start + ace_len, s + host_end, len - host_end);
+    text[n] = '\0';
+    idn2_free(ace);
+    rc = hv_url_prepare(text, n, out, out_len, reason);
+    free(text);
+    return rc;
+}
+
 /*
  * Rewrite [s, s+len) into a string uriparser accepts: the fragment is cut off (records never
  * carry it), '\\' before the query becomes '/', and every byte uriparser would refuse in the
  * path or query is percent-encoded, including a '%' that does not start a valid escape
  * ("100%" becomes "100%25", which is what the author meant). The scheme and authority are
- * copied as they are: a non-ASCII host is refused here, anything else odd in the authority is
- * left for uriparser to refuse. *out is malloc'd and NUL-terminated.
+ * copied as they are (an internationalised host in its ASCII form, see above); anything odd
+ * in the authority is left for uriparser to refuse. *out is malloc'd and NUL-terminated.
  */
 static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len,
                           hv_detail_t *reason)
@@ -120,10 +170,8 @@ static int hv_url_prepare(const char *s, size_t len, char **out, size_t *out_len
 
     if (l.has_authority) {
         for (size_t i = l.auth_start; i < l.auth_end; i++) {
-            if ((unsigned char)s[i] >= 0x80) {
-                *reason = HV_D_NON_ASCII_HOST;
-                return HV_EURL;
-            }
+            if ((unsigned char)s[i] >= 0x80)
+                return hv_url_prepare_idn(s, len, &l, out, out_len, reason);
         }
     }
 
@@ -167,11 +215,6 @@ static void hv_url_put(char **p, const char *s, size_t n)
     *p += n;
 }
 
-/*
- * Turn a parsed, resolved and normalised absolute URI into `u`. The host is taken from the
- * original text, lower-cased: uriparser would print an IPv6 literal fully expanded.
- */
-
 /* Whether a registered name can be looked up in the DNS: labels of 1 to 63 octets, 253 in
  * all, one trailing dot allowed (an absolute name). */
 static int dns_name_ok(const char *name, size_t len)
@@ -192,6 +235,12 @@ static int dns_name_ok(const char *name, size_t len)
     }
     return label > 0 && label <= 63;
 }
+
+/*
+ * Turn a parsed, resolved and normalised absolute URI into `u`. The host is taken from the
+ * original text, lower-cased: uriparser would print an IPv6 literal fully expanded.
+ */
+
 
 static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
 {

@@ -47,12 +47,15 @@ typedef struct {
  *   "control_character"      a byte below 0x20, or 0x7F
  *   "contains_space"
  *   "not_absolute"           no scheme ("example.com/x", "//example.com/x", "/x")
- *   "non_ascii_host"         non-ASCII bytes in the authority (IDN is not supported)
+ *   "non_ascii_host"         non-ASCII bytes in the credentials or the port (a non-ASCII host
+ *                            name is converted to its IDNA 2008 / UTS #46 ASCII form first)
  *   "malformed"              rejected by uriparser; also IPvFuture literals ("[v1.x]")
  *   "userinfo_not_supported" "user:pw@" present, even empty ("http://@h/"): credentials
  *                            would end up in records and logs, so such URLs are refused
  *   "empty_host"             "http:///x", "http://:80/", "http:x"
- *   "invalid_host"           a '%' in the host
+ *   "invalid_host"           a '%' in the host; a name IDNA refuses, a DNS label over 63
+ *                            octets, a name over 253, an empty label; a link-local IPv6
+ *                            literal (fe80::/10 needs a zone)
  *   "invalid_port"           0, above 65535
  *   "url_too_long"           the normalised URL (after encoding) exceeds HV_URL_MAX
  * or HV_ESCHEME (*reason "unsupported_scheme") for a scheme other than http/https, which

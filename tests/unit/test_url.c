@@ -196,6 +196,29 @@ TEST_IMPL(url_parse_hosts_no_connection_can_use)
     ASSERT_HREF("http://[fec0::1]/", "http://[fec0::1]/");
 }
 
+/* Internationalised host names are looked up in their ASCII form (IDNA 2008 with UTS #46
+ * mapping, as browsers do), in input lines and in Location headers alike. */
+TEST_IMPL(url_parse_idn_hosts_become_punycode)
+{
+    ASSERT_HREF("http://caf\xC3\xA9.example/menu", "http://xn--caf-dma.example/menu");
+    ASSERT_HREF("http://B\xC3\x9C" "CHER.example:8080/", "http://xn--bcher-kva.example:8080/");
+    ASSERT_HREF("http://xn--caf-dma.example/", "http://xn--caf-dma.example/");
+    /* U+3002, the ideographic full stop, separates labels too. */
+    ASSERT_HREF("http://\xE4\xBE\x8B\xE3\x80\x82" "example/", "http://xn--fsq.example/");
+    hv_url_t u;
+    const char *why;
+    ASSERT_OK(parse(&u, "http://caf\xC3\xA9.example/", &why));
+    ASSERT_STR_EQ("xn--caf-dma.example", u.host);
+    ASSERT_STR_EQ("xn--caf-dma.example", u.authority);
+    hv_url_free(&u);
+    /* What IDNA 2008 refuses is not a host: a bidi control, a symbol such as U+2603. */
+    ASSERT_PARSE_FAILS("http://a\xE2\x80\xAE" "b.example/", HV_EURL, "invalid_host");
+    ASSERT_PARSE_FAILS("https://\xE2\x98\x83.net/", HV_EURL, "invalid_host");
+    resolve_base("http://h.example/a/b");
+    ASSERT_RESOLVES("http://\xC3\xA9t\xC3\xA9.example/x", "http://xn--t-9fab.example/x");
+    hv_url_free(&rfc_base);
+}
+
 /* "127.0.0.1." is the address 127.0.0.1, as the WHATWG IPv4 parser reads it; a name keeps
  * its trailing dot (an absolute DNS name). */
 TEST_IMPL(url_parse_ipv4_with_a_trailing_dot)
@@ -252,7 +275,6 @@ TEST_IMPL(url_parse_error_reasons)
     ASSERT_HREF("http://h:65535/", "http://h:65535/");
     ASSERT_PARSE_FAILS("http://user:pw@h/", HV_EURL, "userinfo_not_supported");
     ASSERT_PARSE_FAILS("http://@h/", HV_EURL, "userinfo_not_supported");
-    ASSERT_PARSE_FAILS("http://caf\xC3\xA9.example/", HV_EURL, "non_ascii_host");
     ASSERT_PARSE_FAILS("http://ex%41mple.com/", HV_EURL, "invalid_host");
     ASSERT_PARSE_FAILS("http://[v1.fe]/", HV_EURL, "malformed");
     ASSERT_PARSE_FAILS("http://[::1/", HV_EURL, "malformed");
@@ -364,7 +386,8 @@ TEST_IMPL(url_resolve_errors)
     resolve_base("http://h/a");
     ASSERT_RESOLVE_FAILS("ftp://h/x", HV_ESCHEME, "unsupported_scheme");
     ASSERT_RESOLVE_FAILS("javascript:void(0)", HV_ESCHEME, "unsupported_scheme");
-    ASSERT_RESOLVE_FAILS("//caf\xC3\xA9.example/", HV_EURL, "non_ascii_host");
+    ASSERT_RESOLVE_FAILS("//us\xC3\xA9r@h/", HV_EURL, "non_ascii_host");
+    ASSERT_RESOLVE_FAILS("//h:8\xC3\xA9/", HV_EURL, "non_ascii_host");
     ASSERT_RESOLVE_FAILS("//h:99999/", HV_EURL, "invalid_port");
     ASSERT_RESOLVE_FAILS("http://user@h/", HV_EURL, "userinfo_not_supported");
     ASSERT_RESOLVE_FAILS("//", HV_EURL, "empty_host");
