@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "harvestd/charset.h"
@@ -82,8 +83,11 @@ static void on_fatal_signal(int sig)
     if (current_note != NULL && current_line != NULL) {
         int fd = open(current_note, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (fd >= 0) {
-            ssize_t rc = write(fd, current_line, strlen(current_line));
-            rc += write(fd, "\n", 1);
+            /* One writev on an O_APPEND file: the line and its newline land together even
+             * when two workers crash at once. */
+            struct iovec iov[2] = {{(void *)(uintptr_t)current_line, strlen(current_line)},
+                                   {(void *)(uintptr_t)"\n", 1}};
+            ssize_t rc = writev(fd, iov, 2);
             (void)rc; /* nothing more can be done about a failure here */
             fsync(fd);
             close(fd);
