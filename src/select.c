@@ -27,6 +27,7 @@ typedef enum {
     HV_SEL_ID,          /* #name */
     HV_SEL_ATTR,        /* [name] or [name op value] */
     HV_SEL_FIRST_CHILD, /* :first-child */
+    HV_SEL_SCOPE,       /* :scope */
     HV_SEL_NTH_CHILD,   /* :nth-child(n) */
 } hv_sel_kind_t;
 
@@ -46,6 +47,7 @@ typedef struct {
     char *value;      /* class, id or attribute value, NUL-terminated */
     size_t value_len;
     size_t nth;       /* n of :nth-child(n); 1 for :first-child */
+    int nocase;       /* HV_SEL_ATTR: 1 [v i], 0 [v s], -1 as HTML says for the attribute */
 } hv_sel_simple_t;
 
 typedef enum {
@@ -77,6 +79,7 @@ struct hv_selector_s {
     size_t nsimple;
     size_t simple_cap;
     int uses_position; /* some compound has :first-child or :nth-child */
+    int uses_scope;    /* some compound has :scope */
     hv_take_t take;
     char *attr; /* HV_TAKE_ATTR: lower-case attribute name */
 };
@@ -248,6 +251,7 @@ static int parse_attr(hv_sel_parser_t *p)
     hv_sel_simple_t *sp = add_simple(p, HV_SEL_ATTR);
     sp->name = name; /* owned by the selector from here on */
     sp->op = HV_SEL_OP_EXISTS;
+    sp->nocase = -1;
     skip_ws(p);
 
     unsigned char c = peek(p, 0), c1 = peek(p, 1);
@@ -286,6 +290,13 @@ static int parse_attr(hv_sel_parser_t *p)
                         p->text + op_at);
     }
     skip_ws(p);
+    /* Selectors 4 flags: i compares the value ASCII case-insensitively, s exactly. */
+    unsigned char flag = hv_ascii_lower(peek(p, 0));
+    if ((flag == 'i' || flag == 's') && !is_ident(peek(p, 1))) {
+        sp->nocase = flag == 'i';
+        p->pos++;
+        skip_ws(p);
+    }
     if (peek(p, 0) != ']')
         return fail(p, p->pos, "expected ']'");
     p->pos++;
@@ -303,6 +314,11 @@ static int parse_pseudo(hv_sel_parser_t *p)
 
     if (name_len == 0)
         return fail(p, name_at, "expected a pseudo-class name after ':'");
+    if (hv_ascii_case_is(name, name_len, "scope")) {
+        add_simple(p, HV_SEL_SCOPE);
+        p->sel->uses_scope = 1;
+        return 0;
+    }
     if (hv_ascii_case_is(name, name_len, "first-child")) {
         hv_sel_simple_t *sp = add_simple(p, HV_SEL_FIRST_CHILD);
         sp->nth = 1;
@@ -637,6 +653,7 @@ typedef struct {
 
 typedef struct {
     const GumboNode *scope;
+    const GumboNode *scope_element; /* what :scope matches */
     hv_sel_pos_t pos[HV_SEL_POS_SLOTS];
 } hv_sel_match_t;
 
@@ -681,7 +698,9 @@ static int is_nth_element(hv_sel_match_t *m, const GumboNode *node, size_t n)
 }
 
 /* Whether ASCII-whitespace-separated `list` contains `word` (never for an empty word). */
-static int has_word(const char *list, const char *word, size_t wlen)
+static int same(const char *a, const char *b, size_t n, int nocase);
+
+static int has_word(const char *list, const char *word, size_t wlen, int nocase)
 {
     const char *p = list;
     while (*p != '\0') {
@@ -690,7 +709,7 @@ static int has_word(const char *list, const char *word, size_t wlen)
         const char *start = p;
         while (*p != '\0' && !hv_ascii_is_space((unsigned char)*p))
             p++;
-        if ((size_t)(p - start) == wlen && wlen > 0 && memcmp(start, word, wlen) == 0)
+        if ((size_t)(p - start) == wlen && wlen > 0 && same(start, word, wlen, nocase))
             return 1;
     }
     return 0;
@@ -704,25 +723,57 @@ static const char *attr_value(const GumboNode *node, const char *name)
     return a != NULL ? a->value : NULL;
 }
 
-static int match_attr(const hv_sel_simple_t *sp, const char *v)
+/* The attributes whose values selectors compare ASCII case-insensitively on HTML elements
+ * (HTML Standard, "Case-sensitivity of selectors"), sorted for bsearch. */
+static const char *const nocase_attrs[] = {
+    "accept",   "accept-charset", "align",   "alink",    "axis",      "bgcolor",  "charset",
+    "checked",  "clear",          "codetype", "color",   "compact",   "declare",  "defer",
+    "dir",      "direction",      "disabled", "enctype", "face",      "frame",    "hreflang",
+    "http-equiv", "lang",         "language", "link",    "media",     "method",   "multiple",
+    "nohref",   "noresize",       "noshade", "nowrap",   "readonly",  "rel",      "rev",
+    "rules",    "scope",          "scrolling", "selected", "shape",   "target",   "text",
+    "type",     "valign",         "valuetype", "vlink",
+};
+
+static int cmp_name(const void *key, const void *elem)
 {
-    size_t vlen;
+    return strcmp(key, *(const char *const *)elem);
+}
+
+static int html_nocase_attr(const char *name)
+{
+    return bsearch(name, nocase_attrs, HV_ARRAY_SIZE(nocase_attrs), sizeof(nocase_attrs[0]),
+                   cmp_name) != NULL;
+}
+
+/* [a, a+n) equals [b, b+n), ASCII case-insensitively when `nocase`. */
+static int same(const char *a, const char *b, size_t n, int nocase)
+{
+    return nocase ? hv_ascii_case_eq(a, n, b, n) : memcmp(a, b, n) == 0;
+}
+
+static int match_attr(const hv_sel_simple_t *sp, const char *v, int nocase)
+{
+    size_t vlen = strlen(v), n = sp->value_len;
 
     switch (sp->op) {
     case HV_SEL_OP_EXISTS:
         return 1;
     case HV_SEL_OP_EQUALS:
-        return strcmp(v, sp->value) == 0;
+        return vlen == n && same(v, sp->value, n, nocase);
     case HV_SEL_OP_WORD:
-        return has_word(v, sp->value, sp->value_len);
+        return has_word(v, sp->value, n, nocase);
     case HV_SEL_OP_PREFIX:
-        return sp->value_len > 0 && strncmp(v, sp->value, sp->value_len) == 0;
+        return n > 0 && vlen >= n && same(v, sp->value, n, nocase);
     case HV_SEL_OP_SUFFIX:
-        vlen = strlen(v);
-        return sp->value_len > 0 && vlen >= sp->value_len &&
-               memcmp(v + vlen - sp->value_len, sp->value, sp->value_len) == 0;
+        return n > 0 && vlen >= n && same(v + vlen - n, sp->value, n, nocase);
     case HV_SEL_OP_SUBSTR:
-        return sp->value_len > 0 && strstr(v, sp->value) != NULL;
+        if (!nocase)
+            return n > 0 && strstr(v, sp->value) != NULL;
+        for (size_t i = 0; n > 0 && i + n <= vlen; i++)
+            if (same(v + i, sp->value, n, 1))
+                return 1;
+        return 0;
     }
     return 0;
 }
@@ -750,7 +801,7 @@ static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_se
         switch (sp->kind) {
         case HV_SEL_CLASS:
             v = attr_value(node, "class");
-            if (v == NULL || !has_word(v, sp->value, sp->value_len))
+            if (v == NULL || !has_word(v, sp->value, sp->value_len, 0))
                 return 0;
             break;
         case HV_SEL_ID:
@@ -760,7 +811,12 @@ static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_se
             break;
         case HV_SEL_ATTR:
             v = attr_value(node, sp->name);
-            if (v == NULL || !match_attr(sp, v))
+            if (v == NULL)
+                return 0;
+            if (!match_attr(sp, v,
+                            sp->nocase >= 0 ? sp->nocase
+                                            : el->tag_namespace == GUMBO_NAMESPACE_HTML &&
+                                                  html_nocase_attr(sp->name)))
                 return 0;
             break;
         case HV_SEL_FIRST_CHILD:
@@ -768,15 +824,31 @@ static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_se
             if (!is_nth_element(m, node, sp->nth))
                 return 0;
             break;
+        case HV_SEL_SCOPE:
+            if (node != m->scope_element)
+                return 0;
+            break;
         }
     }
     return 1;
 }
 
-/* The element parent of `n` inside the scope: combinators never look at the scope itself or
- * above it, which makes field selectors relative to their item. */
-static const GumboNode *parent_in_scope(const hv_sel_match_t *m, const GumboNode *n)
+static int compound_has_scope(const hv_selector_t *s, const hv_sel_compound_t *c)
 {
+    for (size_t i = 0; i < c->count; i++)
+        if (s->simples[c->first + i].kind == HV_SEL_SCOPE)
+            return 1;
+    return 0;
+}
+
+/* The element parent of `n` inside the scope: combinators never look at the scope itself or
+ * above it, which makes field selectors relative to their item; only a compound with :scope
+ * (`to_scope`) may be the scope element itself. */
+static const GumboNode *parent_in_scope(const hv_sel_match_t *m, const GumboNode *n,
+                                        int to_scope)
+{
+    if (to_scope && n->parent == m->scope_element && m->scope_element != NULL)
+        return m->scope_element;
     const GumboNode *p = n->parent;
     if (p == NULL || p == m->scope || !is_element(p))
         return NULL;
@@ -804,8 +876,9 @@ static int match_complex(hv_sel_match_t *m, const hv_selector_t *s, const hv_sel
         return 0;
     while (i > 0) {
         const GumboNode *from = cur;
+        int to_scope = s->uses_scope && compound_has_scope(s, &c[i - 1]);
         if (c[i].comb == HV_SEL_COMB_CHILD) {
-            const GumboNode *parent = parent_in_scope(m, cur);
+            const GumboNode *parent = parent_in_scope(m, cur, to_scope);
             if (parent != NULL && match_compound(m, s, &c[i - 1], parent)) {
                 cur = parent;
                 i--;
@@ -816,9 +889,11 @@ static int match_complex(hv_sel_match_t *m, const hv_selector_t *s, const hv_sel
             i = retry_level;
             from = retry_node;
         }
-        const GumboNode *a = parent_in_scope(m, from);
-        while (a != NULL && !match_compound(m, s, &c[i - 1], a))
-            a = parent_in_scope(m, a);
+        const GumboNode *a = parent_in_scope(m, from, to_scope);
+        while (a != NULL && a != m->scope_element && !match_compound(m, s, &c[i - 1], a))
+            a = parent_in_scope(m, a, to_scope);
+        if (a != NULL && a == m->scope_element && !match_compound(m, s, &c[i - 1], a))
+            a = NULL;
         if (a == NULL)
             return 0;
         retry_level = i;
@@ -827,6 +902,18 @@ static int match_complex(hv_sel_match_t *m, const hv_selector_t *s, const hv_sel
         i--;
     }
     return 1;
+}
+
+/* What :scope matches under `scope`: the scope itself, or under a document its root element. */
+static const GumboNode *scope_element(const GumboNode *scope)
+{
+    if (is_element(scope))
+        return scope;
+    const GumboVector *kids = children_of(scope);
+    for (size_t i = 0; kids != NULL && i < kids->length; i++)
+        if (is_element(kids->data[i]))
+            return kids->data[i];
+    return NULL;
 }
 
 size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const GumboNode **out,
@@ -838,10 +925,16 @@ size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const G
     if (s == NULL || scope == NULL)
         return 0;
     m.scope = scope;
+    m.scope_element = scope_element(scope);
     if (s->uses_position)
         memset(m.pos, 0, sizeof(m.pos));
 
-    for (const GumboNode *n = next_node(scope, scope, 1); n != NULL; n = next_node(n, scope, 1)) {
+    /* With :scope, the scope element itself may match ("" under a page: the html element,
+     * which the walk below reaches anyway). */
+    const GumboNode *first = next_node(scope, scope, 1);
+    if (s->uses_scope && is_element(scope))
+        first = scope;
+    for (const GumboNode *n = first; n != NULL; n = next_node(n, scope, 1)) {
         if (!is_element(n))
             continue;
         size_t k;

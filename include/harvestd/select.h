@@ -7,16 +7,20 @@
  * Selector grammar (a group separated by ','): compound selectors joined by descendant
  * (whitespace) and child ('>') combinators; a compound is an optional type selector (or
  * '*') followed by any of: .class, #id, [attr], [attr=value], [attr~=value], [attr^=value],
- * [attr$=value], [attr*=value] (values bare identifiers or "quoted"/'quoted'),
- * :first-child, :nth-child(n) (n a positive integer). Type and attribute names match ASCII
- * case-insensitively; values and classes match exactly.
+ * [attr$=value], [attr*=value] (values bare identifiers or "quoted"/'quoted', optionally
+ * followed by the flag i or s), :first-child, :nth-child(n) (n a positive integer), :scope.
+ * Type and attribute names match ASCII case-insensitively. Classes and ids match exactly;
+ * attribute values too, except for the attributes the HTML standard lists as compared ASCII
+ * case-insensitively on HTML elements (type, http-equiv, rel, lang, dir, align, charset,
+ * method, media, target...: see nocase_attrs in select.c); the flag i makes any comparison
+ * case-insensitive and s makes it exact (Selectors 4).
  *   - Identifiers are runs of ASCII letters, digits, '-', '_' and non-ASCII characters; they
  *     may start with a digit or '-' (ids such as "#123" occur on real pages). Escapes are not
  *     supported outside quotes. Inside quotes a backslash takes the next character literally
  *     (\" \' \\); escapes by code point (\41) are rejected.
  *   - Whitespace is allowed around '>', ',' and inside [ ] and :nth-child( ). Pseudo-class
- *     names are case-insensitive. Not supported: namespaces ("svg|rect", "[a|=b]"), the
- *     "i"/"s" attribute flags, nth-child formulas (2n+1, odd), other pseudo-classes.
+ *     names are case-insensitive. Not supported: namespaces ("svg|rect", "[a|=b]"), nth-child
+ *     formulas (2n+1, odd), other pseudo-classes.
  *   - [a^=""], [a$=""], [a*=""] and [a~=""] match nothing, as in CSS. Classes and [a~=v]
  *     split the attribute on ASCII whitespace.
  *   - Type selectors compare the tag name in every namespace (HTML, SVG, MathML): gumbo's
@@ -43,7 +47,9 @@
  * price = "p.price_color". Field selectors are relative to their item: every compound of
  * the chain must match inside the item (jQuery's find() and parsel behave the same way), so
  * "div p" under an item that itself sits in a div only finds p elements below a div inside
- * the item.
+ * the item. :scope is the item itself: ":scope @href" takes the item's own attribute,
+ * ":scope > td" its children only. In a selector of the page (no item), :scope is the root
+ * element.
  *
  * Compile errors name the 1-based character position of the fault, e.g.
  * "position 7: expected ']'" for "a[href", "position 3: empty selector in group" for "a,,b".

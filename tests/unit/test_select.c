@@ -285,6 +285,77 @@ TEST_IMPL(select_attr_values)
     hv_selector_free(s);
 }
 
+/* HTML lists the attributes whose values selectors compare ASCII case-insensitively in HTML
+ * documents (type, http-equiv, rel, lang...); the Selectors 4 flags say so explicitly. */
+TEST_IMPL(select_attr_values_html_compares_without_case)
+{
+    const char *doc = "<ol type=A><li>x</li></ol>"
+                      "<meta http-equiv=Content-Type content='text/html; charset=utf-8'>"
+                      "<a rel='NoFollow Next' href=/n data-k=AbC>n</a>";
+    ASSERT_STR_EQ("x", select_all(doc, "ol[type=\"a\"] li"));
+    ASSERT_STR_EQ("text/html; charset=utf-8",
+                  select_all(doc, "meta[http-equiv=\"content-type\"] @content"));
+    ASSERT_STR_EQ("/n", select_all(doc, "a[rel~=nofollow] @href"));
+    ASSERT_STR_EQ("/n", select_all(doc, "a[rel^=nofollow] @href"));
+    /* Other attributes compare exactly, unless the rule says i. */
+    ASSERT_STR_EQ("", select_all(doc, "a[data-k=abc] @href"));
+    ASSERT_STR_EQ("/n", select_all(doc, "a[data-k=abc i] @href"));
+    ASSERT_STR_EQ("/n", select_all(doc, "a[data-k$=\"BC\" I] @href"));
+    ASSERT_STR_EQ("/n", select_all(doc, "a[data-k*=b i] @href"));
+    /* ... and s makes a listed one exact. */
+    ASSERT_STR_EQ("", select_all(doc, "ol[type=a s] li"));
+    ASSERT_STR_EQ("x", select_all(doc, "ol[type=A s] li"));
+    /* In SVG, type is just an attribute. */
+    ASSERT_STR_EQ("", select_all("<svg><rect type=A /></svg>", "rect[type=a] @type"));
+}
+
+/* Every value `selector` takes inside each element `items` matches, items in order, values
+ * joined with '|' and items with ';'. Static result. */
+static const char *select_in_items(const char *doc, const char *items, const char *selector)
+{
+    static char buf[4096];
+    const GumboNode *found[16], *nodes[16];
+    page_t pg;
+    size_t used = 0;
+    buf[0] = '\0';
+    hv_selector_t *is = compile_ok(items), *s = compile_ok(selector);
+    page_open(&pg, doc, strlen(doc));
+    size_t n = hv_selector_match(is, pg.out->document, found, HV_ARRAY_SIZE(found), 0);
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            used += (size_t)snprintf(buf + used, sizeof(buf) - used, ";");
+        size_t k = hv_selector_match(s, found[i], nodes, HV_ARRAY_SIZE(nodes), 0);
+        for (size_t j = 0; j < k; j++) {
+            char *v = hv_selector_value(s, nodes[j], doc, strlen(doc));
+            used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s", j > 0 ? "|" : "", v);
+            free(v);
+        }
+    }
+    page_close(&pg);
+    hv_selector_free(is);
+    hv_selector_free(s);
+    return buf;
+}
+
+/* :scope is the item itself in a field selector, the root element in a page's; selectors
+ * without it still look only inside the item. */
+TEST_IMPL(select_scope_is_the_item)
+{
+    const char *doc = "<div><ul><li data-v=1><b>one</b></li><li data-v=2><b>two</b><i><b>2b</b></i>"
+                      "</li></ul></div>";
+    ASSERT_STR_EQ("1;2", select_in_items(doc, "li", ":scope @data-v"));
+    ASSERT_STR_EQ("one;two", select_in_items(doc, "li", ":scope > b"));
+    ASSERT_STR_EQ("one;two|2b", select_in_items(doc, "li", ":scope b"));
+    ASSERT_STR_EQ("one;two|2b", select_in_items(doc, "li", "b"));
+    ASSERT_STR_EQ(";", select_in_items(doc, "li", "li b"));
+    ASSERT_STR_EQ(";", select_in_items(doc, "li", "div b"));
+    ASSERT_STR_EQ("1;2", select_in_items(doc, "li", "li:scope @data-v"));
+    ASSERT_STR_EQ(";", select_in_items(doc, "li", "p:scope @data-v"));
+    /* On the page, :scope is the html element. */
+    ASSERT_STR_EQ("x", select_all("<p>x</p>", ":scope > body > p"));
+    ASSERT_STR_EQ("en", select_all("<html lang=en><p>x</p>", ":scope @lang"));
+}
+
 TEST_IMPL(select_html_values)
 {
     ASSERT_STR_EQ("<div class=x><b>y</b> z</div>",
@@ -491,7 +562,8 @@ TEST_IMPL(select_errors)
         {"a b{", "position 4: unexpected '{'"},
         {"a\\.b", "position 2: unexpected '\\'"},
         {"svg|rect", "position 4: unexpected '|'"},
-        {"[a=b i]", "position 6: expected ']'"},
+        {"[a=b ix]", "position 6: expected ']'"},
+        {"[a=b i s]", "position 8: expected ']'"},
         {"a\x01", "position 2: unexpected character"},
         /* Positions count characters: the first two are two bytes each. */
         {"\xc3\xa9\xc3\xa9[x", "position 5: expected ']'"},
