@@ -660,3 +660,23 @@ def test_45_50_disallowed_urls_do_not_use_up_the_crawl_delay(run_harvestd, fresh
     (yes,) = fresh_origin.requests_to("/yes")
     assert yes.time - robots_at < 1.5 * SLOWDOWN, \
         "the allowed URL was requested %.2fs after robots.txt" % (yes.time - robots_at)
+
+
+def test_45_51_robots_limits_never_allow_what_is_disallowed(run_harvestd, fresh_origin):
+    """A Disallow longer than the 2,048-octet pattern limit is cut, not dropped, and a Disallow
+    after 10,000 rules still counts (the file stays under the 500 KiB read)."""
+    fresh_origin.serve_any_path = True
+    long_path = "/" + "a" * 2999
+    allows = "".join("Allow: /allowed%05d\n" % i for i in range(10000))
+    body = "User-agent: *\nDisallow: %s\n%sDisallow: /x\n" % (long_path, allows)
+    assert len(body) < 500 * 1024
+    fresh_origin.set_robots(body)
+    urls = [fresh_origin.url(p) for p in (long_path, long_path + "/more", "/x/y", "/allowed00001", "/y")]
+    run = robots_run(run_harvestd, urls)
+    recs = by_url(run.records)
+    for u in urls[:3]:
+        assert_failed(recs[u], "download", "RobotsDisallowed", "disallowed_by_robots_txt")
+    assert_ok(recs[urls[3]], "/allowed00001")
+    assert_ok(recs[urls[4]], "/y")
+    served = sorted(r.path for r in fresh_origin.snapshot()["requests"])
+    assert served == ["/allowed00001", "/robots.txt", "/y"], served
