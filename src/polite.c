@@ -97,14 +97,13 @@ void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h)
     h->_refs--;
 }
 
-static uint64_t jittered(const hv_hostpol_t *h)
+uint64_t hv_polite_jittered(uint64_t delay_ms, double jitter, double rnd)
 {
-    double d = (double)h->delay_ms;
-    if (h->jitter > 0) {
-        double r = (double)random() / (double)RAND_MAX; /* 0..1 */
-        d *= 1.0 + h->jitter * (2.0 * r - 1.0);
-    }
-    return (uint64_t)(d > 0 ? d : 0);
+    /* host_delay is the least gap between two starts, so jitter only ever adds to it: a gap
+     * shorter than the delay would break the promise to the host. */
+    if (jitter <= 0 || rnd <= 0)
+        return delay_ms;
+    return (uint64_t)((double)delay_ms * (1.0 + jitter * HV_MIN(rnd, 1.0)));
 }
 
 void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
@@ -113,7 +112,8 @@ void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
     h->prev_next_start_ms = h->next_start_ms;
     h->last_start_ms = now;
     if (h->delay_ms > 0)
-        h->next_start_ms = now + jittered(h);
+        h->next_start_ms =
+            now + hv_polite_jittered(h->delay_ms, h->jitter, (double)random() / (double)RAND_MAX);
 }
 
 void hv_polite_unstart(hv_hostpol_t *h)

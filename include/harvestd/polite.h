@@ -83,7 +83,16 @@ void hv_polite_free(hv_polite_t *p);
 hv_hostpol_t *hv_polite_get(hv_polite_t *p, const char *key, const char *host);
 void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h);
 
-/** A request to the host was started at `now`: set when the next may start. */
+/**
+ * The gap after a request start on a host whose delay is `delay_ms` (configured, Crawl-delay
+ * or throttled: whichever is in force) and jitter `jitter` (a fraction), for the random draw
+ * `rnd` in [0, 1]: delay_ms x (1 + jitter x rnd). The delay is the least gap; jitter only
+ * adds to it.
+ */
+uint64_t hv_polite_jittered(uint64_t delay_ms, double jitter, double rnd);
+
+/** A request to the host was started at `now`: set when the next may start, at least the
+ * host's delay later (hv_polite_jittered() with a fresh draw). */
 void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now);
 
 /** The request announced by the last hv_polite_started() never went out (robots.txt refused

@@ -276,17 +276,55 @@ TEST_IMPL(polite_started_sets_next_start_after_delay)
     one_host_free(p, h);
 }
 
-/* With jitter j the gap is delay x (1 +- j): hosts are not hit on a metronome. */
+/* The delay is the least gap between two starts: jitter j adds up to j x delay, never takes
+ * anything off. */
+TEST_IMPL(polite_jittered_only_adds)
+{
+    ASSERT_EQ(1000, hv_polite_jittered(1000, 0.2, 0.0));
+    ASSERT_EQ(1100, hv_polite_jittered(1000, 0.2, 0.5));
+    ASSERT_EQ(1200, hv_polite_jittered(1000, 0.2, 1.0));
+    ASSERT_EQ(200, hv_polite_jittered(200, 0.5, 0.0));
+    ASSERT_EQ(300, hv_polite_jittered(200, 0.5, 1.0));
+    ASSERT_EQ(2000, hv_polite_jittered(1000, 1.0, 1.0));
+    ASSERT_EQ(1000, hv_polite_jittered(1000, 0.0, 1.0));
+    ASSERT_EQ(0, hv_polite_jittered(0, 0.5, 1.0));
+    for (int i = 0; i <= 1000; i++) {
+        uint64_t d = hv_polite_jittered(333, 0.5, i / 1000.0);
+        ASSERT_GE(d, 333);
+        ASSERT_LE(d, 499);
+    }
+}
+
+/* Whatever delay is in force goes through the jitter: the configured one, a Crawl-delay, the
+ * throttle's. The next start is in [delay, delay x (1 + j)]. */
+static void check_jittered_starts(hv_polite_t *p, hv_hostpol_t *h, uint64_t delay, double j)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < 200; i++) {
+        hv_polite_started(p, h, NOW);
+        ASSERT_GE(h->next_start_ms, NOW + delay);
+        ASSERT_LE(h->next_start_ms, NOW + (uint64_t)((double)delay * (1 + j)));
+        lo = HV_MIN(lo, h->next_start_ms);
+        hi = HV_MAX(hi, h->next_start_ms);
+    }
+    ASSERT_GT(hi - lo, (uint64_t)((double)delay * j / 2)); /* the draws do vary */
+}
+
 TEST_IMPL(polite_started_jitter_stays_within_fraction)
 {
     hv_config_t cfg;
     hv_hostpol_t *h;
     hv_polite_t *p = paced(&cfg, 1000, 0.2, &h);
-    for (int i = 0; i < 200; i++) {
-        hv_polite_started(p, h, NOW);
-        ASSERT_GE(h->next_start_ms, NOW + 800);
-        ASSERT_LE(h->next_start_ms, NOW + 1200);
-    }
+    check_jittered_starts(p, h, 1000, 0.2);
+    hv_polite_min_delay(h, 2000); /* a Crawl-delay */
+    check_jittered_starts(p, h, 2000, 0.2);
+    one_host_free(p, h);
+
+    p = paced(&cfg, 0, 0.5, &h);
+    cfg.adaptive = 1; /* the throttle's delay: 250 ms after a 429 */
+    ASSERT_EQ(1, hv_polite_feedback(p, h, 429, 0, 0, NOW));
+    ASSERT_EQ(250, h->delay_ms);
+    check_jittered_starts(p, h, 250, 0.5);
     one_host_free(p, h);
 }
 
