@@ -558,17 +558,40 @@ def test_45_44_robots_unreachable_disallows_everything(run_harvestd, closed_port
     check_attempts(run.records[0], 2)
 
 
-def test_45_44b_robots_unreachable_for_good_is_not_retried(run_harvestd, tls_origin):
-    # An untrusted certificate will not be trusted a second later: the URLs that wait for
-    # robots.txt fail at once, naming the cause, however many retries are allowed.
-    urls = [tls_origin.url("/page?title=never%d" % i) for i in range(2)]
-    run = robots_run(run_harvestd, urls, "--retries", "2", "--retry-base", "50ms")
+UNACCEPTED_CERTS = [
+    ("localhost", False, "certificate_untrusted"),  # a good certificate of a CA we were not given
+    ("expired", True, "certificate_expired"),
+    ("wrong-name", True, "certificate_hostname_mismatch"),
+]
+
+
+@pytest.mark.parametrize("kind,with_ca,error", UNACCEPTED_CERTS, ids=[c[0] for c in UNACCEPTED_CERTS])
+def test_45_44b_robots_unreachable_for_good_reports_the_pages_own_failure(run_harvestd, pki, tls_origins, kind,
+                                                                          with_ca, error):
+    """robots.txt over a certificate we do not accept: the pages' own requests would meet the
+    same certificate, and it will not be accepted a second later. So the URLs that wait for
+    robots.txt fail at once, however many retries are allowed, with the failure their own
+    request gets (CertificateError), not as refused by a robots.txt that nobody read."""
+    origin = tls_origins(kind)
+    urls = [origin.url("/page?title=never%d" % i) for i in range(2)]
+    args = ["--retries", "2", "--retry-base", "50ms"] + (["--ca-file", pki.ca_file] if with_ca else [])
+    run = robots_run(run_harvestd, urls, *args)
     for r in run.records:
-        assert_failed(r, "download", "RobotsDisallowed",
-                      "robots_txt_unavailable_certificate_untrusted")
+        assert_failed(r, "download", "CertificateError", error)
+        assert "http_status" not in r, r
         check_attempts(r, 1)
     assert run.summary["retries"] == 0
-    assert tls_origin.requests == []
+    assert run.summary["robots_fetches"] == 1
+    assert run.summary["robots_disallowed"] == 0
+    assert run.summary["error_type.CertificateError"] == 2
+    assert "error_type.RobotsDisallowed" not in run.summary, run.summary
+    assert origin.requests == []
+
+    # The same records as without robots.txt, where each page meets the certificate itself.
+    plain = by_url(run_harvestd(urls, *args).records)
+    fields = ("status", "stage", "error_type", "error", "attempts")
+    for r in run.records:
+        assert {k: r.get(k) for k in fields} == {k: plain[r["requested_url"]].get(k) for k in fields}
 
 
 def test_45_45_crawl_delay_raises_the_host_delay(run_harvestd, fresh_origin):
