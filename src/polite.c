@@ -97,14 +97,13 @@ void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h)
     h->_refs--;
 }
 
-static uint64_t jittered(const hv_hostpol_t *h)
+uint64_t hv_polite_jittered(uint64_t delay_ms, double jitter, double rnd)
 {
-    double d = (double)h->delay_ms;
-    if (h->jitter > 0) {
-        double r = (double)random() / (double)RAND_MAX; /* 0..1 */
-        d *= 1.0 + h->jitter * (2.0 * r - 1.0);
-    }
-    return (uint64_t)(d > 0 ? d : 0);
+    /* host_delay is the least gap between two starts, so jitter only ever adds to it: a gap
+     * shorter than the delay would break the promise to the host. */
+    if (jitter <= 0 || rnd <= 0)
+        return delay_ms;
+    return (uint64_t)((double)delay_ms * (1.0 + jitter * HV_MIN(rnd, 1.0)));
 }
 
 void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
@@ -113,7 +112,8 @@ void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now)
     h->prev_next_start_ms = h->next_start_ms;
     h->last_start_ms = now;
     if (h->delay_ms > 0)
-        h->next_start_ms = now + jittered(h);
+        h->next_start_ms =
+            now + hv_polite_jittered(h->delay_ms, h->jitter, (double)random() / (double)RAND_MAX);
 }
 
 void hv_polite_unstart(hv_hostpol_t *h)
@@ -234,6 +234,7 @@ static void robots_ready(hv_hostpol_t *h, hv_robots_t *rules, int available, uin
     if (available) {
         h->robots_final = 0;
         h->robots_why[0] = '\0';
+        h->robots_fail_type = HV_ET_NONE;
     }
     h->robots_expires_ms = expires;
     uint64_t delay = hv_robots_crawl_delay_ms(rules);
@@ -244,12 +245,36 @@ static void robots_ready(hv_hostpol_t *h, hv_robots_t *rules, int available, uin
            hv_robots_rules(rules), delay);
 }
 
-/* `body` (`len` bytes) for a 2xx, else NULL with `rec` saying how the request failed; `rec`
- * NULL: no request could be made. */
+/*
+ * Whether a page of the host would meet the failure of its robots.txt request (`job`) just
+ * the same, and for good: it asks the same name for an address and is shown the same
+ * certificate, unless a redirect took robots.txt elsewhere. Its record then reports that
+ * failure, which is what happened; a refusal would make a count of error types say
+ * "robots.txt refused us" where the name does not even resolve. Only fixed details qualify,
+ * because a record keeps a family's argument only inside its text.
+ */
+static int fails_the_pages_too(const hv_job_t *job)
+{
+    const hv_record_t *rec = job->rec;
+    if (job->redirects > 0)
+        return 0;
+    switch (rec->error_type) {
+    case HV_ET_DNS:
+        return rec->detail == HV_D_NAME_NOT_RESOLVED || rec->detail == HV_D_NO_ADDRESS_FOR_NAME;
+    case HV_ET_CERTIFICATE:
+        return rec->detail != HV_D_NONE && !hv_detail_has_arg(rec->detail);
+    default:
+        return 0;
+    }
+}
+
+/* `body` (`len` bytes) for a 2xx, else NULL with `job`'s record saying how the request
+ * failed; `job` NULL: no request could be made. */
 static void robots_result(hv_polite_t *p, hv_hostpol_t *h, const char *body, size_t len,
-                          const hv_record_t *rec, uint64_t now)
+                          const hv_job_t *job, uint64_t now)
 {
     const hv_config_t *cfg = p->cfg;
+    const hv_record_t *rec = job != NULL ? job->rec : NULL;
     uint64_t expires = now + cfg->robots_ttl_ms;
     if (rec == NULL) {
         robots_ready(h, hv_robots_allow_all(), 1, expires, "bad_url");
@@ -267,6 +292,11 @@ static void robots_result(hv_polite_t *p, hv_hostpol_t *h, const char *body, siz
         snprintf(h->robots_why, sizeof(h->robots_why), "%s",
                  rec->error != NULL ? rec->error : hv_error_type_name(rec->error_type));
         h->robots_final = rec->error_type != HV_ET_HTTP_STATUS && !hv_retry_transient(cfg, rec);
+        h->robots_fail_type = HV_ET_NONE;
+        if (h->robots_final && fails_the_pages_too(job)) {
+            h->robots_fail_type = rec->error_type;
+            hv_fault_set(&h->robots_fault, rec->detail, NULL);
+        }
         robots_ready(h, hv_robots_disallow_all(), 0,
                      now + HV_MIN(cfg->robots_ttl_ms, (uint64_t)ROBOTS_UNAVAILABLE_TTL_MS),
                      "unavailable_disallow_all");
@@ -302,9 +332,9 @@ void hv_polite_robots_ended(hv_polite_t *p, const hv_job_t *job, int abandon, ui
     if (abandon || job->end == HV_JOB_CANCELLED)
         h->robots_state = HV_ROBOTS_UNKNOWN;
     else if (job->end == HV_JOB_GOT_PAGE)
-        robots_result(p, h, job->body != NULL ? job->body : "", job->body_len, job->rec, now);
+        robots_result(p, h, job->body != NULL ? job->body : "", job->body_len, job, now);
     else
-        robots_result(p, h, NULL, 0, job->rec, now);
+        robots_result(p, h, NULL, 0, job, now);
 }
 
 int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
@@ -314,13 +344,18 @@ int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
         !hv_robots_allowed(h->robots, job->url.target, strlen(job->url.target))) {
         job->robots_retry = h->robots_unavailable && !h->robots_final;
         hv_job_fill_record(job, now);
-        if (h->robots_unavailable)
-            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE,
-                           h->robots_why);
-        else
-            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_DISALLOWED_BY_ROBOTS,
-                           NULL);
-        p->stats.robots_disallowed++;
+        if (h->robots_unavailable && h->robots_fail_type != HV_ET_NONE) {
+            hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, h->robots_fail_type, h->robots_fault.code,
+                           h->robots_fault.arg);
+        } else {
+            if (h->robots_unavailable)
+                hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE,
+                               h->robots_why);
+            else
+                hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_DISALLOWED_BY_ROBOTS,
+                               NULL);
+            p->stats.robots_disallowed++;
+        }
         hv_polite_unstart(h);
         return 0;
     }

@@ -7,12 +7,16 @@
 #include "harvestd/common.h"
 
 /*
- * Limits. The body is bounded by the caller (500 KiB, the minimum RFC 9309 asks parsers to
- * read), and these two bound what we keep and how long a match can take: a rule set is at
- * most ROBOTS_MAX_RULES patterns of at most ROBOTS_MAX_PATTERN octets each after
- * normalisation. Rules beyond the first ROBOTS_MAX_RULES of the applicable groups and longer
- * patterns are dropped rather than truncated, because a truncated pattern would match paths
- * its author never named.
+ * Limits. The body is bounded by the caller (500 KiB by default, the minimum RFC 9309 asks
+ * parsers to read), and these bound what we keep and how long a match can take. No limit may
+ * turn "disallowed" into "allowed", so each one is met by disallowing more than the file
+ * says, never less:
+ * - A pattern longer than ROBOTS_MAX_PATTERN octets after normalisation: a Disallow is cut to
+ *   the prefix that fits, which matches every target the whole one matched (and more), with
+ *   its '$' dropped and the priority it was written with; an Allow is dropped, because a cut
+ *   one would allow what its author never named.
+ * - Past ROBOTS_MAX_RULES rules in a group, Allow rules are ignored and Disallow rules are
+ *   still kept: only the body's bound limits those.
  */
 #define ROBOTS_MAX_RULES 10000
 #define ROBOTS_MAX_PATTERN 2048
@@ -117,49 +121,50 @@ static int keeps_raw(unsigned char c)
 }
 
 /*
- * Write the canonical form of [in, in+n) to out (at most cap bytes): valid escapes get upper
- * case hex, escapes of unreserved characters are decoded, and bytes that may not stand raw
- * are encoded. A '%' that does not start a valid escape is itself encoded as "%25". Rules
- * and targets go through the same function, so both sides meet in one spelling while
- * reserved escapes such as "%2F" stay distinct from the character they encode.
- * Returns 0, or -1 if the result does not fit.
+ * The canonical form of [in, in+n): valid escapes get upper case hex, escapes of unreserved
+ * characters are decoded, and bytes that may not stand raw are encoded. A '%' that does not
+ * start a valid escape is itself encoded as "%25". Rules and targets go through the same
+ * function, so both sides meet in one spelling while reserved escapes such as "%2F" stay
+ * distinct from the character they encode.
+ * At most `cap` bytes are written to `out`, *outlen of them, and never part of an escape:
+ * once something does not fit nothing more is written, so what is written is always a prefix
+ * of the whole form. Returns the length of the whole form.
  */
-static int normalise(const char *in, size_t n, char *out, size_t cap, size_t *outlen)
+static size_t normalise(const char *in, size_t n, char *out, size_t cap, size_t *outlen)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t w = 0;
+    size_t w = 0, whole = 0;
 
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)in[i];
-        int hi = -1, lo = -1;
+        int hi = -1, lo = -1, encode;
         if (c == '%' && n - i >= 3) {
             hi = hex_value((unsigned char)in[i + 1]);
             lo = hex_value((unsigned char)in[i + 2]);
         }
         if (hi >= 0 && lo >= 0) {
-            unsigned char v = (unsigned char)(hi << 4 | lo);
+            c = (unsigned char)(hi << 4 | lo);
             i += 2;
-            if (is_unreserved(v)) {
-                if (w + 1 > cap)
-                    return -1;
-                out[w++] = (char)v;
-                continue;
-            }
-            c = v;
-        } else if (keeps_raw(c)) {
-            if (w + 1 > cap)
-                return -1;
-            out[w++] = (char)c;
-            continue;
+            encode = !is_unreserved(c);
+        } else {
+            encode = !keeps_raw(c);
         }
-        if (w + 3 > cap)
-            return -1;
-        out[w++] = '%';
-        out[w++] = hex[c >> 4];
-        out[w++] = hex[c & 0x0F];
+        char unit[3] = {(char)c};
+        size_t ulen = 1;
+        if (encode) {
+            unit[0] = '%';
+            unit[1] = hex[c >> 4];
+            unit[2] = hex[c & 0x0F];
+            ulen = 3;
+        }
+        if (w == whole && w + ulen <= cap) {
+            memcpy(out + w, unit, ulen);
+            w += ulen;
+        }
+        whole += ulen;
     }
     *outlen = w;
-    return 0;
+    return whole;
 }
 
 /*
@@ -221,17 +226,25 @@ static void acc_add_rule(robots_acc_t *a, const char *v, size_t vlen, int allow)
      * Allow says nothing. Values that are not paths (full URLs, bare words) are ignored. */
     if (vlen == 0 || (v[0] != '/' && v[0] != '*'))
         return;
-    if (a->n >= ROBOTS_MAX_RULES)
+    /* Ignoring an Allow can only disallow more; a Disallow is kept whatever the count. */
+    if (allow && a->n >= ROBOTS_MAX_RULES)
         return;
     if (v[vlen - 1] == '$') {
         anchored = 1;
         vlen--;
     }
-    if (normalise(v, vlen, buf, sizeof(buf), &n) != 0)
-        return;
+    size_t whole = normalise(v, vlen, buf, sizeof(buf), &n);
 
     robots_rule_t r;
-    r.prio = n + (size_t)anchored;
+    /* The priority is the pattern as written, even when it is cut below: a shorter one could
+     * lose to (or tie with) an Allow that the whole pattern beats. */
+    r.prio = whole + (size_t)anchored;
+    if (n < whole) {
+        if (allow)
+            return;
+        /* A cut pattern no longer reaches the end of what it named. */
+        anchored = 0;
+    }
     r.allow = allow ? 1 : 0;
 
     /* Runs of stars match what one star matches; collapsing them keeps the matcher simple. */
@@ -458,10 +471,7 @@ int hv_robots_allowed(const hv_robots_t *r, const char *target, size_t len)
         cap = len * 3;
         buf = hv_xmalloc(cap);
     }
-    if (normalise(target, len, buf, cap, &n) != 0) {
-        allowed = 0;
-        goto out;
-    }
+    normalise(target, len, buf, cap, &n);
 
     /* The crawler must always be able to fetch the rules themselves. */
     q = memchr(buf, '?', n);

@@ -10,10 +10,12 @@
  *
  * robots.txt: the scheduler holds a host's jobs while its rules are unknown and names the
  * host; the engine fetches /robots.txt as an ordinary job and hands the outcome here
- * (hv_polite_robots_result), where the policy lives: 2xx parses the rules, 4xx allows
+ * (hv_polite_robots_ended), where the policy lives: 2xx parses the rules, 4xx allows
  * everything, anything else disallows everything for a minute (RFC 9309 2.3.1.4) and says
- * why. Before a page job starts, hv_polite_admit() decides. Pure: the caller gives the
- * time.
+ * why. When that failure is one the pages' own requests would meet just the same and for
+ * good (the name does not exist, the certificate is not accepted), the pages report it
+ * instead of a refusal. Before a page job starts, hv_polite_admit() decides. Pure: the
+ * caller gives the time.
  */
 #ifndef HARVESTD_POLITE_H
 #define HARVESTD_POLITE_H
@@ -59,6 +61,9 @@ typedef struct hv_hostpol_s {
     int robots_final;        /* ... for a reason that asking again soon would not change (a
                                 name that does not exist, an untrusted certificate) */
     char robots_why[48];     /* ... and why: http_503, connection_refused, ... */
+    hv_error_type_t robots_fail_type; /* ... and, when a page's own request would meet the
+                                         same failure for good, its type (else HV_ET_NONE) */
+    hv_fault_t robots_fault;          /* ... and detail, which such pages report */
     uint64_t robots_expires_ms;
     /* private */
     unsigned _refs;
@@ -83,7 +88,16 @@ void hv_polite_free(hv_polite_t *p);
 hv_hostpol_t *hv_polite_get(hv_polite_t *p, const char *key, const char *host);
 void hv_polite_put(hv_polite_t *p, hv_hostpol_t *h);
 
-/** A request to the host was started at `now`: set when the next may start. */
+/**
+ * The gap after a request start on a host whose delay is `delay_ms` (configured, Crawl-delay
+ * or throttled: whichever is in force) and jitter `jitter` (a fraction), for the random draw
+ * `rnd` in [0, 1]: delay_ms x (1 + jitter x rnd). The delay is the least gap; jitter only
+ * adds to it.
+ */
+uint64_t hv_polite_jittered(uint64_t delay_ms, double jitter, double rnd);
+
+/** A request to the host was started at `now`: set when the next may start, at least the
+ * host's delay later (hv_polite_jittered() with a fresh draw). */
 void hv_polite_started(hv_polite_t *p, hv_hostpol_t *h, uint64_t now);
 
 /** The request announced by the last hv_polite_started() never went out (robots.txt refused
@@ -102,7 +116,10 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
  * A page job is about to start on its host (job->host->pol): 1 when robots.txt lets it, and
  * job->pol then references that host for the attempt; 0 when robots.txt refuses it: the
  * record says why (RobotsDisallowed), job->robots_retry says whether a later attempt could
- * pass, and the host's pacing slot is given back (no request went out).
+ * pass, and the host's pacing slot is given back (no request went out). When robots.txt
+ * could not be fetched for a failure the page's own request would meet for good, the record
+ * carries that failure instead (DnsError, CertificateError: the same type and detail, stage
+ * download), and job->robots_retry is 0.
  */
 int hv_polite_admit(hv_polite_t *p, struct hv_job_s *job, uint64_t now);
 

@@ -16,9 +16,13 @@
  * accepted. Rules before the first User-agent line, values that start with neither '/' nor
  * '*', and unknown keys (Sitemap included) are ignored.
  *
- * Limits: at most 10,000 rules are kept (the first ones of the applicable groups) and a
- * pattern longer than 2,048 octets after normalisation is dropped, never truncated. Matching
- * one rule is linear in the pattern plus the target whatever the number of '*'.
+ * Limits, none of which can allow what the file disallows: a Disallow pattern longer than
+ * 2,048 octets after normalisation is cut to its first 2,048 (never inside an escape, without
+ * its '$', and keeping the length it was written with for the longest match), so it
+ * disallows more than written, never less; a longer Allow is ignored. Past 10,000 rules in
+ * the applicable groups, Allow rules are ignored and Disallow rules still kept. A target
+ * longer than 64 KiB is disallowed when there are rules. Matching one rule is linear in the
+ * pattern plus the target whatever the number of '*'.
  *
  * A compiled hv_robots_t is immutable: any number of threads may call hv_robots_allowed()
  * and the other getters on it at once. Freeing it must wait until they are done.

@@ -63,14 +63,16 @@ static hv_job_t *page_job(hv_host_t *h, const char *target)
 }
 
 /* Fetch h's robots.txt and end the fetch as `end` says: with `body` for GOT_PAGE, with a
- * failure record (type, error, http_status) for FAILED. */
+ * failure record (type, error, http_status) for FAILED, after `redirects` redirects. */
 static void robots_outcome(hv_polite_t *p, hv_host_t *h, hv_job_end_t end, const char *body,
-                           hv_error_type_t type, const char *error, int http_status, uint64_t now)
+                           hv_error_type_t type, const char *error, int http_status,
+                           unsigned redirects, uint64_t now)
 {
     hv_job_t *job = hv_polite_robots_job(p, h->pol, h->scheme, h->name, h->port, 99, now);
     ASSERT_NOT_NULL(job);
     ASSERT_EQ(HV_ROBOTS_FETCHING, h->pol->robots_state);
     job->end = end;
+    job->redirects = redirects;
     if (body != NULL) {
         job->body = hv_xstrdup(body);
         job->body_len = strlen(body);
@@ -86,29 +88,41 @@ static void robots_outcome(hv_polite_t *p, hv_host_t *h, hv_job_end_t end, const
 
 static void robots_fetched(hv_polite_t *p, hv_host_t *h, const char *body, uint64_t now)
 {
-    robots_outcome(p, h, HV_JOB_GOT_PAGE, body, HV_ET_NONE, NULL, 0, now);
+    robots_outcome(p, h, HV_JOB_GOT_PAGE, body, HV_ET_NONE, NULL, 0, 0, now);
 }
 
 static void robots_failed(hv_polite_t *p, hv_host_t *h, hv_error_type_t type, const char *error,
                           int http_status, uint64_t now)
 {
-    robots_outcome(p, h, HV_JOB_FAILED, NULL, type, error, http_status, now);
+    robots_outcome(p, h, HV_JOB_FAILED, NULL, type, error, http_status, 0, now);
 }
 
-/* Admit a page job for `target` and check that it is refused with `error`, retryable later
- * or not; the job is freed. */
-static void check_refused(hv_polite_t *p, hv_host_t *h, const char *target, const char *error,
-                          int robots_retry)
+/* Admit a page job for `target` and check that it fails without a request, as `type` and
+ * `error`, retryable later as a robots.txt refusal or not; the job is freed. */
+static void check_not_admitted(hv_polite_t *p, hv_host_t *h, const char *target,
+                               hv_error_type_t type, const char *error, int robots_retry)
 {
     hv_job_t *job = page_job(h, target);
     ASSERT_EQ(0, hv_polite_admit(p, job, NOW));
     ASSERT_EQ(0, job->rec->ok);
-    ASSERT_EQ(HV_ET_ROBOTS, job->rec->error_type);
+    ASSERT_EQ(type, job->rec->error_type);
     ASSERT_EQ(HV_STAGE_DOWNLOAD, job->rec->stage);
     ASSERT_STR_EQ(error, job->rec->error);
+    /* The code is set too, not only its text (the one family here is robots_txt_unavailable_). */
+    if (hv_detail_has_arg(job->rec->detail))
+        ASSERT_EQ(HV_D_ROBOTS_UNAVAILABLE, job->rec->detail);
+    else
+        ASSERT_STR_EQ(error, hv_detail_str(job->rec->detail));
     ASSERT_EQ(robots_retry, job->robots_retry);
     ASSERT_NULL(job->pol);
     hv_job_free(job);
+}
+
+/* ... refused by robots.txt (RobotsDisallowed) with `error`. */
+static void check_refused(hv_polite_t *p, hv_host_t *h, const char *target, const char *error,
+                          int robots_retry)
+{
+    check_not_admitted(p, h, target, HV_ET_ROBOTS, error, robots_retry);
 }
 
 /* The host's rules are known, as a stand-in (`unavailable`) or not, until `expires`. */
@@ -276,17 +290,55 @@ TEST_IMPL(polite_started_sets_next_start_after_delay)
     one_host_free(p, h);
 }
 
-/* With jitter j the gap is delay x (1 +- j): hosts are not hit on a metronome. */
+/* The delay is the least gap between two starts: jitter j adds up to j x delay, never takes
+ * anything off. */
+TEST_IMPL(polite_jittered_only_adds)
+{
+    ASSERT_EQ(1000, hv_polite_jittered(1000, 0.2, 0.0));
+    ASSERT_EQ(1100, hv_polite_jittered(1000, 0.2, 0.5));
+    ASSERT_EQ(1200, hv_polite_jittered(1000, 0.2, 1.0));
+    ASSERT_EQ(200, hv_polite_jittered(200, 0.5, 0.0));
+    ASSERT_EQ(300, hv_polite_jittered(200, 0.5, 1.0));
+    ASSERT_EQ(2000, hv_polite_jittered(1000, 1.0, 1.0));
+    ASSERT_EQ(1000, hv_polite_jittered(1000, 0.0, 1.0));
+    ASSERT_EQ(0, hv_polite_jittered(0, 0.5, 1.0));
+    for (int i = 0; i <= 1000; i++) {
+        uint64_t d = hv_polite_jittered(333, 0.5, i / 1000.0);
+        ASSERT_GE(d, 333);
+        ASSERT_LE(d, 499);
+    }
+}
+
+/* Whatever delay is in force goes through the jitter: the configured one, a Crawl-delay, the
+ * throttle's. The next start is in [delay, delay x (1 + j)]. */
+static void check_jittered_starts(hv_polite_t *p, hv_hostpol_t *h, uint64_t delay, double j)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < 200; i++) {
+        hv_polite_started(p, h, NOW);
+        ASSERT_GE(h->next_start_ms, NOW + delay);
+        ASSERT_LE(h->next_start_ms, NOW + (uint64_t)((double)delay * (1 + j)));
+        lo = HV_MIN(lo, h->next_start_ms);
+        hi = HV_MAX(hi, h->next_start_ms);
+    }
+    ASSERT_GT(hi - lo, (uint64_t)((double)delay * j / 2)); /* the draws do vary */
+}
+
 TEST_IMPL(polite_started_jitter_stays_within_fraction)
 {
     hv_config_t cfg;
     hv_hostpol_t *h;
     hv_polite_t *p = paced(&cfg, 1000, 0.2, &h);
-    for (int i = 0; i < 200; i++) {
-        hv_polite_started(p, h, NOW);
-        ASSERT_GE(h->next_start_ms, NOW + 800);
-        ASSERT_LE(h->next_start_ms, NOW + 1200);
-    }
+    check_jittered_starts(p, h, 1000, 0.2);
+    hv_polite_min_delay(h, 2000); /* a Crawl-delay */
+    check_jittered_starts(p, h, 2000, 0.2);
+    one_host_free(p, h);
+
+    p = paced(&cfg, 0, 0.5, &h);
+    cfg.adaptive = 1; /* the throttle's delay: 250 ms after a 429 */
+    ASSERT_EQ(1, hv_polite_feedback(p, h, 429, 0, 0, NOW));
+    ASSERT_EQ(250, h->delay_ms);
+    check_jittered_starts(p, h, 250, 0.5);
     one_host_free(p, h);
 }
 
@@ -588,7 +640,9 @@ TEST_IMPL(polite_robots_503_disallows_for_now)
 }
 
 /* A refused connection may be accepted next time; a name that does not exist will not exist
- * then either, so its pages fail at once instead of retrying into the same wall. */
+ * then either, so its pages fail at once instead of retrying into the same wall. And since
+ * the page's own request would fail just the same, they say so: DnsError, not a refusal by a
+ * robots.txt nobody could read. */
 TEST_IMPL(polite_robots_unreachable_final_only_when_retry_cannot_help)
 {
     hv_config_t cfg;
@@ -602,7 +656,8 @@ TEST_IMPL(polite_robots_unreachable_final_only_when_retry_cannot_help)
     check_rules(&h, 1, NOW + 60000);
     ASSERT_EQ(1, h.pol->robots_final);
     ASSERT_STR_EQ("name_not_resolved", h.pol->robots_why);
-    check_refused(p, &h, "/x", "robots_txt_unavailable_name_not_resolved", 0);
+    check_not_admitted(p, &h, "/x", HV_ET_DNS, "name_not_resolved", 0);
+    ASSERT_EQ(1, hv_polite_stats(p)->robots_disallowed); /* only the refusal counts */
 
     /* A later successful fetch clears the stand-in and its reason. */
     robots_fetched(p, &h, "", NOW);
@@ -610,7 +665,69 @@ TEST_IMPL(polite_robots_unreachable_final_only_when_retry_cannot_help)
     ASSERT_EQ(0, h.pol->robots_final);
     ASSERT_STR_EQ("", h.pol->robots_why);
     check_admitted(p, &h, "/x");
+    robots_fetched(p, &h, "User-agent: *\nDisallow: /\n", NOW);
+    check_refused(p, &h, "/x", "disallowed_by_robots_txt", 0);
     robots_free(p, &h);
+}
+
+/*
+ * What the pages of a host whose robots.txt could not be fetched report. A cause the page's
+ * own request would meet just the same, and for good (the name does not exist, the
+ * certificate is not one we accept), is that failure; anything else is a robots.txt refusal
+ * (RFC 9309 2.3.1.4), retried when the cause may pass.
+ */
+static const struct {
+    hv_error_type_t type;
+    const char *error;
+    unsigned redirects;    /* before robots.txt failed */
+    int the_pages_meet_it; /* they report this failure; else robots_txt_unavailable_<error> */
+    int robots_retry;
+} robots_unavailable_causes[] = {
+    {HV_ET_DNS, "name_not_resolved", 0, 1, 0},
+    {HV_ET_DNS, "no_address_for_name", 0, 1, 0},
+    {HV_ET_CERTIFICATE, "certificate_untrusted", 0, 1, 0},
+    {HV_ET_CERTIFICATE, "certificate_expired", 0, 1, 0},
+    {HV_ET_CERTIFICATE, "certificate_not_yet_valid", 0, 1, 0},
+    {HV_ET_CERTIFICATE, "certificate_hostname_mismatch", 0, 1, 0},
+    {HV_ET_CERTIFICATE, "certificate_revoked", 0, 1, 0},
+    {HV_ET_CERTIFICATE, "certificate_invalid", 0, 1, 0},
+    {HV_ET_DNS, "dns_temporary_failure", 0, 0, 1},
+    {HV_ET_DNS, "dns_lookup_exceeded_5s", 0, 0, 1},
+    {HV_ET_CONNECT_TIMEOUT, "no_connection_within_5s", 0, 0, 1},
+    {HV_ET_CONNECTION_RESET, "connection_reset", 0, 0, 1},
+    {HV_ET_TLS, "tls_closed_during_handshake", 0, 0, 1},
+    /* A redirect took robots.txt elsewhere: its failure says nothing about the pages' own
+     * requests (still final: the name will not exist later either). */
+    {HV_ET_DNS, "name_not_resolved", 1, 0, 0},
+    {HV_ET_CERTIFICATE, "certificate_untrusted", 2, 0, 0},
+    /* Final, but about this exchange rather than the host's name or certificate. */
+    {HV_ET_TLS, "tls_alert_40", 0, 0, 0},
+    {HV_ET_PROTOCOL, "invalid_constant", 0, 0, 0},
+};
+
+TEST_IMPL(polite_robots_unavailable_pages_report_what_their_request_would_meet)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(robots_unavailable_causes); i++) {
+        hv_config_t cfg;
+        hv_host_t h;
+        char refusal[HV_DETAIL_TEXT_MAX];
+        hv_polite_t *p = robots_polite(&cfg, &h, "127.0.0.1", 8080);
+        robots_outcome(p, &h, HV_JOB_FAILED, NULL, robots_unavailable_causes[i].type,
+                       robots_unavailable_causes[i].error, 0,
+                       robots_unavailable_causes[i].redirects, NOW);
+        check_rules(&h, 1, NOW + 60000);
+        if (robots_unavailable_causes[i].the_pages_meet_it) {
+            check_not_admitted(p, &h, "/page", robots_unavailable_causes[i].type,
+                               robots_unavailable_causes[i].error, 0);
+            ASSERT_EQ(0, hv_polite_stats(p)->robots_disallowed);
+        } else {
+            snprintf(refusal, sizeof(refusal), "robots_txt_unavailable_%s",
+                     robots_unavailable_causes[i].error);
+            check_refused(p, &h, "/page", refusal, robots_unavailable_causes[i].robots_retry);
+            ASSERT_EQ(1, hv_polite_stats(p)->robots_disallowed);
+        }
+        robots_free(p, &h);
+    }
 }
 
 /* The unavailable stand-in lasts a minute, or the TTL if that is shorter. */
@@ -634,7 +751,7 @@ TEST_IMPL(polite_robots_cancelled_forgets_fetch)
     hv_config_t cfg;
     hv_host_t h;
     hv_polite_t *p = robots_polite(&cfg, &h, "127.0.0.1", 8080);
-    robots_outcome(p, &h, HV_JOB_CANCELLED, NULL, HV_ET_NONE, NULL, 0, NOW);
+    robots_outcome(p, &h, HV_JOB_CANCELLED, NULL, HV_ET_NONE, NULL, 0, 0, NOW);
     ASSERT_EQ(HV_ROBOTS_UNKNOWN, h.pol->robots_state);
     ASSERT_NULL(h.pol->robots);
 

@@ -2,6 +2,7 @@
 #include "harvestd/robots.h"
 #include "test.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <uv.h>
 
@@ -836,41 +837,109 @@ TEST_IMPL(robots_pathological_patterns_are_fast)
     ASSERT_LT(hv_mono_ms() - start, 5000);
 }
 
-TEST_IMPL(robots_limits)
+/* Compile the body that `fmt` and its arguments make, for "harvestd". */
+static hv_robots_t *parse_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static hv_robots_t *parse_fmt(const char *fmt, ...)
 {
-    /* A pattern longer than 2,048 octets after normalisation is dropped, not truncated. */
-    char *body = hv_xmalloc(8192);
-    char *longpath = repeat_path('x', 2047);
-    int n = snprintf(body, 8192, "User-agent: *\nDisallow: %s\n", longpath);
-    ASSERT(n > 0 && n < 8192);
-    hv_robots_t *r = parse(body, "harvestd");
-    ASSERT_EQ(1, hv_robots_rules(r));
-    ASSERT_DISALLOWED(r, longpath);
-    hv_robots_free(r);
-    free(longpath);
-
-    longpath = repeat_path('x', 2048);
-    n = snprintf(body, 8192, "User-agent: *\nDisallow: %s\nDisallow: /short\n", longpath);
-    ASSERT(n > 0 && n < 8192);
-    r = parse(body, "harvestd");
-    ASSERT_EQ(1, hv_robots_rules(r));
-    ASSERT_ALLOWED(r, longpath);
-    ASSERT_DISALLOWED(r, "/short");
-    hv_robots_free(r);
-    free(longpath);
-
-    /* Raw non-ASCII counts three octets per byte once encoded: 700 * 3 > 2,048. */
-    longpath = repeat_path('\xE9', 700);
-    n = snprintf(body, 8192, "User-agent: *\nDisallow: %s\n", longpath);
-    ASSERT(n > 0 && n < 8192);
-    r = parse(body, "harvestd");
-    ASSERT_EQ(0, hv_robots_rules(r));
-    hv_robots_free(r);
-    free(longpath);
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    ASSERT(n >= 0);
+    char *body = hv_xmalloc((size_t)n + 1);
+    ASSERT_EQ(n, vsnprintf(body, (size_t)n + 1, fmt, again));
+    va_end(again);
+    hv_robots_t *r = hv_robots_parse(body, (size_t)n, "harvestd");
     free(body);
+    return r;
+}
+
+/* `spec` with each "c{n}" written out as n copies of c: "/a{3}b" is "/aaab". */
+static char *expand(const char *spec)
+{
+    size_t cap = 64, len = 0;
+    char *out = hv_xmalloc(cap);
+    for (const char *p = spec; *p != '\0'; p++) {
+        char c = *p;
+        size_t count = 1;
+        if (p[1] == '{') {
+            char *end;
+            count = strtoul(p + 2, &end, 10);
+            ASSERT(*end == '}');
+            p = end;
+        }
+        if (len + count + 1 > cap) {
+            cap = (len + count + 1) * 2;
+            out = hv_xrealloc(out, cap);
+        }
+        memset(out + len, c, count);
+        len += count;
+    }
+    out[len] = '\0';
+    return out;
+}
+
+/*
+ * A Disallow longer than 2,048 octets after normalisation is cut to the prefix that fits: the
+ * cut pattern matches every target the whole one matched, so a limit never lets through what
+ * the site forbade. It disallows more than was written, never less. Patterns and targets are
+ * expand() specs.
+ */
+static const struct {
+    const char *pattern;
+    const char *disallowed[4];
+    const char *allowed[3];
+} long_disallows[] = {
+    /* At the limit a pattern is kept whole. */
+    {"/x{2047}", {"/x{2047}"}, {"/x{2046}y"}},
+    /* Beyond it the first 2,048 octets decide. */
+    {"/a{2999}", {"/a{2999}", "/a{2999}/more?q=1", "/a{2047}b"}, {"/aab", "/a{2046}b"}},
+    /* A cut pattern no longer reaches the end of what it named: its "$" has to go, or it
+     * would match nothing at all. */
+    {"/a{2999}$", {"/a{2999}", "/a{2999}.html"}, {"/a{2046}"}},
+    /* Wildcards before the cut keep working; one right at the cut is the implicit one at the
+     * end of every pattern. */
+    {"/*a{2999}", {"/a{2999}", "/dir/a{2999}"}, {"/dir/aaa"}},
+    {"/a{2046}*b{999}", {"/a{2046}", "/a{2046}zzz"}, {"/a{2045}"}},
+    /* Raw non-ASCII counts three octets per byte once encoded: 700 of them make 2,101. The
+     * cut falls between escapes, after the 682 that fit with the '/', never inside one (a
+     * pattern ending in "%" or "%E" would miss the second target). */
+    {"/\xE9{700}", {"/\xE9{700}", "/\xE9{682}a"}, {"/\xE9{681}a"}},
+    /* So does a lone '%', which stands for itself as "%25". */
+    {"/a{2045}%", {"/a{2045}%25", "/a{2045}%"}, {"/a{2044}"}},
+    {"/a{2044}%", {"/a{2044}%25"}, {"/a{2044}%26"}},
+};
+
+static void check_targets(const hv_robots_t *r, size_t rule, const char *const *targets, size_t n,
+                          int want)
+{
+    for (size_t j = 0; j < n && targets[j] != NULL; j++) {
+        char *t = expand(targets[j]);
+        int got = allowed(r, t);
+        free(t);
+        if (got != want)
+            hv_test_fail(__FILE__, __LINE__, "rule %zu: %s should be %s", rule, targets[j],
+                         want ? "allowed" : "disallowed");
+    }
+}
+
+TEST_IMPL(robots_long_disallow_is_truncated)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(long_disallows); i++) {
+        char *pattern = expand(long_disallows[i].pattern);
+        hv_robots_t *r = parse_fmt("User-agent: *\nDisallow: %s\n", pattern);
+        free(pattern);
+        ASSERT_EQ(1, hv_robots_rules(r));
+        check_targets(r, i, long_disallows[i].disallowed,
+                      HV_ARRAY_SIZE(long_disallows[i].disallowed), 0);
+        check_targets(r, i, long_disallows[i].allowed, HV_ARRAY_SIZE(long_disallows[i].allowed), 1);
+        hv_robots_free(r);
+    }
 
     /* Very long targets are matched like any other. */
-    r = disallow_one("/*zz$");
+    hv_robots_t *r = disallow_one("/*zz$");
     char *target = repeat_path('y', 20000);
     ASSERT_ALLOWED(r, target);
     target[19999] = 'z';
@@ -878,6 +947,80 @@ TEST_IMPL(robots_limits)
     ASSERT_DISALLOWED(r, target);
     hv_robots_free(r);
     free(target);
+}
+
+/*
+ * The longest match under the pattern limit. A Disallow cut to 2,048 octets keeps the length
+ * it was written with, so an Allow that it beats as written (one of 2,048 octets would win a
+ * tie with the cut length) still loses. An Allow too long to keep is dropped rather than cut:
+ * a cut one would match targets its author never named, and win there by its written length,
+ * while dropping it only disallows more.
+ */
+static const struct {
+    const char *rules; /* an expand() spec */
+    size_t kept;
+    const char *target;
+    int allowed;
+} limit_precedence[] = {
+    /* The cut Disallow against a kept Allow, in either order. */
+    {"Allow: /a{2047}\nDisallow: /a{2999}\n", 2, "/a{2999}", 0},
+    {"Disallow: /a{2999}\nAllow: /a{2047}\n", 2, "/a{2999}", 0},
+    /* Targets only the Allow matched as written now meet the cut Disallow too. */
+    {"Disallow: /a{2999}\nAllow: /a{2047}\n", 2, "/a{2047}", 0},
+    /* Only the Disallow matches this one as written; so would a cut Allow, and win. */
+    {"Disallow: /a{2099}\nAllow: /a{2499}\n", 1, "/a{2099}b", 0},
+    /* As written the Allow wins here; without it the Disallow does. */
+    {"Disallow: /a{2099}\nAllow: /a{2499}\n", 1, "/a{2499}", 0},
+    {"Allow: /a{2499}\nDisallow: /\nAllow: /b\n", 2, "/a{2499}", 0},
+    {"Allow: /a{2499}\nDisallow: /\nAllow: /b\n", 2, "/b", 1},
+    /* What no kept rule matches stays allowed. */
+    {"Allow: /a{2499}\nDisallow: /a{2099}\n", 1, "/a{1999}", 1},
+};
+
+TEST_IMPL(robots_limits_keep_the_longest_match_safe)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(limit_precedence); i++) {
+        char *rules = expand(limit_precedence[i].rules);
+        hv_robots_t *r = parse_fmt("User-agent: *\n%s", rules);
+        free(rules);
+        if (hv_robots_rules(r) != limit_precedence[i].kept)
+            hv_test_fail(__FILE__, __LINE__, "case %zu: %zu rules kept", i, hv_robots_rules(r));
+        check_targets(r, i, &limit_precedence[i].target, 1, limit_precedence[i].allowed);
+        hv_robots_free(r);
+    }
+}
+
+/* Past 10,000 rules Disallow rules are still kept, and only Allow rules are ignored. */
+TEST_IMPL(robots_rules_past_the_cap)
+{
+    const size_t cap = 200 * 1024;
+    char *body = hv_xmalloc(cap);
+    size_t len = (size_t)snprintf(body, cap, "User-agent: *\n");
+    for (int i = 0; i < 10000; i++)
+        len += (size_t)snprintf(body + len, cap - len, "Allow: /a%05d\n", i);
+    len += (size_t)snprintf(body + len, cap - len, "Disallow: /x\nAllow: /x/ok\nDisallow: /y$\n");
+    ASSERT_LT(len, cap);
+    hv_robots_t *r = hv_robots_parse(body, len, "harvestd");
+    ASSERT_EQ(10002, hv_robots_rules(r));
+    ASSERT_DISALLOWED(r, "/x/y");
+    ASSERT_DISALLOWED(r, "/x/ok"); /* the Allow past the cap is ignored */
+    ASSERT_DISALLOWED(r, "/y");
+    ASSERT_ALLOWED(r, "/y/z");
+    ASSERT_ALLOWED(r, "/a09999");
+    ASSERT_ALLOWED(r, "/elsewhere");
+    hv_robots_free(r);
+
+    len = (size_t)snprintf(body, cap, "User-agent: *\n");
+    for (int i = 0; i < 10000; i++)
+        len += (size_t)snprintf(body + len, cap - len, "Disallow: /d%05d\n", i);
+    len += (size_t)snprintf(body + len, cap - len, "Allow: /d00000/ok\nDisallow: /late\n");
+    r = hv_robots_parse(body, len, "harvestd");
+    ASSERT_EQ(10001, hv_robots_rules(r));
+    ASSERT_DISALLOWED(r, "/d00000/ok");
+    ASSERT_DISALLOWED(r, "/late/x");
+    ASSERT_ALLOWED(r, "/elsewhere");
+    hv_robots_free(r);
+    free(body);
 }
 
 TEST_IMPL(robots_500_kib_body)
@@ -902,23 +1045,30 @@ TEST_IMPL(robots_500_kib_body)
 
     uint64_t start = hv_mono_ms();
     hv_robots_t *r = hv_robots_parse(body, len, "harvestd");
-    ASSERT_EQ(10000, hv_robots_rules(r)); /* the first 10,000 rules are kept */
+    ASSERT_EQ(lines, hv_robots_rules(r)); /* Disallow rules are kept past 10,000 */
     ASSERT_EQ(1000, hv_robots_crawl_delay_ms(r));
     ASSERT_DISALLOWED(r, "/p000000/a.html");
     ASSERT_DISALLOWED(r, "/p009999/dir/b.html");
     ASSERT_ALLOWED(r, "/p009999/b.htm");
-    ASSERT_ALLOWED(r, "/p010000/a.html");
+    ASSERT_DISALLOWED(r, "/p010000/a.html");
+    char last[32];
+    snprintf(last, sizeof(last), "/p%06zu/z.html", lines - 1);
+    ASSERT_DISALLOWED(r, last);
     ASSERT_ALLOWED(r, "/elsewhere");
     for (int i = 0; i < 200; i++)
         ASSERT_ALLOWED(r, "/p0099/not-a-rule.html");
     hv_robots_free(r);
     ASSERT_LT(hv_mono_ms() - start, 5000);
 
-    /* The same size as a single line without a newline. */
+    /* The same size as a single line without a newline: a rule cut to 2,048 octets. */
     memset(body, '/', cap);
     memcpy(body, "User-agent: *\nDisallow: ", 24);
     r = hv_robots_parse(body, cap, "harvestd");
-    ASSERT_EQ(0, hv_robots_rules(r));
+    ASSERT_EQ(1, hv_robots_rules(r));
+    ASSERT_ALLOWED(r, "/");
+    memset(body, '/', 2048);
+    body[2048] = '\0';
+    ASSERT_DISALLOWED(r, body);
     hv_robots_free(r);
     free(body);
 }
