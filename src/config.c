@@ -100,7 +100,7 @@ static const directive_t directives[] = {
      "least time between two request starts on one host (a [host \"NAME\"] section can "
      "override it, and per_host, for one host)"},
     {"host_delay_jitter", T_FRACTION, F(host_delay_jitter), 0, 1, 0, "0",
-     "random variation of host_delay, as a fraction (0.2: +-20%)"},
+     "random extra time after host_delay, up to this fraction of it (0.2: up to 20% more)"},
     {"adaptive", T_BOOL, F(adaptive), 0, 1, 0, "no",
      "slow down for a host that answers 429/503 or gets slower (halve its concurrency, "
      "double its delay), speed up again gradually on success"},

@@ -64,7 +64,7 @@ typedef struct {
 
     /* politeness */
     uint64_t host_delay_ms;      /* least time between request starts on one host */
-    double host_delay_jitter;    /* random +- fraction of host_delay */
+    double host_delay_jitter;    /* random extra delay, up to this fraction of it */
     int adaptive;                /* AIMD per-host concurrency and delay */
     int obey_robots;             /* fetch and obey robots.txt */
     uint64_t robots_ttl_ms;

@@ -305,7 +305,8 @@ TEST_IMPL(config_help_shows_canonical_defaults)
         "  --dns-ttl              how long a resolved host name is reused (default 60s)\n",
         "  --retry-statuses       HTTP statuses worth retrying (comma-separated) "
         "(default 429,500,502,503,504)\n",
-        "  --host-delay-jitter    random variation of host_delay, as a fraction (0.2: +-20%) "
+        "  --host-delay-jitter    random extra time after host_delay, up to this fraction of it "
+        "(0.2: up to 20% more) "
         "(default 0)\n",
         "  --fsync                when outputs are fsynced: never, interval or always (daemon; "
         "--once syncs at the end) (default interval)\n",
