@@ -448,11 +448,15 @@ static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail
         hv_log_set_before(NULL);
         progress_app = NULL;
     }
-    hv_engine_stats_t st;
-    hv_engine_stats(app->engine, &st);
-    hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
-    hv_metrics_format_engine(engine_stats, sizeof(engine_stats), &st);
-    fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
+    /* The summary counts what reached the output: after an internal failure it would count
+     * records that never did, so there is none then (as in the daemon). */
+    if (status == 0 || status == HV_ECANCELLED) {
+        hv_engine_stats_t st;
+        hv_engine_stats(app->engine, &st);
+        hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
+        hv_metrics_format_engine(engine_stats, sizeof(engine_stats), &st);
+        fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
+    }
     if (status == 0) {
         app->exit_code = EXIT_OK;
     } else if (status == HV_ECANCELLED) {
