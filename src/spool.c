@@ -361,7 +361,37 @@ static void on_handles_closed(hv_handles_t *hs)
     maybe_closed(sp);
 }
 
-static void finish_complete(sbatch_t *sb)
+/*
+ * The completion order. A batch completes in these steps, each one durable before the next:
+ *
+ *   1. the output is fsynced (the batch's writer, before on_batch_done gets status 0);
+ *   2. the crash note is removed (its lines have their ParserCrashed records now);
+ *   3. the summary is renamed into place: the output is complete;
+ *   4. the input moves to done/: the batch is over.
+ *
+ * Users (and tests) wait for the summary or for done/, so everything before either must be
+ * final by then: a note removed after the move would still be there for whoever saw done/.
+ * An interruption between two steps leaves what a restart finishes: before 3 the batch
+ * resumes (between 2 and 3 its noted lines, the note gone, are fetched again), after 3
+ * start_batch only does step 4 (and step 2 again, for a note left by an older order).
+ */
+
+/* Step 2: 0 once no crash note is left (synced), or the error with its message in `err`. */
+static int remove_crash_note(sbatch_t *sb, char *err, size_t errcap)
+{
+    if (unlink(sb->crash_path) == 0) {
+        fsync_dir(sb->sp->out);
+        return 0;
+    }
+    int e = errno;
+    if (e == ENOENT)
+        return 0;
+    snprintf(err, errcap, "removing %s: %s", sb->crash_path, strerror(e));
+    return uv_translate_sys_error(e);
+}
+
+/* Step 4. A batch whose input cannot move is complete all the same: its summary says so. */
+static void move_to_done(sbatch_t *sb)
 {
     hv_spool_t *sp = sb->sp;
     int rc = move_unique(sb->active_path, sp->done, sb->name, NULL);
@@ -370,9 +400,17 @@ static void finish_complete(sbatch_t *sb)
                uv_err_name(rc));
     else
         fsync_dir(sp->done);
-    /* Its lines have their ParserCrashed records now. */
-    if (unlink(sb->crash_path) == 0)
-        fsync_dir(sp->out);
+}
+
+/* Steps 2 to 4, the output being synced. 0, or the error with its message in `err`. */
+static int complete_batch(sbatch_t *sb, char *err, size_t errcap)
+{
+    int rc = remove_crash_note(sb, err, errcap);
+    if (rc == 0)
+        rc = write_summary(sb, hv_now_unix_ms(), err, errcap);
+    if (rc == 0)
+        move_to_done(sb);
+    return rc;
 }
 
 static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
@@ -383,12 +421,12 @@ static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detai
     hv_batch_format_stats(b, uv_now(sp->loop), line, sizeof(line));
 
     if (status == 0) {
-        int rc = write_summary(sb, hv_now_unix_ms(), err, sizeof(err));
+        int rc = complete_batch(sb, err, sizeof(err));
         if (rc != 0) {
-            HV_LOG(HV_LOG_ERROR, "event=summary_failed batch=\"%s\" error=\"%s\"", sb->name, err);
+            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", sb->name,
+                   err);
             sp->cbs.on_fatal(sp->ud, rc, err);
         } else {
-            finish_complete(sb);
             sp->stats.completed++;
             sp->stats.records += hv_batch_stats(b)->records;
             HV_LOG(HV_LOG_NOTICE, "event=batch_done batch=\"%s\" %s", sb->name, line);
@@ -542,7 +580,11 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
     if (resume && exists(sb->summary_path)) {
         /* Completed, then interrupted before the input moved to done/. */
         HV_LOG(HV_LOG_NOTICE, "event=batch_already_complete batch=\"%s\"", name);
-        finish_complete(sb);
+        rc = remove_crash_note(sb, err, sizeof(err));
+        if (rc != 0)
+            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", name, err);
+        else
+            move_to_done(sb);
         goto out;
     }
     if (looks_binary(lock_fd, reason, sizeof(reason)) ||

@@ -7,7 +7,12 @@
  *   done/       inputs whose batch completed
  *   rejected/   inputs that cannot be processed, each with a <name>.reason file
  *   out/        <name>.jsonl (appended as records complete) and <name>.summary.json (written
- *               atomically once the output is complete and synced: the completion signal)
+ *               atomically once the output is complete and synced: the completion signal);
+ *               <name>.crashes while the batch holds a page that crashed the parser
+ *
+ * A batch completes in one order, each step synced before the next: output fsynced, crash
+ * note removed, summary renamed into place, input moved to done/ (see spool.c). Whoever sees
+ * the summary finds the output final; whoever sees the input in done/ finds everything final.
  *
  * Files are discovered by uv_fs_event on incoming/, a scan at start-up and a periodic rescan
  * (inotify can miss events). Claiming is rename(2) with RENAME_NOREPLACE into active/ under a
