@@ -620,9 +620,9 @@ static int start_daemon(app_t *app)
     hv_handles_own(&app->handles, (uv_handle_t *)&app->watchdog_timer);
     rc = hv_spool_start(app->spool, err, sizeof(err));
     if (rc != 0) {
+        /* Nothing was claimed: no drain, just the spool's handles, then the engine's. */
         fprintf(stderr, "harvestd: %s\n", err);
-        app->exit_code = EXIT_USAGE;
-        daemon_stop(app, 1);
+        hv_spool_close(app->spool, on_spool_closed, app);
         return EXIT_USAGE;
     }
     uv_timer_start(&app->status_timer, on_status_timer, STATUS_INTERVAL_MS, STATUS_INTERVAL_MS);

@@ -849,13 +849,42 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
     uv_timer_start(&sp->timer, on_timer, SCAN_DEBOUNCE_MS, sp->cfg->rescan_interval_ms);
 }
 
+/* inotify refused for want of a resource (the host's watch or instance limit, memory) is
+ * not the spool's fault: the periodic rescan finds the files alone, later but all the same.
+ * Anything else (incoming/ not readable, say) would defeat the rescan too. */
+static int watch_unavailable(int rc)
+{
+    return rc == UV_ENOSPC || rc == UV_EMFILE || rc == UV_ENFILE || rc == UV_ENOMEM ||
+           rc == UV_ENOSYS;
+}
+
+static const char *watch_hint(int rc)
+{
+    switch (rc) {
+    case UV_ENOSPC:
+        return ": the inotify watch limit is used up (fs.inotify.max_user_watches)";
+    case UV_EMFILE:
+        return ": the inotify instance limit (fs.inotify.max_user_instances) or the open-file "
+               "limit is reached";
+    default:
+        return "";
+    }
+}
+
 int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
 {
     int rc = uv_fs_event_start(&sp->event, on_fs_event, sp->incoming, 0);
-    if (rc != 0) {
+    if (rc != 0 && !watch_unavailable(rc)) {
         snprintf(err, errcap, "cannot watch %s: %s", sp->incoming, uv_strerror(rc));
         return rc;
     }
+    if (rc != 0)
+        HV_LOG(HV_LOG_WARNING,
+               "event=watch_unavailable dir=\"%s\" error=\"inotify: %s (%s)%s\" "
+               "rescan_interval_ms=%" PRIu64 " note=\"relying on the periodic rescan every "
+               "rescan_interval to find new files\"",
+               sp->incoming, uv_strerror(rc), uv_err_name(rc), watch_hint(rc),
+               sp->cfg->rescan_interval_ms);
     uv_timer_start(&sp->timer, on_timer, sp->cfg->rescan_interval_ms, sp->cfg->rescan_interval_ms);
     scan(sp);
     return 0;
