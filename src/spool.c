@@ -99,6 +99,18 @@ static int ensure_dir(const char *path, char *err, size_t errcap)
     return 0;
 }
 
+/* Every subdirectory is written: files are renamed into and out of each, outputs and notes
+ * are created in out/. One that cannot be would fail batch after batch, so it stops the
+ * start instead. */
+static int ensure_writable(const char *path, char *err, size_t errcap)
+{
+    if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) == 0)
+        return 0;
+    int e = errno;
+    snprintf(err, errcap, "cannot write to %s: %s", path, strerror(e));
+    return uv_translate_sys_error(e);
+}
+
 static void spool_free(hv_spool_t *sp)
 {
     free(sp->incoming);
@@ -139,6 +151,8 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     const char *dirs[] = {sp->incoming, sp->active, sp->done, sp->rejected, sp->out};
     for (size_t i = 0; i < HV_ARRAY_SIZE(dirs); i++) {
         int rc = ensure_dir(dirs[i], err, errcap);
+        if (rc == 0)
+            rc = ensure_writable(dirs[i], err, errcap);
         if (rc != 0) {
             spool_free(sp);
             return rc;

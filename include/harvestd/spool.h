@@ -52,8 +52,8 @@ typedef struct {
 } hv_spool_stats_t;
 
 /**
- * Check the spool (spool_dir must exist; its subdirectories are created when missing).
- * Returns 0 and *out, or an error with a message in `err`.
+ * Check the spool (spool_dir must exist; its subdirectories are created when missing, and
+ * each must be writable). Returns 0 and *out, or an error with a message in `err`.
  */
 int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
                   const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,

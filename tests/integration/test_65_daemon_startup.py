@@ -1,13 +1,25 @@
 """The daemon's start-up. Without inotify (the host's watch limit used up, no instance left) it
-warns once and finds files by the periodic rescan alone; a watch refused for another reason
-exits 2 with one line naming the cause, having touched nothing and leaked nothing (the harness
-checks stderr for sanitizer reports and leftover handles on every exit).
+warns once and finds files by the periodic rescan alone. Every other step that cannot succeed
+(a watch refused otherwise, spool directories missing, not creatable or not writable) exits 2
+with one line naming the cause, having touched nothing and leaked nothing (the harness checks
+stderr for sanitizer reports and leftover handles on every exit).
 
-The faults come from the fault-injection shim (harness.fault_shim, preloaded)."""
+Faults that cannot be made for real come from the fault-injection shim (harness.fault_shim,
+preloaded); the others are real: a missing path, a read-only tmpfs (root only), a directory
+the daemon may not write (by its mode; as root, whom modes do not stop, the daemon runs as
+nobody on files root owns)."""
+
+import os
+import shutil
+import subprocess
+import tempfile
 
 import pytest
 
-from harness import page_urls, preload_env, wait_complete
+from harness import (DAEMON_DEFAULTS, HARVESTD_BIN, SPOOL_SUBDIRS, Spool, page_urls,
+                     preload_env, wait_complete, write_config)
+
+NOBODY = 65534
 
 
 def expect_startup_failure(d, *fragments, timeout=10):
@@ -65,3 +77,143 @@ def test_65_02_a_watch_refused_otherwise_is_a_start_up_failure(start_daemon, spo
     d = start_daemon(env=preload_env(HV_FAULT_INOTIFY_ADD_WATCH="EACCES"), ready=False)
     expect_startup_failure(d, "cannot watch", spool.path("incoming"), "permission denied")
     assert spool.files("incoming") == ["waiting.txt"] and spool.files("active") == []
+
+
+# -------------------------------------------------------------------------- spool directories
+
+
+def test_65_03_spool_dir_under_a_missing_path(start_daemon, tmp_path):
+    """spool_dir under a path that does not exist: exit 2 naming it and the cause."""
+    missing = str(tmp_path / "gone" / "spool")
+    d = start_daemon(spool_dir=missing, ready=False)
+    expect_startup_failure(d, "spool_dir", missing, "no such file or directory")
+
+
+@pytest.fixture
+def ro_mount(harvestd):
+    """ro_mount(path): an empty read-only tmpfs on `path` (root only; skipped where mounting is
+    refused), unmounted after the test once its daemons are gone."""
+    mounted = []
+
+    def mount(path):
+        if os.geteuid() != 0:
+            pytest.skip("mounting a tmpfs needs root")
+        os.makedirs(path, exist_ok=True)
+        try:
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k,mode=0755", "tmpfs",
+                                   path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  timeout=30)
+        except OSError as e:
+            pytest.skip("cannot run mount: %s" % e)
+        if done.returncode != 0:
+            pytest.skip("cannot mount a tmpfs here: %s" % done.stdout.decode(errors="replace").strip())
+        mounted.append(path)
+        return path
+
+    yield mount
+    harvestd.cleanup()
+    for path in mounted:
+        if subprocess.run(["umount", path]).returncode != 0:
+            subprocess.run(["umount", "-l", path])
+
+
+def test_65_04_spool_dir_on_a_read_only_file_system(start_daemon, spool, ro_mount):
+    """spool_dir exists on a read-only file system, without its subdirectories: exit 2 naming
+    the first one and the cause."""
+    ro_mount(spool.root)
+    d = start_daemon(ready=False)
+    expect_startup_failure(d, "cannot create", spool.path("incoming"), "read-only file system")
+
+
+def test_65_05_out_on_a_read_only_file_system(start_daemon, spool, origin, ro_mount):
+    """out/ cannot be written (a read-only mount): exit 2 naming it and the cause, instead of
+    claiming the waiting file and failing on its output."""
+    for sub in SPOOL_SUBDIRS:
+        os.makedirs(spool.path(sub), exist_ok=True)
+    ro_mount(spool.path("out"))
+    spool.drop("waiting.txt", page_urls(origin, "waiting", 1))
+    d = start_daemon(ready=False)
+    expect_startup_failure(d, "cannot write", spool.path("out"), "read-only file system")
+    assert spool.files("incoming") == ["waiting.txt"] and spool.files("active") == []
+
+
+class Denied:
+    """A spool and config the daemon may use, but for one path it may not, by its mode. As root
+    (whom modes do not stop) the daemon runs as nobody, outside tmp_path (whose parents only
+    root may enter), on files nobody owns, but for the denied one, which root keeps."""
+
+    def __init__(self, tmp_path):
+        self.as_root = os.geteuid() == 0
+        self.user = NOBODY if self.as_root else None
+        if self.as_root:
+            try:
+                probe = subprocess.run([HARVESTD_BIN, "--version"], user=NOBODY, group=NOBODY,
+                                       extra_groups=[], stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, timeout=10)
+            except OSError as e:
+                pytest.skip("cannot run harvestd as nobody: %s" % e)
+            if probe.returncode != 0:
+                pytest.skip("cannot run harvestd as nobody: %r" % probe.stdout)
+            self.base = tempfile.mkdtemp(prefix="harvestd-startup-")
+            os.chmod(self.base, 0o755)
+        else:
+            self.base = str(tmp_path / "denied")
+            os.makedirs(self.base)
+        self.spool = Spool(os.path.join(self.base, "spool"))
+
+    def config(self, **directives):
+        values = dict(DAEMON_DEFAULTS, spool_dir=self.spool.root)
+        values.update(directives)
+        return write_config(os.path.join(self.base, "d.conf"), values)
+
+    def deny(self, path):
+        """Hand everything under base to the daemon's user, but `path`: a file it may not read
+        or a directory it may not write."""
+        if self.as_root:
+            for dirpath, _, filenames in os.walk(self.base):
+                for p in [dirpath] + [os.path.join(dirpath, f) for f in filenames]:
+                    if p != path:
+                        os.chown(p, NOBODY, NOBODY)
+            os.chmod(path, 0o755 if os.path.isdir(path) else 0o600)
+        else:
+            os.chmod(path, 0o555 if os.path.isdir(path) else 0o000)
+
+    def cleanup(self):
+        for dirpath, dirnames, _ in os.walk(self.base):
+            for name in dirnames:
+                os.chmod(os.path.join(dirpath, name), 0o755)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture
+def denied(harvestd, tmp_path):
+    d = Denied(tmp_path)
+    yield d
+    harvestd.cleanup()
+    d.cleanup()
+
+
+def test_65_06_spool_subdirectory_cannot_be_created(harvestd, denied):
+    """spool_dir exists but may not be written, and lacks its subdirectories: exit 2 naming the
+    first one and the cause."""
+    os.makedirs(denied.spool.root, exist_ok=True)
+    config = denied.config()
+    denied.deny(denied.spool.root)
+    d = harvestd.start_daemon(config, user=denied.user)
+    expect_startup_failure(d, "cannot create", denied.spool.path("incoming"), "permission denied")
+    assert os.listdir(denied.spool.root) == []
+
+
+@pytest.mark.parametrize("sub", SPOOL_SUBDIRS)
+def test_65_07_spool_subdirectory_not_writable(harvestd, denied, origin, sub):
+    """Every subdirectory exists, one may not be written (the daemon renames into and out of
+    each, and writes out/): exit 2 naming it, nothing claimed."""
+    for s in SPOOL_SUBDIRS:
+        os.makedirs(denied.spool.path(s))
+    denied.spool.drop("waiting.txt", page_urls(origin, "waiting", 1))
+    config = denied.config()
+    denied.deny(denied.spool.path(sub))
+    d = harvestd.start_daemon(config, user=denied.user)
+    expect_startup_failure(d, "cannot write", denied.spool.path(sub), "permission denied")
+    assert denied.spool.files("incoming") == ["waiting.txt"]
+    assert denied.spool.files("active") == []
