@@ -1,16 +1,18 @@
 """The daemon's start-up. Without inotify (the host's watch limit used up, no instance left) it
 warns once and finds files by the periodic rescan alone. Every other step that cannot succeed
-(a watch refused otherwise, spool directories missing, not creatable or not writable) exits 2
-with one line naming the cause, having touched nothing and leaked nothing (the harness checks
-stderr for sanitizer reports and leftover handles on every exit).
+(the config or the CA file unreadable, the metrics address in use, spool directories that
+cannot be created, one that cannot be written) exits 2 with one line naming the cause, having
+touched nothing and leaked nothing (the harness checks stderr for sanitizer reports and
+leftover handles on every exit).
 
 Faults that cannot be made for real come from the fault-injection shim (harness.fault_shim,
-preloaded); the others are real: a missing path, a read-only tmpfs (root only), a directory
-the daemon may not write (by its mode; as root, whom modes do not stop, the daemon runs as
-nobody on files root owns)."""
+preloaded); the others are real: a port bound here, a missing path, a read-only tmpfs (root
+only), a file or directory the daemon may not use (by its mode; as root, whom modes do not
+stop, the daemon runs as nobody on files root owns)."""
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 
@@ -217,3 +219,51 @@ def test_65_07_spool_subdirectory_not_writable(harvestd, denied, origin, sub):
     expect_startup_failure(d, "cannot write", denied.spool.path(sub), "permission denied")
     assert denied.spool.files("incoming") == ["waiting.txt"]
     assert denied.spool.files("active") == []
+
+
+# ----------------------------------------------------------- config, CA file, metrics address
+
+
+def test_65_08_metrics_address_in_use(start_daemon, spool, origin):
+    """The metrics address is bound already: exit 2 naming the address and the cause, before
+    the spool is touched."""
+    busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        listen = "127.0.0.1:%d" % busy.getsockname()[1]
+        spool.drop("waiting.txt", page_urls(origin, "waiting", 1))
+        d = start_daemon(metrics_listen=listen, ready=False)
+        expect_startup_failure(d, "metrics_listen", listen, "address already in use")
+    finally:
+        busy.close()
+    assert spool.files("incoming") == ["waiting.txt"]
+    assert [s for s in SPOOL_SUBDIRS if os.path.exists(spool.path(s))] == ["incoming"]
+
+
+def test_65_09_config_file_missing_or_a_directory(harvestd, tmp_path):
+    """-c naming nothing, or a directory (which reads as an empty file): exit 2 naming the
+    file and the errno's text."""
+    for path, cause in ((str(tmp_path / "no-such.conf"), "no such file or directory"),
+                        (str(tmp_path), "is a directory")):
+        d = harvestd.start_daemon(path)
+        expect_startup_failure(d, "config", path, cause)
+
+
+def test_65_10_config_file_not_readable(harvestd, denied):
+    """A config file the daemon may not read: exit 2 naming it and the cause."""
+    config = denied.config()
+    denied.deny(config)
+    d = harvestd.start_daemon(config, user=denied.user)
+    expect_startup_failure(d, "config", config, "permission denied")
+
+
+@pytest.mark.parametrize("kind", ["missing", "directory"])
+def test_65_11_ca_file_unreadable(start_daemon, spool, tmp_path, kind):
+    """--ca-file naming nothing, or a directory: exit 2 naming the file and the errno's text,
+    before the spool is touched."""
+    path = str(tmp_path / "no-such-ca.pem") if kind == "missing" else str(tmp_path)
+    cause = "no such file or directory" if kind == "missing" else "is a directory"
+    d = start_daemon(ca_file=path, ready=False)
+    expect_startup_failure(d, "CA", path, cause)
+    assert not os.path.exists(spool.path("incoming"))
