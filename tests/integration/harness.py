@@ -1113,3 +1113,21 @@ def read_trace(path):
             return [line.split() for line in f if line.strip()]
     except FileNotFoundError:
         return []
+
+
+# ---------------------------------------------------------------------------- another user
+
+NOBODY = 65534
+
+
+def require_runs_as(uid):
+    """Skip the test, saying why, unless harvestd can be run as `uid` (and the same gid): the
+    binary and its directories must be open to that user."""
+    try:
+        probe = subprocess.run([HARVESTD_BIN, "--version"], user=uid, group=uid, extra_groups=[],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        why = "" if probe.returncode == 0 else repr(probe.stdout)
+    except OSError as e:
+        why = str(e)
+    if why:
+        pytest.skip("cannot run harvestd as uid %d: %s" % (uid, why))

@@ -18,10 +18,8 @@ import tempfile
 
 import pytest
 
-from harness import (DAEMON_DEFAULTS, HARVESTD_BIN, SPOOL_SUBDIRS, Spool, page_urls,
-                     preload_env, wait_complete, write_config)
-
-NOBODY = 65534
+from harness import (DAEMON_DEFAULTS, NOBODY, SPOOL_SUBDIRS, Spool, page_urls, preload_env,
+                     require_runs_as, wait_complete, write_config)
 
 
 def expect_startup_failure(d, *fragments, timeout=10):
@@ -148,14 +146,7 @@ class Denied:
         self.as_root = os.geteuid() == 0
         self.user = NOBODY if self.as_root else None
         if self.as_root:
-            try:
-                probe = subprocess.run([HARVESTD_BIN, "--version"], user=NOBODY, group=NOBODY,
-                                       extra_groups=[], stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, timeout=10)
-            except OSError as e:
-                pytest.skip("cannot run harvestd as nobody: %s" % e)
-            if probe.returncode != 0:
-                pytest.skip("cannot run harvestd as nobody: %r" % probe.stdout)
+            require_runs_as(NOBODY)
             self.base = tempfile.mkdtemp(prefix="harvestd-startup-")
             os.chmod(self.base, 0o755)
         else:
