@@ -10,13 +10,17 @@
  * error; 3 --once interrupted by SIGINT/SIGTERM after a graceful drain.
  */
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/batch.h"
@@ -284,6 +288,29 @@ static int check_mode(app_t *app)
     return EXIT_OK;
 }
 
+/* Whether `path` can be opened for reading as a file: 0, or the error with "cannot read WHAT
+ * PATH: errno text" in `err`. The modules that load it fall back to their own library's
+ * words (a directory reads as an empty config; mbedtls says "PK - Read/write of file
+ * failed"), so start-up asks first. */
+static int check_readable(const char *what, const char *path, char *err, size_t errcap)
+{
+    struct stat st;
+    int e = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        e = errno;
+    else if (fstat(fd, &st) != 0)
+        e = errno;
+    else if (S_ISDIR(st.st_mode))
+        e = EISDIR;
+    if (fd >= 0)
+        close(fd);
+    if (e == 0)
+        return 0;
+    snprintf(err, errcap, "cannot read %s %s: %s", what, path, strerror(e));
+    return uv_translate_sys_error(e);
+}
+
 /* The config file is read once the whole command line is, wherever -c stands in it; what
  * the command line sets (`later`) is then applied over it, in order. EXIT_OK, EXIT_USAGE, or
  * ARGS_ANSWERED. */
@@ -305,7 +332,8 @@ static int parse_args(app_t *app, int argc, char **argv)
     if (rc != EXIT_OK)
         goto out;
     if (app->config_path != NULL &&
-        hv_config_load_file(&app->cfg, app->config_path, err, sizeof(err)) != 0) {
+        (check_readable("config file", app->config_path, err, sizeof(err)) != 0 ||
+         hv_config_load_file(&app->cfg, app->config_path, err, sizeof(err)) != 0)) {
         fprintf(stderr, "harvestd: %s\n", err);
         rc = EXIT_USAGE;
         goto out;
@@ -448,11 +476,15 @@ static void on_once_done(void *ud, hv_batch_t *b, int status, const char *detail
         hv_log_set_before(NULL);
         progress_app = NULL;
     }
-    hv_engine_stats_t st;
-    hv_engine_stats(app->engine, &st);
-    hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
-    hv_metrics_format_engine(engine_stats, sizeof(engine_stats), &st);
-    fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
+    /* The summary counts what reached the output: after an internal failure it would count
+     * records that never did, so there is none then (as in the daemon). */
+    if (status == 0 || status == HV_ECANCELLED) {
+        hv_engine_stats_t st;
+        hv_engine_stats(app->engine, &st);
+        hv_batch_format_stats(b, uv_now(&app->loop), line, sizeof(line));
+        hv_metrics_format_engine(engine_stats, sizeof(engine_stats), &st);
+        fprintf(stderr, "harvestd: summary %s%s\n", line, engine_stats);
+    }
     if (status == 0) {
         app->exit_code = EXIT_OK;
     } else if (status == HV_ECANCELLED) {
@@ -616,9 +648,9 @@ static int start_daemon(app_t *app)
     hv_handles_own(&app->handles, (uv_handle_t *)&app->watchdog_timer);
     rc = hv_spool_start(app->spool, err, sizeof(err));
     if (rc != 0) {
+        /* Nothing was claimed: no drain, just the spool's handles, then the engine's. */
         fprintf(stderr, "harvestd: %s\n", err);
-        app->exit_code = EXIT_USAGE;
-        daemon_stop(app, 1);
+        hv_spool_close(app->spool, on_spool_closed, app);
         return EXIT_USAGE;
     }
     uv_timer_start(&app->status_timer, on_status_timer, STATUS_INTERVAL_MS, STATUS_INTERVAL_MS);
@@ -657,6 +689,36 @@ static void on_signal(uv_signal_t *h, int signum)
         hv_engine_stop(app->engine, app->signals > 1);
 }
 
+/* Signal handlers exist before READY=1 can be sent: a stop request that follows readiness at
+ * once must drain, not kill. */
+static void start_signals(app_t *app)
+{
+    uv_signal_init(&app->loop, &app->sigint);
+    uv_signal_init(&app->loop, &app->sigterm);
+    uv_signal_init(&app->loop, &app->sighup);
+    app->sigint.data = app->sigterm.data = app->sighup.data = app;
+    hv_handles_own(&app->handles, (uv_handle_t *)&app->sigint);
+    hv_handles_own(&app->handles, (uv_handle_t *)&app->sigterm);
+    hv_handles_own(&app->handles, (uv_handle_t *)&app->sighup);
+    uv_signal_start(&app->sigint, on_signal, SIGINT);
+    uv_signal_start(&app->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&app->sighup, on_signal, SIGHUP);
+}
+
+/* The metrics endpoint, when configured: EXIT_OK, or EXIT_USAGE said on stderr (the server
+ * closes itself then). */
+static int start_metrics(app_t *app)
+{
+    char err[1200];
+    if (app->cfg.metrics_listen[0] == '\0')
+        return EXIT_OK;
+    if (hv_metrics_start(&app->loop, app->cfg.metrics_listen, render_metrics, app, &app->metrics,
+                         err, sizeof(err)) == 0)
+        return EXIT_OK;
+    fprintf(stderr, "harvestd: %s\n", err);
+    return EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
     app_t app;
@@ -676,8 +738,10 @@ int main(int argc, char **argv)
     }
     hv_log_level = app.cfg.log_level;
 
-    rc = hv_tls_ctx_new(app.cfg.ca_file[0] ? app.cfg.ca_file : NULL, app.cfg.insecure, &app.tls,
-                        err, sizeof(err));
+    rc = app.cfg.ca_file[0] ? check_readable("CA file", app.cfg.ca_file, err, sizeof(err)) : 0;
+    if (rc == 0)
+        rc = hv_tls_ctx_new(app.cfg.ca_file[0] ? app.cfg.ca_file : NULL, app.cfg.insecure,
+                            &app.tls, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "harvestd: %s\n", err);
         hv_config_free(&app.cfg);
@@ -713,36 +777,17 @@ int main(int argc, char **argv)
     /* A reader that went away must surface as a write error (EPIPE), not kill us. */
     signal(SIGPIPE, SIG_IGN);
 
+    /* From here on every way out, a failed start included, closes what was opened and runs
+     * the loop dry below. */
     uv_loop_init(&app.loop);
-    if (app.cfg.metrics_listen[0] != '\0') {
-        rc = hv_metrics_start(&app.loop, app.cfg.metrics_listen, render_metrics, &app,
-                              &app.metrics, err, sizeof(err));
-        if (rc != 0) {
-            fprintf(stderr, "harvestd: %s\n", err);
-            uv_run(&app.loop, UV_RUN_DEFAULT);
-            uv_loop_close(&app.loop);
-            hv_tls_ctx_free(app.tls);
-            hv_config_free(&app.cfg);
-            hv_charset_unload();
-            return EXIT_USAGE;
-        }
-    }
-    /* Signal handlers exist before READY=1 can be sent: a stop request that follows readiness
-     * at once must drain, not kill. */
-    uv_signal_init(&app.loop, &app.sigint);
-    uv_signal_init(&app.loop, &app.sigterm);
-    uv_signal_init(&app.loop, &app.sighup);
-    app.sigint.data = app.sigterm.data = app.sighup.data = &app;
     hv_handles_init(&app.handles, NULL);
-    hv_handles_own(&app.handles, (uv_handle_t *)&app.sigint);
-    hv_handles_own(&app.handles, (uv_handle_t *)&app.sigterm);
-    hv_handles_own(&app.handles, (uv_handle_t *)&app.sighup);
-    uv_signal_start(&app.sigint, on_signal, SIGINT);
-    uv_signal_start(&app.sigterm, on_signal, SIGTERM);
-    uv_signal_start(&app.sighup, on_signal, SIGHUP);
-    rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);
+    rc = start_metrics(&app);
+    if (rc == EXIT_OK) {
+        start_signals(&app);
+        rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);
+    }
     if (rc != EXIT_OK && app.spool == NULL)
-        close_app(&app); /* nothing runs that would close them later */
+        close_app(&app); /* nothing runs that would close them later (the spool's close does) */
     if (rc != EXIT_OK)
         app.exit_code = rc;
     uv_run(&app.loop, UV_RUN_DEFAULT);

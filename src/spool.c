@@ -99,6 +99,18 @@ static int ensure_dir(const char *path, char *err, size_t errcap)
     return 0;
 }
 
+/* Every subdirectory is written: files are renamed into and out of each, outputs and notes
+ * are created in out/. One that cannot be would fail batch after batch, so it stops the
+ * start instead. */
+static int ensure_writable(const char *path, char *err, size_t errcap)
+{
+    if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) == 0)
+        return 0;
+    int e = errno;
+    snprintf(err, errcap, "cannot write to %s: %s", path, strerror(e));
+    return uv_translate_sys_error(e);
+}
+
 static void spool_free(hv_spool_t *sp)
 {
     free(sp->incoming);
@@ -139,6 +151,8 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     const char *dirs[] = {sp->incoming, sp->active, sp->done, sp->rejected, sp->out};
     for (size_t i = 0; i < HV_ARRAY_SIZE(dirs); i++) {
         int rc = ensure_dir(dirs[i], err, errcap);
+        if (rc == 0)
+            rc = ensure_writable(dirs[i], err, errcap);
         if (rc != 0) {
             spool_free(sp);
             return rc;
@@ -361,7 +375,37 @@ static void on_handles_closed(hv_handles_t *hs)
     maybe_closed(sp);
 }
 
-static void finish_complete(sbatch_t *sb)
+/*
+ * The completion order. A batch completes in these steps, each one durable before the next:
+ *
+ *   1. the output is fsynced (the batch's writer, before on_batch_done gets status 0);
+ *   2. the crash note is removed (its lines have their ParserCrashed records now);
+ *   3. the summary is renamed into place: the output is complete;
+ *   4. the input moves to done/: the batch is over.
+ *
+ * Users (and tests) wait for the summary or for done/, so everything before either must be
+ * final by then: a note removed after the move would still be there for whoever saw done/.
+ * An interruption between two steps leaves what a restart finishes: before 3 the batch
+ * resumes (between 2 and 3 its noted lines, the note gone, are fetched again), after 3
+ * start_batch only does step 4 (and step 2 again, for a note left by an older order).
+ */
+
+/* Step 2: 0 once no crash note is left (synced), or the error with its message in `err`. */
+static int remove_crash_note(sbatch_t *sb, char *err, size_t errcap)
+{
+    if (unlink(sb->crash_path) == 0) {
+        fsync_dir(sb->sp->out);
+        return 0;
+    }
+    int e = errno;
+    if (e == ENOENT)
+        return 0;
+    snprintf(err, errcap, "removing %s: %s", sb->crash_path, strerror(e));
+    return uv_translate_sys_error(e);
+}
+
+/* Step 4. A batch whose input cannot move is complete all the same: its summary says so. */
+static void move_to_done(sbatch_t *sb)
 {
     hv_spool_t *sp = sb->sp;
     int rc = move_unique(sb->active_path, sp->done, sb->name, NULL);
@@ -370,9 +414,17 @@ static void finish_complete(sbatch_t *sb)
                uv_err_name(rc));
     else
         fsync_dir(sp->done);
-    /* Its lines have their ParserCrashed records now. */
-    if (unlink(sb->crash_path) == 0)
-        fsync_dir(sp->out);
+}
+
+/* Steps 2 to 4, the output being synced. 0, or the error with its message in `err`. */
+static int complete_batch(sbatch_t *sb, char *err, size_t errcap)
+{
+    int rc = remove_crash_note(sb, err, errcap);
+    if (rc == 0)
+        rc = write_summary(sb, hv_now_unix_ms(), err, errcap);
+    if (rc == 0)
+        move_to_done(sb);
+    return rc;
 }
 
 static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
@@ -383,12 +435,12 @@ static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detai
     hv_batch_format_stats(b, uv_now(sp->loop), line, sizeof(line));
 
     if (status == 0) {
-        int rc = write_summary(sb, hv_now_unix_ms(), err, sizeof(err));
+        int rc = complete_batch(sb, err, sizeof(err));
         if (rc != 0) {
-            HV_LOG(HV_LOG_ERROR, "event=summary_failed batch=\"%s\" error=\"%s\"", sb->name, err);
+            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", sb->name,
+                   err);
             sp->cbs.on_fatal(sp->ud, rc, err);
         } else {
-            finish_complete(sb);
             sp->stats.completed++;
             sp->stats.records += hv_batch_stats(b)->records;
             HV_LOG(HV_LOG_NOTICE, "event=batch_done batch=\"%s\" %s", sb->name, line);
@@ -542,7 +594,11 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
     if (resume && exists(sb->summary_path)) {
         /* Completed, then interrupted before the input moved to done/. */
         HV_LOG(HV_LOG_NOTICE, "event=batch_already_complete batch=\"%s\"", name);
-        finish_complete(sb);
+        rc = remove_crash_note(sb, err, sizeof(err));
+        if (rc != 0)
+            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", name, err);
+        else
+            move_to_done(sb);
         goto out;
     }
     if (looks_binary(lock_fd, reason, sizeof(reason)) ||
@@ -807,13 +863,42 @@ static void on_fs_event(uv_fs_event_t *h, const char *filename, int events, int 
     uv_timer_start(&sp->timer, on_timer, SCAN_DEBOUNCE_MS, sp->cfg->rescan_interval_ms);
 }
 
+/* inotify refused for want of a resource (the host's watch or instance limit, memory) is
+ * not the spool's fault: the periodic rescan finds the files alone, later but all the same.
+ * Anything else (incoming/ not readable, say) would defeat the rescan too. */
+static int watch_unavailable(int rc)
+{
+    return rc == UV_ENOSPC || rc == UV_EMFILE || rc == UV_ENFILE || rc == UV_ENOMEM ||
+           rc == UV_ENOSYS;
+}
+
+static const char *watch_hint(int rc)
+{
+    switch (rc) {
+    case UV_ENOSPC:
+        return ": the inotify watch limit is used up (fs.inotify.max_user_watches)";
+    case UV_EMFILE:
+        return ": the inotify instance limit (fs.inotify.max_user_instances) or the open-file "
+               "limit is reached";
+    default:
+        return "";
+    }
+}
+
 int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
 {
     int rc = uv_fs_event_start(&sp->event, on_fs_event, sp->incoming, 0);
-    if (rc != 0) {
+    if (rc != 0 && !watch_unavailable(rc)) {
         snprintf(err, errcap, "cannot watch %s: %s", sp->incoming, uv_strerror(rc));
         return rc;
     }
+    if (rc != 0)
+        HV_LOG(HV_LOG_WARNING,
+               "event=watch_unavailable dir=\"%s\" error=\"inotify: %s (%s)%s\" "
+               "rescan_interval_ms=%" PRIu64 " note=\"relying on the periodic rescan every "
+               "rescan_interval to find new files\"",
+               sp->incoming, uv_strerror(rc), uv_err_name(rc), watch_hint(rc),
+               sp->cfg->rescan_interval_ms);
     uv_timer_start(&sp->timer, on_timer, sp->cfg->rescan_interval_ms, sp->cfg->rescan_interval_ms);
     scan(sp);
     return 0;

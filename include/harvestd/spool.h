@@ -7,10 +7,15 @@
  *   done/       inputs whose batch completed
  *   rejected/   inputs that cannot be processed, each with a <name>.reason file
  *   out/        <name>.jsonl (appended as records complete) and <name>.summary.json (written
- *               atomically once the output is complete and synced: the completion signal)
+ *               atomically once the output is complete and synced: the completion signal);
+ *               <name>.crashes while the batch holds a page that crashed the parser
+ *
+ * A batch completes in one order, each step synced before the next: output fsynced, crash
+ * note removed, summary renamed into place, input moved to done/ (see spool.c). Whoever sees
+ * the summary finds the output final; whoever sees the input in done/ finds everything final.
  *
  * Files are discovered by uv_fs_event on incoming/, a scan at start-up and a periodic rescan
- * (inotify can miss events). Claiming is rename(2) with RENAME_NOREPLACE into active/ under a
+ * (inotify can miss events, or be unavailable: the rescan then works alone). Claiming is rename(2) with RENAME_NOREPLACE into active/ under a
  * name that is free in active/, done/ and out/ (a numeric suffix otherwise), so two daemons
  * sharing a spool never take the same file and outputs never mix. At start-up every file in
  * active/ that no other daemon holds is resumed (see resume.h).
@@ -47,14 +52,18 @@ typedef struct {
 } hv_spool_stats_t;
 
 /**
- * Check the spool (spool_dir must exist; its subdirectories are created when missing).
- * Returns 0 and *out, or an error with a message in `err`.
+ * Check the spool (spool_dir must exist; its subdirectories are created when missing, and
+ * each must be writable). Returns 0 and *out, or an error with a message in `err`.
  */
 int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
                   const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,
                   size_t errcap);
 
-/** Resume what active/ holds, scan incoming/, start watching. 0, or an error in `err`. */
+/**
+ * Start watching, resume what active/ holds, scan incoming/. Without inotify (a resource
+ * limit: ENOSPC, EMFILE...) it warns once and relies on the periodic rescan. 0, or an error
+ * in `err` (the watch refused otherwise); the spool then only needs hv_spool_close().
+ */
 int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap);
 
 /** Stop claiming files (the engine drains the running batches). */

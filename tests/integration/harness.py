@@ -923,3 +923,211 @@ class Daemon:
         for f in (self._stdout, self._stderr):
             if not f.closed:
                 f.close()
+
+
+# ---------------------------------------------------------------------------- fault injection
+#
+# A shared object preloaded into harvestd (LD_PRELOAD), compiled at test time with `cc` like the
+# launcher. Driven by the environment, so one build serves every test:
+#   HV_FAULT_INOTIFY_INIT=ENAME       inotify_init1() fails with that errno
+#   HV_FAULT_INOTIFY_ADD_WATCH=ENAME  inotify_add_watch() fails with that errno (ENOSPC: the
+#                                     host's watch limit is used up)
+#   HV_TRACE_FILE=PATH                appends "fsync PATH", "unlink PATH", "rename FROM TO" and
+#                                     "renameat2 FROM TO" for each such call that succeeded, in
+#                                     call order (fsync names the file through /proc/self/fd;
+#                                     the tests' paths have no spaces)
+# Every other call goes to the C library. preload_env() builds the variables to pass: under
+# AddressSanitizer the ASan runtime must come first in LD_PRELOAD, or it refuses to start.
+
+SHIM_SOURCE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+static const struct { const char *name; int value; } errnos[] = {
+    {"ENOSPC", ENOSPC}, {"EMFILE", EMFILE}, {"ENFILE", ENFILE}, {"ENOMEM", ENOMEM},
+    {"EACCES", EACCES}, {"ENOENT", ENOENT}, {"EIO", EIO},
+};
+
+/* The errno the variable `var` names, or 0 when it is not set. */
+static int fault(const char *var)
+{
+    const char *v = getenv(var);
+    if (v == NULL || v[0] == '\0')
+        return 0;
+    for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
+        if (strcmp(v, errnos[i].name) == 0)
+            return errnos[i].value;
+    return EIO;
+}
+
+static void *next(const char *name)
+{
+    void *f = dlsym(RTLD_NEXT, name);
+    if (f == NULL)
+        abort();
+    return f;
+}
+
+static void trace(const char *op, const char *a, const char *b)
+{
+    const char *path = getenv("HV_TRACE_FILE");
+    char line[8400];
+    if (path == NULL || path[0] == '\0')
+        return;
+    int n = snprintf(line, sizeof(line), "%s %s%s%s\n", op, a, b != NULL ? " " : "",
+                     b != NULL ? b : "");
+    if (n <= 0 || (size_t)n >= sizeof(line))
+        return;
+    int saved = errno;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, line, (size_t)n); /* one write: lines never interleave */
+        (void)w;
+        close(fd);
+    }
+    errno = saved;
+}
+
+int inotify_init1(int flags)
+{
+    int e = fault("HV_FAULT_INOTIFY_INIT");
+    if (e != 0) {
+        errno = e;
+        return -1;
+    }
+    return ((int (*)(int))next("inotify_init1"))(flags);
+}
+
+int inotify_add_watch(int fd, const char *path, uint32_t mask)
+{
+    int e = fault("HV_FAULT_INOTIFY_ADD_WATCH");
+    if (e != 0) {
+        errno = e;
+        return -1;
+    }
+    return ((int (*)(int, const char *, uint32_t))next("inotify_add_watch"))(fd, path, mask);
+}
+
+int fsync(int fd)
+{
+    char link[64], path[4096];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof(path) - 1);
+    path[n > 0 ? n : 0] = '\0';
+    int rc = ((int (*)(int))next("fsync"))(fd);
+    if (rc == 0)
+        trace("fsync", path, NULL);
+    return rc;
+}
+
+int unlink(const char *path)
+{
+    int rc = ((int (*)(const char *))next("unlink"))(path);
+    if (rc == 0)
+        trace("unlink", path, NULL);
+    return rc;
+}
+
+int rename(const char *from, const char *to)
+{
+    int rc = ((int (*)(const char *, const char *))next("rename"))(from, to);
+    if (rc == 0)
+        trace("rename", from, to);
+    return rc;
+}
+
+int renameat2(int fromfd, const char *from, int tofd, const char *to, unsigned flags)
+{
+    int rc = ((int (*)(int, const char *, int, const char *, unsigned))next("renameat2"))(
+        fromfd, from, tofd, to, flags);
+    if (rc == 0)
+        trace("renameat2", from, to);
+    return rc;
+}
+"""
+
+_shim = None  # (path, why it is missing)
+
+
+def fault_shim():
+    """Path of the compiled shim (see SHIM_SOURCE); skips the test, saying why, when it cannot
+    be built (no C compiler)."""
+    global _shim
+    if _shim is None:
+        tmp = tempfile.mkdtemp(prefix="harvestd-shim-")
+        atexit.register(shutil.rmtree, tmp, True)
+        src, lib = os.path.join(tmp, "shim.c"), os.path.join(tmp, "shim.so")
+        with open(src, "w") as f:
+            f.write(SHIM_SOURCE)
+        cc = os.environ.get("CC") or "cc"
+        try:
+            done = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib, src, "-ldl"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            _shim = (lib, "") if done.returncode == 0 else \
+                ("", "cannot build the fault-injection shim:\n" + done.stdout.decode(errors="replace"))
+        except OSError as e:
+            _shim = ("", "no C compiler (%s) to build the fault-injection shim: %s" % (cc, e))
+    if not _shim[0]:
+        pytest.skip(_shim[1])
+    return _shim[0]
+
+
+def sanitizer_runtime():
+    """Path of the ASan runtime the binary loads ("" when it is not an ASan build); skips the
+    test when it is one but ldd does not name the runtime."""
+    if "address" not in SANITIZER:
+        return ""
+    try:
+        out = subprocess.run(["ldd", HARVESTD_BIN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             timeout=30).stdout.decode(errors="replace")
+    except OSError as e:
+        pytest.skip("cannot run ldd to find the ASan runtime for LD_PRELOAD: %s" % e)
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("libasan") and len(parts) >= 3 and parts[1] == "=>":
+            return parts[2]
+    pytest.skip("an ASan build, but ldd names no libasan to put first in LD_PRELOAD:\n" + out)
+
+
+def preload_env(**variables):
+    """Environment additions that preload the shim into harvestd (after the ASan runtime in an
+    ASan build) with the shim's `variables` (HV_FAULT_*, HV_TRACE_FILE)."""
+    libs = [lib for lib in (sanitizer_runtime(), fault_shim()) if lib]
+    env = {"LD_PRELOAD": ":".join(libs)}
+    env.update({k: str(v) for k, v in variables.items()})
+    return env
+
+
+def read_trace(path):
+    """The calls a shim with HV_TRACE_FILE=path saw, as lists of words ([] before any)."""
+    try:
+        with open(path) as f:
+            return [line.split() for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+# ---------------------------------------------------------------------------- another user
+
+NOBODY = 65534
+
+
+def require_runs_as(uid):
+    """Skip the test, saying why, unless harvestd can be run as `uid` (and the same gid): the
+    binary and its directories must be open to that user."""
+    try:
+        probe = subprocess.run([HARVESTD_BIN, "--version"], user=uid, group=uid, extra_groups=[],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=10)
+        why = "" if probe.returncode == 0 else repr(probe.stdout)
+    except OSError as e:
+        why = str(e)
+    if why:
+        pytest.skip("cannot run harvestd as uid %d: %s" % (uid, why))

@@ -100,18 +100,20 @@ def test_10_06_duplicate_lines_each_yield_a_record(run_harvestd, fresh_origin):
     assert len(fresh_origin.requests_to("/page")) == 5
 
 
-def test_10_07_https_is_refused_at_input_for_now(run_harvestd, closed_port):
-    # TLS is not implemented yet. When it is, this record moves to stage "download" (nothing
-    # listens on the port): the test then skips and should be replaced by TLS tests.
+def test_10_07_https_url_is_fetched_not_refused_at_input(run_harvestd, closed_port):
+    """An https URL passes the input stage: to a port nothing listens on it fails at stage
+    download as ConnectError connection_refused, like an http one, before any handshake."""
     url = "https://127.0.0.1:%d/page?title=tls" % closed_port
     run = run_harvestd([url])
     assert run.rc == 0
     assert len(run.records) == 1
     rec = run.records[0]
-    if rec.get("stage") != "input":
-        pytest.skip("https URLs are fetched now (record %r): flip this test into a TLS test" % rec)
-    assert_failed(rec, "input", "UnsupportedScheme")
-    assert rec["requested_url"] == url
+    assert_failed(rec, "download", "ConnectError", "connection_refused")
+    assert_key_order(rec)
+    assert rec["requested_url"] == url and rec["url"] == url, rec
+    assert "http_status" not in rec, rec
+    assert run.summary.get("error_type.ConnectError") == 1, run.summary
+    assert (run.summary["tls_handshakes"], run.summary["tls_failures"]) == (0, 0), run.summary
 
 
 def test_10_08_url_length_limit_is_8192_bytes(run_harvestd, origin):

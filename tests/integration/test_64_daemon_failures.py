@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from harness import assert_ok, title_of, wait_complete
+from harness import assert_ok, parse_records, parse_summary, title_of, wait_complete
 
 
 def run(*argv):
@@ -157,3 +157,20 @@ def test_64_04_the_failure_is_reported_as_log_events(start_daemon, spool, fresh_
     assert errors and any("no space left on device" in line.lower() for line in errors), lines
     stray = [line for line in lines if not re.match(r"^<[0-7]>level=\w+ event=\S", line)]
     assert stray == [], "stderr lines that are not log events: %r" % stray
+
+
+def test_64_05_once_on_a_full_disk_prints_no_summary(harvestd, origin, small_out):
+    """`--once` writing to the 64 KiB tmpfs: exit status 1 with the cause, and no summary line,
+    whose counts would include records that never reached the file."""
+    lines = [origin.url("/page?title=once-%d&pad=%s" % (i, "p" * 40)) for i in range(1000)]
+    out = os.path.join(small_out, "once.jsonl")
+    run = harvestd.run(lines, "--concurrency", "8", "--per-host", "8", out=out, parse=False,
+                       timeout=30)
+    assert run.rc == 1, "exit status %d after ENOSPC" % run.rc
+    assert "no space left on device" in run.stderr.lower(), run.stderr[-3000:]
+    assert "the output is incomplete" in run.stderr, run.stderr[-3000:]
+    assert parse_summary(run.stderr) is None, "a summary line for an incomplete output"
+    with open(out, "rb") as f:
+        data = f.read()
+    written = parse_records(data[:data.rfind(b"\n") + 1])  # a torn tail is the disk's
+    assert 0 < len(written) < len(lines)
