@@ -5,6 +5,7 @@
 #include <gumbo.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "harvestd/common.h"
 #include "harvestd/prescan.h"
@@ -188,6 +189,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     const char *text = body;
     size_t text_len = len;
     size_t deepest = 0;
+    hv_prescan_result_t scan;
     int rc = 0;
 
     hv_html__gumbo_options(&opts);
@@ -197,9 +199,12 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     }
     out->title = NULL;
     out->fields = NULL;
-    out->depth = hv_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
-    if (out->depth > HV_HTML_MAX_DEPTH) {
-        rc = HV_ENESTING;
+    hv_prescan_check(body, len, HV_HTML_MAX_DEPTH, &scan);
+    out->depth = scan.depth;
+    out->refusal = scan.verdict;
+    out->bound = scan.bound;
+    if (scan.verdict != HV_PRESCAN_OK) {
+        rc = scan.verdict == HV_PRESCAN_KNOWN_CRASH ? UV_EINVAL : HV_ENESTING;
         goto out;
     }
 
@@ -217,6 +222,8 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     deepest = hv_html_tree_depth(doc->document);
     if (deepest > HV_HTML_MAX_DEPTH + HV_HTML_TREE_SLACK) {
         out->depth = deepest;
+        out->refusal = HV_PRESCAN_TOO_DEEP;
+        out->bound = HV_HTML_MAX_DEPTH;
         hv_html_flatten(&opts, doc->document);
         rc = HV_ENESTING;
         goto out;

@@ -328,7 +328,8 @@ typedef struct {
     size_t limit;
     size_t depth;
     size_t max;
-    int refused;
+    hv_prescan_verdict_t verdict; /* the first refusal, HV_PRESCAN_OK until then */
+    size_t bound;                 /* the bound it exceeded */
     int frameset_ok;        /* a frameset would still replace the body */
     int frameset_doc;       /* it did: only framesets nest from here on */
     size_t templates;       /* template elements open (a frameset is ignored inside one) */
@@ -655,9 +656,14 @@ static size_t hv_prescan_skip_script(const char *s, size_t len, size_t p)
 
 /* ---- open elements ---- */
 
-static int hv_prescan_refuse(hv_prescan_scan_t *sc)
+/* Refuse the document for `verdict` (the first reason found is the one reported); returns 1,
+ * the "stop the scan" of the callers. */
+static int hv_prescan_refuse(hv_prescan_scan_t *sc, hv_prescan_verdict_t verdict, size_t bound)
 {
-    sc->refused = 1;
+    if (sc->verdict == HV_PRESCAN_OK) {
+        sc->verdict = verdict;
+        sc->bound = bound;
+    }
     return 1;
 }
 
@@ -793,7 +799,7 @@ static long hv_prescan_afe_index(const hv_prescan_scan_t *sc, uint32_t serial)
 static int hv_prescan_push(hv_prescan_scan_t *sc, const hv_prescan_token_t *t, unsigned eflags)
 {
     if (sc->serial == UINT32_MAX)
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_ELEMENTS, UINT32_MAX);
     sc->serial++;
     if (sc->depth < HV_PRESCAN_STACK) {
         hv_prescan_entry_t *e = &sc->stack[sc->depth];
@@ -1018,15 +1024,22 @@ static int hv_prescan_afe_add(hv_prescan_scan_t *sc, const hv_prescan_token_t *t
     if (same >= 3)
         hv_prescan_afe_remove(sc, earliest);
     if (sc->nafe == HV_PRESCAN_AFE_MAX)
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_FORMATTING_OPEN, HV_PRESCAN_AFE_MAX);
     sc->afe[sc->nafe++] = a;
     return 0;
 }
 
-static int hv_prescan_afe_marker(hv_prescan_scan_t *sc)
+/* A marker for the element just pushed for `t` (a cell, caption, template, applet, object or
+ * marquee). A full list is reported by what `t` is. */
+static int hv_prescan_afe_marker(hv_prescan_scan_t *sc, const hv_prescan_token_t *t)
 {
-    if (sc->nafe == HV_PRESCAN_AFE_MAX)
-        return hv_prescan_refuse(sc);
+    if (sc->nafe == HV_PRESCAN_AFE_MAX) {
+        hv_prescan_verdict_t v = t->kind == K_TCELL || t->kind == K_CAPTION
+                                     ? HV_PRESCAN_CELLS_NESTED
+                                 : t->kind == K_TEMPLATE ? HV_PRESCAN_TEMPLATES_NESTED
+                                                         : HV_PRESCAN_OBJECTS_NESTED;
+        return hv_prescan_refuse(sc, v, HV_PRESCAN_AFE_MAX);
+    }
     memset(&sc->afe[sc->nafe], 0, sizeof(sc->afe[0]));
     sc->nafe++;
     return 0;
@@ -1056,7 +1069,8 @@ static int hv_prescan_reconstruct(hv_prescan_scan_t *sc)
         /* Each reopening is a new element in gumbo's tree: a few hundred open formatting
          * elements reopened at every word would build a tree far larger than the page. */
         if (++sc->clones > sc->len / 2 + HV_PRESCAN_CLONES_MIN)
-            return hv_prescan_refuse(sc);
+            return hv_prescan_refuse(sc, HV_PRESCAN_FORMATTING_REOPENED,
+                                     sc->len / 2 + HV_PRESCAN_CLONES_MIN);
         hv_prescan_token_t t;
         memset(&t, 0, sizeof(t));
         t.id = sc->afe[k].id;
@@ -1072,7 +1086,7 @@ static int hv_prescan_reconstruct(hv_prescan_scan_t *sc)
 static int hv_prescan_new_serial(hv_prescan_scan_t *sc, uint32_t *serial)
 {
     if (sc->serial == UINT32_MAX)
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_ELEMENTS, UINT32_MAX);
     *serial = ++sc->serial;
     return 0;
 }
@@ -1219,10 +1233,10 @@ static int hv_prescan_push_foreign(hv_prescan_scan_t *sc, const hv_prescan_token
     case K_COLGROUP:
     case K_TEMPLATE:
     case K_FRAMESET:
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_KNOWN_CRASH, 0);
     default:
         if (t->flags & T_IGNORE) /* html, head, body */
-            return hv_prescan_refuse(sc);
+            return hv_prescan_refuse(sc, HV_PRESCAN_KNOWN_CRASH, 0);
         break;
     }
     unsigned eflags = E_FOREIGN | (math ? E_MATH : 0);
@@ -1695,7 +1709,7 @@ static int hv_prescan_start_html(hv_prescan_scan_t *sc, const hv_prescan_token_t
     if (t->flags & T_FORMAT)
         return hv_prescan_afe_add(sc, t);
     if (t->flags & T_MARKER)
-        return hv_prescan_afe_marker(sc);
+        return hv_prescan_afe_marker(sc, t);
     return 0;
 }
 
@@ -1950,7 +1964,7 @@ static int hv_prescan_text(hv_prescan_scan_t *sc, size_t from, size_t to)
     return hv_prescan_reconstruct(sc);
 }
 
-size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
+void hv_prescan_check(const char *s, size_t len, size_t limit, hv_prescan_result_t *out)
 {
     /* About 70 KiB: fine on any thread stack, and no allocation to fail. */
     hv_prescan_scan_t sc;
@@ -1959,7 +1973,8 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
     sc.limit = limit;
     sc.depth = 0;
     sc.max = 0;
-    sc.refused = 0;
+    sc.verdict = HV_PRESCAN_OK;
+    sc.bound = 0;
     sc.frameset_ok = 1;
     sc.frameset_doc = 0;
     sc.templates = 0;
@@ -1995,7 +2010,7 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
                 i = hv_prescan_skip_comment(s, len, i + 4);
             } else if (len - i >= 9 && memcmp(s + i + 2, "[CDATA[", 7) == 0 &&
                        hv_prescan_cdata_crashes(&sc)) {
-                sc.refused = 1;
+                hv_prescan_refuse(&sc, HV_PRESCAN_KNOWN_CRASH, 0);
                 break;
             } else if (top != NULL && hv_prescan_foreign(top) && len - i >= 9 &&
                        memcmp(s + i + 2, "[CDATA[", 7) == 0) {
@@ -2046,11 +2061,23 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
             break;
         sc.work += sc.depth;
         if (sc.work > HV_PRESCAN_WORK_MAX) {
-            sc.refused = 1;
+            hv_prescan_refuse(&sc, HV_PRESCAN_DEPTH_SUM, HV_PRESCAN_WORK_MAX);
             break;
         }
     }
-    if (sc.refused || sc.max > limit)
-        return limit == SIZE_MAX ? limit : limit + 1;
-    return sc.max;
+    if (sc.verdict == HV_PRESCAN_OK && sc.max > limit)
+        hv_prescan_refuse(&sc, HV_PRESCAN_TOO_DEEP, limit);
+    out->verdict = sc.verdict;
+    out->bound = sc.bound;
+    if (sc.verdict == HV_PRESCAN_OK)
+        out->depth = sc.max;
+    else
+        out->depth = limit == SIZE_MAX ? limit : limit + 1;
+}
+
+size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
+{
+    hv_prescan_result_t r;
+    hv_prescan_check(s, len, limit, &r);
+    return r.depth;
 }

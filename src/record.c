@@ -32,6 +32,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_TLS] = "TlsError",
     [HV_ET_ROBOTS] = "RobotsDisallowed",
     [HV_ET_PARSER_CRASHED] = "ParserCrashed",
+    [HV_ET_UNPARSABLE_DOCUMENT] = "UnparsableDocument",
 };
 
 hv_record_t *hv_record_new(const char *requested_url, size_t len)

@@ -752,3 +752,48 @@ def test_80_31_fifty_thousand_matches(run_harvestd, origin):
         assert_ok(recs[u], "other%d" % i)
         assert recs[u]["fields"] == {"m": []}, recs[u]
     assert wall < 5 * SLOWDOWN, "the run took %.1fs" % wall
+
+
+# ---------------------------------------------------------------------------- pre-scan refusals
+
+def refused_page(body):
+    return ("<!DOCTYPE html><html><head><title>Refused</title></head><body>" + body
+            + "</body></html>\n").encode()
+
+
+REOPENED_BODY = ("<p>" + "".join("<b id=%d>" % i for i in range(200))
+                 + "</p><p>x" * 2000)
+
+# (id, body, error_type, error): each refusal of the pre-scan names the bound it met.
+# (`None` for the error: the page-dependent bound of reopened elements, computed below.)
+PRESCAN_REFUSALS = [
+    ("nesting", "<div>" * 5000, "TooDeeplyNested", "nesting_exceeds_4096"),
+    ("table-cells", "<table><tr><td>" * 300 + "x", "TooDeeplyNested",
+     "table_cells_nested_beyond_256"),
+    ("templates", "<template>" * 300 + "x", "TooDeeplyNested", "templates_nested_beyond_256"),
+    ("objects", "<object>" * 300 + "x", "TooDeeplyNested", "objects_nested_beyond_256"),
+    ("formatting-open", "".join("<b id=%d>" % i for i in range(300)) + "x", "TooDeeplyNested",
+     "formatting_elements_open_beyond_256"),
+    ("formatting-reopened", REOPENED_BODY, "TooDeeplyNested", None),
+    ("depth-sum", "<div>" * 4000 + "<br>" * 35000, "TooDeeplyNested",
+     "depth_sum_exceeds_134217728"),
+    ("svg-select", "<table><svg><select><title><select><td>", "UnparsableDocument",
+     "document_known_to_crash_the_parser"),
+    ("svg-cdata-in-table", "<table><svg><desc><![CDATA[ ]]> ", "UnparsableDocument",
+     "document_known_to_crash_the_parser"),
+]
+
+
+@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
+def test_80_32_prescan_refusals_say_what_they_refused(run_harvestd, origin, rules):
+    urls = {name: serve(origin, refused_page(body)) for name, body, _, _ in PRESCAN_REFUSALS}
+    fine = origin.url("/page?title=fine")
+    args = ["--extract", "first=div"] if rules else []
+    run = run_harvestd(list(urls.values()) + [fine], *args)
+    assert run.rc == 0, run.stderr[-2000:]
+    recs = by_url(run.records)
+    for name, body, error_type, error in PRESCAN_REFUSALS:
+        if error is None:   # half the page's length plus 4096
+            error = "formatting_elements_reopened_beyond_%d" % (len(refused_page(body)) // 2 + 4096)
+        assert_failed(recs[urls[name]], "parse", error_type, error)
+    assert_ok(recs[fine], "fine")

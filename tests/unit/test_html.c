@@ -370,7 +370,8 @@ TEST_IMPL(html_prescan_follows_foreign_content)
     size_t len;
     char *doc = repeat("<title>x</title>", "<math><frameset><mtext></li><table>", 6000, &len);
     hv_html_result_t r;
-    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(UV_EINVAL, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_PRESCAN_KNOWN_CRASH, r.refusal);
     ASSERT_NULL(r.title);
     free(doc);
 }
@@ -386,9 +387,104 @@ TEST_IMPL(html_gumbo_assertion_inputs_refused)
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
         hv_html_result_t r;
-        ASSERT_EQ(HV_ENESTING, hv_html_analyse(bad[i], strlen(bad[i]), &r));
+        ASSERT_EQ(UV_EINVAL, hv_html_analyse(bad[i], strlen(bad[i]), &r));
+        ASSERT_EQ(HV_PRESCAN_KNOWN_CRASH, r.refusal);
         ASSERT_NULL(r.title);
     }
     /* An HTML select inside an SVG integration point is fine. */
     ASSERT_TITLE("<title>t</title><svg><foreignObject><select><option>a</select>", "t");
+}
+
+/* The verdict and bound of `doc` (malloc'd, freed here). */
+static void assert_verdict(char *doc, size_t len, hv_prescan_verdict_t verdict, size_t bound,
+                           int line)
+{
+    hv_prescan_result_t r;
+    hv_prescan_check(doc, len, HV_HTML_MAX_DEPTH, &r);
+    if (r.verdict != verdict || r.bound != bound)
+        hv_test_fail(__FILE__, line, "verdict %d bound %zu, expected %d bound %zu", (int)r.verdict,
+                     r.bound, (int)verdict, bound);
+    if (verdict != HV_PRESCAN_OK && r.depth != HV_HTML_MAX_DEPTH + 1)
+        hv_test_fail(__FILE__, line, "refused with depth %zu", r.depth);
+    free(doc);
+}
+
+TEST_IMPL(html_prescan_verdicts_name_the_bound)
+{
+    size_t len;
+    char *doc;
+
+    doc = repeat("<title>t</title>", "<div>", 10, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OK, 0, __LINE__);
+    doc = repeat("<title>t</title>", "<div>", 5000, &len);
+    assert_verdict(doc, len, HV_PRESCAN_TOO_DEEP, HV_HTML_MAX_DEPTH, __LINE__);
+    /* Markers on the list of active formatting elements, by what did not fit. */
+    doc = repeat("", "<table><tr><td>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_CELLS_NESTED, 256, __LINE__);
+    doc = repeat("", "<table><caption>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_CELLS_NESTED, 256, __LINE__);
+    doc = repeat("", "<table><tr><td>", 256, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OK, 0, __LINE__);
+    doc = repeat("", "<template>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_TEMPLATES_NESTED, 256, __LINE__);
+    doc = repeat("", "<object>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OBJECTS_NESTED, 256, __LINE__);
+    doc = repeat("", "<marquee>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OBJECTS_NESTED, 256, __LINE__);
+    /* Formatting elements (distinct, so that the Noah's Ark clause keeps them all). */
+    char fmt[300 * 16];
+    size_t o = 0;
+    for (int i = 0; i < 257; i++)
+        o += (size_t)snprintf(fmt + o, sizeof(fmt) - o, "<b id=%d>", i);
+    doc = repeat(fmt, "", 0, &len);
+    assert_verdict(doc, len, HV_PRESCAN_FORMATTING_OPEN, 256, __LINE__);
+    /* Reopened at every paragraph: the allowance is half the length plus 4096. */
+    o = (size_t)snprintf(fmt, sizeof(fmt), "<p>");
+    for (int i = 0; i < 200; i++)
+        o += (size_t)snprintf(fmt + o, sizeof(fmt) - o, "<b id=%d>", i);
+    doc = repeat(fmt, "</p><p>x", 2000, &len);
+    assert_verdict(doc, len, HV_PRESCAN_FORMATTING_REOPENED, len / 2 + 4096, __LINE__);
+    /* 4000 levels, then 35000 tags at that depth: 140 million. */
+    size_t deep;
+    char *head = repeat("", "<div>", 4000, &deep);
+    doc = repeat(head, "<br>", 35000, &len);
+    free(head);
+    assert_verdict(doc, len, HV_PRESCAN_DEPTH_SUM, 128u * 1024 * 1024, __LINE__);
+    /* The shapes gumbo 0.10 aborts on. */
+    static const char *const crash[] = {"<table><svg><select><title><select><td>",
+                                        "<table><svg><desc><![CDATA[ ]]> ", "<svg><html>",
+                                        "<math><template>", "<svg><tr>"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(crash); i++) {
+        doc = repeat(crash[i], "", 0, &len);
+        assert_verdict(doc, len, HV_PRESCAN_KNOWN_CRASH, 0, __LINE__);
+    }
+    /* The first reason found is the one reported: the cells, not the depth after them. */
+    head = repeat("", "<table><tr><td>", 300, &deep);
+    doc = repeat(head, "<div>", 5000, &len);
+    free(head);
+    assert_verdict(doc, len, HV_PRESCAN_CELLS_NESTED, 256, __LINE__);
+    /* A limit of the caller's is the bound of its refusal. */
+    hv_prescan_result_t r;
+    hv_prescan_check("<i><i><i>", 9, 2, &r);
+    ASSERT_EQ(HV_PRESCAN_TOO_DEEP, r.verdict);
+    ASSERT_EQ(2, r.bound);
+    ASSERT_EQ(3, r.depth);
+}
+
+TEST_IMPL(html_refusals_reach_the_result)
+{
+    size_t len;
+    char *doc = repeat("<title>t</title>", "<template>", 300, &len);
+    hv_html_result_t r;
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_PRESCAN_TEMPLATES_NESTED, r.refusal);
+    ASSERT_EQ(256, r.bound);
+    ASSERT_NULL(r.title);
+    free(doc);
+
+    doc = repeat("<title>t</title>", "<div>", 10, &len);
+    ASSERT_OK(hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_PRESCAN_OK, r.refusal);
+    hv_html_result_free(&r);
+    free(doc);
 }
