@@ -98,6 +98,10 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_OBJECTS_NESTED_BEYOND] = "objects_nested_beyond_<n>",
     [HV_D_ELEMENTS_EXCEED] = "elements_exceed_<n>",
     [HV_D_KNOWN_TO_CRASH_PARSER] = "document_known_to_crash_the_parser",
+    [HV_D_ATTRIBUTES_EXCEED] = "attributes_exceed_<n>",
+    [HV_D_MERGED_ATTRIBUTES_EXCEED] = "merged_attributes_exceed_<n>",
+    [HV_D_ATTRIBUTE_COPIES_EXCEED] = "attribute_copies_exceed_<n>",
+    [HV_D_ATTRIBUTE_COMPARISONS_EXCEED] = "attribute_comparisons_exceed_<n>",
 };
 
 const char *hv_detail_str(hv_detail_t d)

@@ -173,6 +173,22 @@ void hv_html__gumbo_destroy(GumboOptions *o, GumboOutput *doc)
         hv_arena_reset(o->userdata);
 }
 
+/* What hv_html_analyse() returns for a document the pre-scan refused. */
+static int hv_html_refusal_rc(hv_prescan_verdict_t v)
+{
+    switch (v) {
+    case HV_PRESCAN_KNOWN_CRASH:
+        return UV_EINVAL;
+    case HV_PRESCAN_ATTRIBUTES:
+    case HV_PRESCAN_MERGED_ATTRIBUTES:
+    case HV_PRESCAN_ATTRIBUTE_COPIES:
+    case HV_PRESCAN_ATTRIBUTE_WORK:
+        return HV_ETOOBIG;
+    default:
+        return HV_ENESTING;
+    }
+}
+
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
 {
     return hv_html_analyse_rules(body, len, NULL, NULL, out);
@@ -204,7 +220,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     out->refusal = scan.verdict;
     out->bound = scan.bound;
     if (scan.verdict != HV_PRESCAN_OK) {
-        rc = scan.verdict == HV_PRESCAN_KNOWN_CRASH ? UV_EINVAL : HV_ENESTING;
+        rc = hv_html_refusal_rc(scan.verdict);
         goto out;
     }
 

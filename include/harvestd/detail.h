@@ -118,6 +118,10 @@ typedef enum {
     HV_D_OBJECTS_NESTED_BEYOND,   /* objects_nested_beyond_<n>: applet, object, marquee */
     HV_D_ELEMENTS_EXCEED,         /* elements_exceed_<n>: elements and their clones */
     HV_D_KNOWN_TO_CRASH_PARSER,   /* a shape that makes gumbo 0.10 abort */
+    HV_D_ATTRIBUTES_EXCEED,       /* attributes_exceed_<n>: one tag */
+    HV_D_MERGED_ATTRIBUTES_EXCEED, /* merged_attributes_exceed_<n>: html or body tags */
+    HV_D_ATTRIBUTE_COPIES_EXCEED, /* attribute_copies_exceed_<n>: onto reopened elements */
+    HV_D_ATTRIBUTE_COMPARISONS_EXCEED, /* attribute_comparisons_exceed_<n> */
 
     HV_D__COUNT
 } hv_detail_t;

@@ -36,10 +36,12 @@ typedef struct {
  * replaced by U+FFFD before parsing. Returns 0 and fills `out` (title may be NULL, refusal
  * HV_PRESCAN_OK), or refuses the document (title NULL; out->refusal and out->bound say which
  * bound, out->depth the estimate) with:
- *   - HV_ENESTING when the pre-scan refuses it for its nesting (every verdict but
- *     HV_PRESCAN_KNOWN_CRASH), or when the tree gumbo built turns out deeper than
+ *   - HV_ENESTING when the pre-scan refuses it for its nesting (the verdicts not named
+ *     below), or when the tree gumbo built turns out deeper than
  *     HV_HTML_MAX_DEPTH + 8 after all (HV_PRESCAN_TOO_DEEP; out->depth is then the measured
  *     depth, html being level 1);
+ *   - HV_ETOOBIG when the pre-scan refuses it for its attributes (HV_PRESCAN_ATTRIBUTES,
+ *     _MERGED_ATTRIBUTES, _ATTRIBUTE_COPIES, _ATTRIBUTE_WORK);
  *   - UV_EINVAL for a document of a shape known to crash gumbo (HV_PRESCAN_KNOWN_CRASH).
  * The caller frees the result with hv_html_result_free(); nothing else stays allocated, on
  * success or error.

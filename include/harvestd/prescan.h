@@ -34,6 +34,19 @@
 #define HV_PRESCAN_MAX_DEPTH 4096
 
 /**
+ * Most attributes of one tag handed to gumbo, and of all html (and all body) start tags
+ * together, which gumbo merges into one element. gumbo's tokenizer compares each attribute of
+ * a tag with those before it, and its tree builder each attribute of a repeated html or body
+ * tag with those already merged, so a tag's cost grows with the square of its attributes.
+ * Measured on gumbo 0.10 (2 MiB pages made of tags with n distinct attributes each, time per
+ * attribute): flat at about 200 ns up to n = 64, 370 ns at 128, 560 ns at 256, 1.1 us at 512,
+ * 2 us at 1024; one tag of 10,000 attributes takes 0.3 s and one of 50,000 six seconds. At
+ * 256 a page of nothing but such tags costs about three times an ordinary page of its size;
+ * real pages stay far below (a few attributes per tag, rarely a few dozen).
+ */
+#define HV_PRESCAN_MAX_ATTRS 256
+
+/**
  * What the pre-scan decided about a document: HV_PRESCAN_OK, or the bound it refused the
  * document for. Records name each one (parse.c maps them to error_type and error).
  */
@@ -49,6 +62,11 @@ typedef enum {
     HV_PRESCAN_OBJECTS_NESTED,      /* applet, object or marquee nested more than 256 deep */
     HV_PRESCAN_ELEMENTS,            /* more than 2^32 - 1 elements, clones included */
     HV_PRESCAN_KNOWN_CRASH,         /* a shape that makes gumbo 0.10 abort on an assertion */
+    HV_PRESCAN_ATTRIBUTES,          /* a tag with more than HV_PRESCAN_MAX_ATTRS attributes */
+    HV_PRESCAN_MERGED_ATTRIBUTES,   /* html (or body) start tags with more in all */
+    HV_PRESCAN_ATTRIBUTE_COPIES,    /* attributes copied onto reopened elements beyond
+                                       len/2 + 4096 */
+    HV_PRESCAN_ATTRIBUTE_WORK,      /* gumbo would compare attributes more than 2^26 times */
 } hv_prescan_verdict_t;
 
 typedef struct {
@@ -81,7 +99,17 @@ typedef struct {
  *     clones outnumber 2^32 - 1 (HV_PRESCAN_ELEMENTS);
  *   - an SVG/MathML element named like an HTML select, table part, template, frameset, html,
  *     head or body, or a CDATA section in an SVG/MathML integration point directly in a
- *     table: those make gumbo 0.10 abort on an assertion (HV_PRESCAN_KNOWN_CRASH).
+ *     table: those make gumbo 0.10 abort on an assertion (HV_PRESCAN_KNOWN_CRASH);
+ *   - attributes gumbo would spend far more on than their bytes suggest: a tag (start or
+ *     end, even one the end of the input cuts short) with more than HV_PRESCAN_MAX_ATTRS
+ *     attributes as written, duplicates included (HV_PRESCAN_ATTRIBUTES); html start tags, or
+ *     body start tags, with more than that in all (HV_PRESCAN_MERGED_ATTRIBUTES; repeats
+ *     count as new names); more attributes copied onto reopened and adopted formatting
+ *     elements than len/2 + 4096 (HV_PRESCAN_ATTRIBUTE_COPIES: each reopening copies them
+ *     all); or more than 2^26 pairwise comparisons of attributes: those of a tag among
+ *     themselves, of a repeated html or body tag with those merged before, and of a new
+ *     formatting element with each entry of its tag on the list of active formatting
+ *     elements (HV_PRESCAN_ATTRIBUTE_WORK; about a fifth of a second of gumbo's time).
  * O(len) with a bounded factor, no allocation, about 70 KiB of stack.
  */
 void hv_prescan_check(const char *s, size_t len, size_t limit, hv_prescan_result_t *out);

@@ -797,3 +797,48 @@ def test_80_32_prescan_refusals_say_what_they_refused(run_harvestd, origin, rule
             error = "formatting_elements_reopened_beyond_%d" % (len(refused_page(body)) // 2 + 4096)
         assert_failed(recs[urls[name]], "parse", error_type, error)
     assert_ok(recs[fine], "fine")
+
+
+def attrs(n, start=0, fmt="a%x"):
+    return "".join(" " + fmt % i for i in range(start, start + n))
+
+
+NOAH_BODY = "".join("<b%s z=%d>" % (attrs(64), i) for i in range(250))
+COPIES_BODY = "<p><b%s>x</p>" % attrs(64) + "<p>y</p>" * 2000
+
+# (id, body, error): gumbo's time grows with the square of a tag's attributes (and of those
+# merged into html and body, and compared between formatting elements); the pre-scan refuses
+# such pages with TooManyAttributes.
+ATTRIBUTE_REFUSALS = [
+    ("one-tag", "<div%s>x</div>" % attrs(20000), "attributes_exceed_256"),
+    ("end-tag", "<div>x</div%s>" % attrs(20000), "attributes_exceed_256"),
+    ("html-merged", ("<html%s>" % attrs(200)) * 50 + "x", "merged_attributes_exceed_256"),
+    ("body-merged", "x" + "".join("<body%s>" % attrs(200, 200 * i) for i in range(20)),
+     "merged_attributes_exceed_256"),
+    ("noahs-ark", NOAH_BODY, "attribute_comparisons_exceed_67108864"),
+    ("copies", COPIES_BODY, None),
+]
+
+
+@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
+def test_80_33_too_many_attributes_fail_promptly(run_harvestd, origin, rules):
+    urls = {name: serve(origin, refused_page(body)) for name, body, _ in ATTRIBUTE_REFUSALS}
+    fine = {
+        "256-attributes": serve(origin, refused_page("<div%s>x</div>" % attrs(256))),
+        "html-twice": serve(origin, refused_page(("<html%s>" % attrs(100)) * 2 + "x")),
+        "many-tags": serve(origin, refused_page(("<div%s>x</div>" % attrs(30)) * 2000)),
+    }
+    # Without rules the title fast path parses only up to </title>; with them, whole pages.
+    args = ["--extract", "first=div"] if rules else []
+    started = time.monotonic()
+    run = run_harvestd(list(urls.values()) + list(fine.values()), *args)
+    wall = time.monotonic() - started
+    assert run.rc == 0, run.stderr[-2000:]
+    recs = by_url(run.records)
+    for name, body, error in ATTRIBUTE_REFUSALS:
+        if error is None:   # half the page's length plus 4096
+            error = "attribute_copies_exceed_%d" % (len(refused_page(body)) // 2 + 4096)
+        assert_failed(recs[urls[name]], "parse", "TooManyAttributes", error)
+    for name, url in fine.items():
+        assert_ok(recs[url], "Refused")
+    assert wall < 3 * SLOWDOWN, "the run took %.1fs" % wall
