@@ -249,7 +249,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     if (title != NULL)
         out->title = hv_html_title_text(title);
     if (!hv_ruleset_empty(rules))
-        out->fields = hv_ruleset_eval(rules, doc->document, text, text_len, base_url);
+        rc = hv_ruleset_eval(rules, doc->document, text, text_len, base_url, &out->fields);
 
 out:
     if (doc != NULL)

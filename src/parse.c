@@ -195,7 +195,11 @@ static void finish_item(item_t *it)
         rec->fields = it->result.fields;
         it->result.fields = NULL;
     }
-    if (it->rc != 0) {
+    if (it->rc == HV_ETOOBIG && it->result.refusal == HV_PRESCAN_OK) {
+        char size[24];
+        hv_format_size(size, sizeof(size), HV_EXTRACT_FIELDS_MAX);
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_EXTRACTION_TOO_LARGE, HV_D_FIELDS_EXCEED, size);
+    } else if (it->rc != 0) {
         fail_refused(rec, &it->result);
     } else if (it->result.title == NULL) {
         hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, HV_D_NO_TITLE, NULL);

@@ -34,6 +34,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_PARSER_CRASHED] = "ParserCrashed",
     [HV_ET_UNPARSABLE_DOCUMENT] = "UnparsableDocument",
     [HV_ET_TOO_MANY_ATTRIBUTES] = "TooManyAttributes",
+    [HV_ET_EXTRACTION_TOO_LARGE] = "ExtractionTooLarge",
 };
 
 hv_record_t *hv_record_new(const char *requested_url, size_t len)

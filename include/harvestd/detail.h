@@ -122,6 +122,8 @@ typedef enum {
     HV_D_MERGED_ATTRIBUTES_EXCEED, /* merged_attributes_exceed_<n>: html or body tags */
     HV_D_ATTRIBUTE_COPIES_EXCEED, /* attribute_copies_exceed_<n>: onto reopened elements */
     HV_D_ATTRIBUTE_COMPARISONS_EXCEED, /* attribute_comparisons_exceed_<n> */
+    /* what a page yields */
+    HV_D_FIELDS_EXCEED,           /* fields_exceed_<size>: the extracted fields, printed */
 
     HV_D__COUNT
 } hv_detail_t;

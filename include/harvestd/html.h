@@ -60,7 +60,9 @@ void hv_html_use_arena(hv_arena_t *a);
 /**
  * hv_html_analyse() plus extraction: when `rules` is non-empty, out->fields receives the
  * rules' JSON object (malloc'd), evaluated over the same tree; `base_url` is the page's final
- * URL (for @links). A refused document gets no fields.
+ * URL (for @links). A refused document gets no fields. Fields that would exceed
+ * HV_EXTRACT_FIELDS_MAX are none either: HV_ETOOBIG with out->refusal HV_PRESCAN_OK (the
+ * title is still filled in).
  */
 int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rules,
                           const char *base_url, hv_html_result_t *out);

@@ -842,3 +842,50 @@ def test_80_33_too_many_attributes_fail_promptly(run_harvestd, origin, rules):
     for name, url in fine.items():
         assert_ok(recs[url], "Refused")
     assert wall < 3 * SLOWDOWN, "the run took %.1fs" % wall
+
+
+# ---------------------------------------------------------------------------- extraction budget
+
+CUT = "\u2026[cut]"
+
+
+def test_80_34_nested_matches_fail_the_page_not_the_batch(run_harvestd, origin):
+    """Every match of a rule keeps its value, so N nested matches around T bytes cost N x T:
+    a page whose fields would pass the budget (8 MiB) fails alone, and the run goes on."""
+    text = "word " * 6000   # 30 KB inside 1000 nested divs: 30 MB of fields
+    nested = serve(origin, refused_page("<div>" * 1000 + text + "</div>" * 1000))
+    base = "http://127.0.0.1/" + "b" * 8000 + "/"   # a URL is at most 8 KiB
+    links = serve(origin, ('<!DOCTYPE html><html><head><title>Links</title><base href="%s">'
+                           '</head><body>%s</body></html>' % (base, '<a href=a>x</a>' * 2000))
+                  .encode())
+    fine = origin.url("/nested?depth=1000")
+    run = run_harvestd([nested, links, fine], "--extract-all", "d=div", "--links")
+    assert run.rc == 0, run.stderr[-2000:]
+    recs = by_url(run.records)
+    assert_failed(recs[nested], "parse", "ExtractionTooLarge", "fields_exceed_8_mib")
+    assert "fields" not in recs[nested], recs[nested]
+    assert_failed(recs[links], "parse", "ExtractionTooLarge", "fields_exceed_8_mib")
+    assert_ok(recs[fine], "Nested")
+    assert recs[fine]["fields"]["d"] == ["deep"] * 1000
+    assert recs[fine]["fields"]["links"] == []
+
+
+def test_80_35_long_values_are_cut_with_a_mark(run_harvestd, origin):
+    """A value longer than 1 MiB is cut at a character boundary and ends with the mark."""
+    text = "\u00e9" * 700000   # 1.4 MB of two-byte characters
+    page = ('<!DOCTYPE html><html><head><title>Long</title></head><body>'
+            '<p title="%s">%s</p><i>short</i></body></html>' % ("t" * 1200000, text)).encode()
+    url = serve(origin, page)
+    run = run_harvestd([url], "--max-bytes", "4m", "--extract", "text=p",
+                       "--extract", "attr=p @title", "--extract", "html=p ::html",
+                       "--extract", "short=i")
+    rec = one_ok(run)
+    f = rec["fields"]
+    assert f["short"] == "short"
+    for key in ("text", "attr", "html"):
+        assert f[key].endswith(CUT), (key, f[key][-20:])
+        kept = f[key][:-len(CUT)].encode("utf-8")
+        assert MIB - 1 <= len(kept) <= MIB, (key, len(kept))
+    assert f["text"] == "\u00e9" * (MIB // 2) + CUT
+    assert f["attr"] == "t" * MIB + CUT
+    assert f["html"].startswith('<p title="ttt'), f["html"][:20]

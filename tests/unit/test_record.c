@@ -241,6 +241,7 @@ TEST_IMPL(record_names)
     ASSERT_STR_EQ("TooDeeplyNested", hv_error_type_name(HV_ET_TOO_DEEPLY_NESTED));
     ASSERT_STR_EQ("UnparsableDocument", hv_error_type_name(HV_ET_UNPARSABLE_DOCUMENT));
     ASSERT_STR_EQ("TooManyAttributes", hv_error_type_name(HV_ET_TOO_MANY_ATTRIBUTES));
+    ASSERT_STR_EQ("ExtractionTooLarge", hv_error_type_name(HV_ET_EXTRACTION_TOO_LARGE));
     /* Every type has a name (the table must keep up with the enum), and they differ. */
     for (int t = 1; t < HV_ET__COUNT; t++) {
         const char *name = hv_error_type_name((hv_error_type_t)t);
