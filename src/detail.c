@@ -103,6 +103,7 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_ATTRIBUTE_COPIES_EXCEED] = "attribute_copies_exceed_<n>",
     [HV_D_ATTRIBUTE_COMPARISONS_EXCEED] = "attribute_comparisons_exceed_<n>",
     [HV_D_FIELDS_EXCEED] = "fields_exceed_<size>",
+    [HV_D_RECORD_EXCEEDS] = "record_exceeds_<size>",
 };
 
 const char *hv_detail_str(hv_detail_t d)

@@ -124,6 +124,7 @@ typedef enum {
     HV_D_ATTRIBUTE_COMPARISONS_EXCEED, /* attribute_comparisons_exceed_<n> */
     /* what a page yields */
     HV_D_FIELDS_EXCEED,           /* fields_exceed_<size>: the extracted fields, printed */
+    HV_D_RECORD_EXCEEDS,          /* record_exceeds_<size>: the whole record, printed */
 
     HV_D__COUNT
 } hv_detail_t;
