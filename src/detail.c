@@ -90,6 +90,20 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_NO_TITLE] = "no_title",
     [HV_D_NESTING_EXCEEDS] = "nesting_exceeds_<depth>",
     [HV_D_PARSER_CRASHED] = "parser_crashed_on_this_page",
+    [HV_D_DEPTH_SUM_EXCEEDS] = "depth_sum_exceeds_<n>",
+    [HV_D_FORMATTING_OPEN_BEYOND] = "formatting_elements_open_beyond_<n>",
+    [HV_D_FORMATTING_REOPENED_BEYOND] = "formatting_elements_reopened_beyond_<n>",
+    [HV_D_TABLE_CELLS_NESTED_BEYOND] = "table_cells_nested_beyond_<n>",
+    [HV_D_TEMPLATES_NESTED_BEYOND] = "templates_nested_beyond_<n>",
+    [HV_D_OBJECTS_NESTED_BEYOND] = "objects_nested_beyond_<n>",
+    [HV_D_ELEMENTS_EXCEED] = "elements_exceed_<n>",
+    [HV_D_KNOWN_TO_CRASH_PARSER] = "document_known_to_crash_the_parser",
+    [HV_D_ATTRIBUTES_EXCEED] = "attributes_exceed_<n>",
+    [HV_D_MERGED_ATTRIBUTES_EXCEED] = "merged_attributes_exceed_<n>",
+    [HV_D_ATTRIBUTE_COPIES_EXCEED] = "attribute_copies_exceed_<n>",
+    [HV_D_ATTRIBUTE_COMPARISONS_EXCEED] = "attribute_comparisons_exceed_<n>",
+    [HV_D_FIELDS_EXCEED] = "fields_exceed_<size>",
+    [HV_D_RECORD_EXCEEDS] = "record_exceeds_<size>",
 };
 
 const char *hv_detail_str(hv_detail_t d)

@@ -192,24 +192,82 @@ void hv_ruleset_free(hv_ruleset_t *rs)
 
 /* ---- evaluation ---- */
 
-static cJSON *value_of(const hv_selector_t *sel, const GumboNode *node, const char *src,
-                       size_t len)
+/*
+ * One evaluation: the page, and the bytes of JSON the fields have taken so far. Each value is
+ * charged as cJSON will print it before it is added, so evaluation stops at the first value
+ * that would pass HV_EXTRACT_FIELDS_MAX, having built no more than that.
+ */
+typedef struct {
+    const char *src;
+    size_t len;
+    size_t used;
+    int over;
+} eval_t;
+
+/* Charge `n` bytes of output; 1 once the budget is gone. */
+static int charge(eval_t *e, size_t n)
 {
-    char *v = hv_selector_value(sel, node, src, len);
-    if (v == NULL)
-        return cJSON_CreateNull();
+    e->used += n;
+    if (e->used > HV_EXTRACT_FIELDS_MAX)
+        e->over = 1;
+    return e->over;
+}
+
+/* Bytes cJSON prints for the string `s`: quotes, two for '"', '\\' and \b \f \n \r \t, six
+ * (\u00XX) for the other control characters, one for everything else. */
+static size_t json_string_len(const char *s)
+{
+    size_t n = 2;
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\' || *p == '\b' || *p == '\f' || *p == '\n' || *p == '\r' ||
+            *p == '\t')
+            n += 2;
+        else if (*p < 0x20)
+            n += 6;
+        else
+            n += 1;
+    }
+    return n;
+}
+
+/* A member "name": and the comma after it. */
+static int charge_key(eval_t *e, const char *name)
+{
+    return charge(e, strlen(name) + 4);
+}
+
+/* A string of the fields, charged; NULL (and `v` freed) once over the budget. */
+static cJSON *string_of(eval_t *e, char *v)
+{
+    if (charge(e, json_string_len(v) + 1)) {
+        free(v);
+        return NULL;
+    }
     cJSON *j = cJSON_CreateString(v);
     free(v);
     return j;
 }
 
-static cJSON *first_match(const hv_selector_t *sel, const GumboNode *scope, const char *src,
-                          size_t len)
+static cJSON *value_of(eval_t *e, const hv_selector_t *sel, const GumboNode *node)
+{
+    int cut;
+    char *v = hv_selector_value_max(sel, node, e->src, e->len, HV_EXTRACT_VALUE_MAX, &cut);
+    if (v == NULL)
+        return charge(e, 5) ? NULL : cJSON_CreateNull();
+    if (cut) {
+        size_t n = strlen(v);
+        v = hv_xrealloc(v, n + sizeof(HV_EXTRACT_CUT_MARK));
+        memcpy(v + n, HV_EXTRACT_CUT_MARK, sizeof(HV_EXTRACT_CUT_MARK));
+    }
+    return string_of(e, v);
+}
+
+static cJSON *first_match(eval_t *e, const hv_selector_t *sel, const GumboNode *scope)
 {
     const GumboNode *node = NULL;
     if (hv_selector_match(sel, scope, &node, 1, 1) == 0)
-        return cJSON_CreateNull();
-    return value_of(sel, node, src, len);
+        return charge(e, 5) ? NULL : cJSON_CreateNull();
+    return value_of(e, sel, node);
 }
 
 static const GumboNode **matches(const hv_selector_t *sel, const GumboNode *scope, size_t *n)
@@ -228,11 +286,9 @@ static const GumboNode **matches(const hv_selector_t *sel, const GumboNode *scop
 }
 
 /* <base href> (the first one with an href), resolved against the page URL. */
-static char *base_of(const GumboNode *root, const char *page_url, char *err, size_t errcap)
+static char *base_of(const GumboNode *root, const char *page_url)
 {
     char sel_err[128];
-    (void)err;
-    (void)errcap;
     hv_selector_t *sel = hv_selector_compile("base[href] @href", sel_err, sizeof(sel_err));
     char *base = NULL;
     if (sel != NULL) {
@@ -257,13 +313,13 @@ static char *base_of(const GumboNode *root, const char *page_url, char *err, siz
     return out != NULL ? out : hv_xstrdup(page_url);
 }
 
-static cJSON *links(const GumboNode *root, const char *page_url)
+static cJSON *links(eval_t *e, const GumboNode *root, const char *page_url)
 {
     cJSON *list = cJSON_CreateArray();
     char err[128];
     if (page_url == NULL)
         return list;
-    char *base_text = base_of(root, page_url, err, sizeof(err));
+    char *base_text = base_of(root, page_url);
     hv_url_t base;
     const char *reason;
     if (hv_url_parse(&base, base_text, strlen(base_text), &reason) != 0) {
@@ -273,13 +329,15 @@ static cJSON *links(const GumboNode *root, const char *page_url)
     hv_selector_t *sel = hv_selector_compile("a[href] @href", err, sizeof(err));
     size_t n = 0;
     const GumboNode **v = matches(sel, root, &n);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && !e->over; i++) {
         char *href = hv_selector_value(sel, v[i], NULL, 0);
         hv_url_t u;
         /* Only links we could fetch: http(s) URLs that resolve (mailto:, javascript: and
          * malformed ones are left out). */
         if (href != NULL && hv_url_resolve(&u, &base, href, strlen(href), &reason) == 0) {
-            cJSON_AddItemToArray(list, cJSON_CreateString(u.href));
+            cJSON *link = string_of(e, hv_xstrdup(u.href));
+            if (link != NULL)
+                cJSON_AddItemToArray(list, link);
             hv_url_free(&u);
         }
         free(href);
@@ -291,49 +349,88 @@ static cJSON *links(const GumboNode *root, const char *page_url)
     return list;
 }
 
-char *hv_ruleset_eval(const hv_ruleset_t *rs, const GumboNode *root, const char *src,
-                      size_t len, const char *base_url)
+/* Every match of `r`, as a list of strings. */
+static cJSON *all_matches(eval_t *e, const rule_t *r, const GumboNode *root)
 {
+    size_t n;
+    const GumboNode **v = matches(r->sel, root, &n);
+    cJSON *list = cJSON_CreateArray();
+    for (size_t k = 0; k < n; k++) {
+        cJSON *one = value_of(e, r->sel, v[k]);
+        if (one == NULL)
+            break;
+        cJSON_AddItemToArray(list, one);
+    }
+    free(v);
+    return list;
+}
+
+/* Each item of `r`, as a list of objects of its fields. */
+static cJSON *scoped(eval_t *e, const rule_t *r, const GumboNode *root)
+{
+    size_t n;
+    const GumboNode **items = matches(r->sel, root, &n);
+    cJSON *list = cJSON_CreateArray();
+    for (size_t k = 0; k < n && !charge(e, 3); k++) {
+        cJSON *item = cJSON_CreateObject();
+        cJSON_AddItemToArray(list, item);
+        for (unsigned f = 0; f < r->nfields; f++) {
+            if (charge_key(e, r->fields[f].name))
+                break;
+            cJSON *field = first_match(e, r->fields[f].sel, items[k]);
+            if (field == NULL)
+                break;
+            cJSON_AddItemToObject(item, r->fields[f].name, field);
+        }
+    }
+    free(items);
+    return list;
+}
+
+int hv_ruleset_eval(const hv_ruleset_t *rs, const GumboNode *root, const char *src, size_t len,
+                    const char *base_url, char **out)
+{
+    eval_t e = {.src = src, .len = len, .used = 2, .over = 0};
     cJSON *obj = cJSON_CreateObject();
-    for (unsigned i = 0; i < rs->nrules; i++) {
+    *out = NULL;
+    for (unsigned i = 0; i < rs->nrules && !charge_key(&e, rs->rules[i].name); i++) {
         const rule_t *r = &rs->rules[i];
         cJSON *val = NULL;
         switch (r->kind) {
         case R_FIRST:
-            val = first_match(r->sel, root, src, len);
+            val = first_match(&e, r->sel, root);
             break;
-        case R_ALL: {
-            size_t n;
-            const GumboNode **v = matches(r->sel, root, &n);
-            val = cJSON_CreateArray();
-            for (size_t k = 0; k < n; k++)
-                cJSON_AddItemToArray(val, value_of(r->sel, v[k], src, len));
-            free(v);
+        case R_ALL:
+            val = all_matches(&e, r, root);
             break;
-        }
-        case R_SCOPED: {
-            size_t n;
-            const GumboNode **items = matches(r->sel, root, &n);
-            val = cJSON_CreateArray();
-            for (size_t k = 0; k < n; k++) {
-                cJSON *item = cJSON_CreateObject();
-                for (unsigned f = 0; f < r->nfields; f++)
-                    cJSON_AddItemToObject(item, r->fields[f].name,
-                                          first_match(r->fields[f].sel, items[k], src, len));
-                cJSON_AddItemToArray(val, item);
-            }
-            free(items);
+        case R_SCOPED:
+            val = scoped(&e, r, root);
             break;
-        }
         case R_LINKS:
-            val = links(root, base_url);
+            val = links(&e, root, base_url);
             break;
         }
-        cJSON_AddItemToObject(obj, r->name, val);
+        if (val != NULL)
+            cJSON_AddItemToObject(obj, r->name, val);
+        /* A list's brackets (its members charged their own commas). */
+        if (e.over || (r->kind != R_FIRST && charge(&e, 2)))
+            break;
     }
-    char *text = cJSON_PrintUnformatted(obj);
+    char *text = e.over ? NULL : cJSON_PrintUnformatted(obj);
     cJSON_Delete(obj);
-    if (text == NULL)
-        return hv_xstrdup("{}");
-    return text;
+    if (e.over)
+        return HV_ETOOBIG;
+    if (text == NULL) {
+        /* cJSON reports allocation failure with NULL; like hv_xmalloc we do not go on. */
+        fprintf(stderr, "harvestd: out of memory printing extracted fields\n");
+        abort();
+    }
+    /* The charges count a comma after every member, so they are never below the printed
+     * size; the printed size still decides. */
+    if (strlen(text) > HV_EXTRACT_FIELDS_MAX) {
+        free(text);
+        return HV_ETOOBIG;
+    }
+    *out = text; /* cJSON allocates with malloc: the record frees it with free() */
+    return 0;
 }

@@ -5,6 +5,7 @@
 #include <gumbo.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "harvestd/common.h"
 #include "harvestd/prescan.h"
@@ -172,6 +173,22 @@ void hv_html__gumbo_destroy(GumboOptions *o, GumboOutput *doc)
         hv_arena_reset(o->userdata);
 }
 
+/* What hv_html_analyse() returns for a document the pre-scan refused. */
+static int hv_html_refusal_rc(hv_prescan_verdict_t v)
+{
+    switch (v) {
+    case HV_PRESCAN_KNOWN_CRASH:
+        return UV_EINVAL;
+    case HV_PRESCAN_ATTRIBUTES:
+    case HV_PRESCAN_MERGED_ATTRIBUTES:
+    case HV_PRESCAN_ATTRIBUTE_COPIES:
+    case HV_PRESCAN_ATTRIBUTE_WORK:
+        return HV_ETOOBIG;
+    default:
+        return HV_ENESTING;
+    }
+}
+
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out)
 {
     return hv_html_analyse_rules(body, len, NULL, NULL, out);
@@ -188,6 +205,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     const char *text = body;
     size_t text_len = len;
     size_t deepest = 0;
+    hv_prescan_result_t scan;
     int rc = 0;
 
     hv_html__gumbo_options(&opts);
@@ -197,9 +215,12 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     }
     out->title = NULL;
     out->fields = NULL;
-    out->depth = hv_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
-    if (out->depth > HV_HTML_MAX_DEPTH) {
-        rc = HV_ENESTING;
+    hv_prescan_check(body, len, HV_HTML_MAX_DEPTH, &scan);
+    out->depth = scan.depth;
+    out->refusal = scan.verdict;
+    out->bound = scan.bound;
+    if (scan.verdict != HV_PRESCAN_OK) {
+        rc = hv_html_refusal_rc(scan.verdict);
         goto out;
     }
 
@@ -217,6 +238,8 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     deepest = hv_html_tree_depth(doc->document);
     if (deepest > HV_HTML_MAX_DEPTH + HV_HTML_TREE_SLACK) {
         out->depth = deepest;
+        out->refusal = HV_PRESCAN_TOO_DEEP;
+        out->bound = HV_HTML_MAX_DEPTH;
         hv_html_flatten(&opts, doc->document);
         rc = HV_ENESTING;
         goto out;
@@ -226,7 +249,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     if (title != NULL)
         out->title = hv_html_title_text(title);
     if (!hv_ruleset_empty(rules))
-        out->fields = hv_ruleset_eval(rules, doc->document, text, text_len, base_url);
+        rc = hv_ruleset_eval(rules, doc->document, text, text_len, base_url, &out->fields);
 
 out:
     if (doc != NULL)

@@ -5,8 +5,8 @@
  * that ends with the first "</title" end tag and accept the result only when the first HTML
  * <title> of that prefix sits in <head> and was closed by an explicit end tag inside it;
  * anything else (the end tag was inside a comment or a script, there is no title before it,
- * an SVG title, a title in the body...) falls back to the whole page. The nesting bound is still checked over the whole page, so both
- * paths refuse the same documents.
+ * an SVG title, a title in the body...) falls back to the whole page. The pre-scan still
+ * checks the whole page, so both paths refuse the same documents.
  */
 #include <gumbo.h>
 #include <stdlib.h>
@@ -121,10 +121,12 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     size_t cut = title_end_cut(body, len);
     if (cut == 0)
         return 0;
-    /* The whole page still decides about nesting: the full path would refuse it. */
-    out->depth = hv_prescan_depth(body, len, HV_HTML_MAX_DEPTH);
-    if (out->depth > HV_HTML_MAX_DEPTH)
+    /* The whole page still goes through the pre-scan: the full path would refuse it. */
+    hv_prescan_result_t scan;
+    hv_prescan_check(body, len, HV_HTML_MAX_DEPTH, &scan);
+    if (scan.verdict != HV_PRESCAN_OK)
         return 0;
+    out->depth = scan.depth;
     const char *text = body;
     size_t tlen = cut;
     if (!hv_utf8_valid(body, cut)) {

@@ -150,6 +150,43 @@ static void work_cb(uv_work_t *req)
     hv_arena_free(&arena);
 }
 
+/* What a record says about a document the pre-scan (or the tree check) refused: the class
+ * and the detail of each verdict. The detail's argument is the bound that was met. */
+static const struct {
+    hv_error_type_t type;
+    hv_detail_t detail;
+} refusals[] = {
+    [HV_PRESCAN_TOO_DEEP] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_NESTING_EXCEEDS},
+    [HV_PRESCAN_DEPTH_SUM] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_DEPTH_SUM_EXCEEDS},
+    [HV_PRESCAN_FORMATTING_OPEN] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_FORMATTING_OPEN_BEYOND},
+    [HV_PRESCAN_FORMATTING_REOPENED] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_FORMATTING_REOPENED_BEYOND},
+    [HV_PRESCAN_CELLS_NESTED] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_TABLE_CELLS_NESTED_BEYOND},
+    [HV_PRESCAN_TEMPLATES_NESTED] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_TEMPLATES_NESTED_BEYOND},
+    [HV_PRESCAN_OBJECTS_NESTED] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_OBJECTS_NESTED_BEYOND},
+    [HV_PRESCAN_ELEMENTS] = {HV_ET_TOO_DEEPLY_NESTED, HV_D_ELEMENTS_EXCEED},
+    [HV_PRESCAN_KNOWN_CRASH] = {HV_ET_UNPARSABLE_DOCUMENT, HV_D_KNOWN_TO_CRASH_PARSER},
+    [HV_PRESCAN_ATTRIBUTES] = {HV_ET_TOO_MANY_ATTRIBUTES, HV_D_ATTRIBUTES_EXCEED},
+    [HV_PRESCAN_MERGED_ATTRIBUTES] = {HV_ET_TOO_MANY_ATTRIBUTES, HV_D_MERGED_ATTRIBUTES_EXCEED},
+    [HV_PRESCAN_ATTRIBUTE_COPIES] = {HV_ET_TOO_MANY_ATTRIBUTES, HV_D_ATTRIBUTE_COPIES_EXCEED},
+    [HV_PRESCAN_ATTRIBUTE_WORK] = {HV_ET_TOO_MANY_ATTRIBUTES, HV_D_ATTRIBUTE_COMPARISONS_EXCEED},
+};
+
+static void fail_refused(hv_record_t *rec, const hv_html_result_t *r)
+{
+    hv_error_type_t type = HV_ET_TOO_DEEPLY_NESTED;
+    hv_detail_t detail = HV_D_NESTING_EXCEEDS;
+    size_t bound = r->bound;
+    if ((size_t)r->refusal < HV_ARRAY_SIZE(refusals) && refusals[r->refusal].detail != HV_D_NONE) {
+        type = refusals[r->refusal].type;
+        detail = refusals[r->refusal].detail;
+    } else {
+        bound = HV_HTML_MAX_DEPTH; /* a refusal without a verdict: the nesting bound */
+    }
+    char arg[24];
+    snprintf(arg, sizeof(arg), "%zu", bound);
+    hv_record_fail(rec, HV_STAGE_PARSE, type, detail, arg);
+}
+
 static void finish_item(item_t *it)
 {
     hv_record_t *rec = it->rec;
@@ -162,10 +199,12 @@ static void finish_item(item_t *it)
         rec->fields = it->result.fields;
         it->result.fields = NULL;
     }
-    if (it->rc == HV_ENESTING) {
-        char depth[16];
-        snprintf(depth, sizeof(depth), "%d", HV_HTML_MAX_DEPTH);
-        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_TOO_DEEPLY_NESTED, HV_D_NESTING_EXCEEDS, depth);
+    if (it->rc == HV_ETOOBIG && it->result.refusal == HV_PRESCAN_OK) {
+        char size[24];
+        hv_format_size(size, sizeof(size), HV_EXTRACT_FIELDS_MAX);
+        hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_EXTRACTION_TOO_LARGE, HV_D_FIELDS_EXCEED, size);
+    } else if (it->rc != 0) {
+        fail_refused(rec, &it->result);
     } else if (it->result.title == NULL) {
         hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, HV_D_NO_TITLE, NULL);
     } else {

@@ -269,8 +269,16 @@ static const hv_prescan_tag_t hv_prescan_tags[] = {
  * document is refused even if it never gets deeper than the limit. */
 #define HV_PRESCAN_WORK_MAX (128u * 1024 * 1024)
 
-/* Reopened formatting elements allowed besides one per two bytes of input. */
+/* Reopened formatting elements allowed besides one per two bytes of input; the attributes
+ * copied onto them have the same allowance. */
 #define HV_PRESCAN_CLONES_MIN 4096
+
+/* gumbo compares attribute names pairwise: its tokenizer each attribute of a tag with those
+ * before it (to drop duplicates), its tree builder each attribute of a repeated html or body
+ * tag with those already merged, and each new formatting element's attributes with those of
+ * the same tag on the list of active formatting elements (the "Noah's Ark" clause). Past this
+ * many comparisons (about a fifth of a second of gumbo's time) a document is refused. */
+#define HV_PRESCAN_ATTR_WORK_MAX (64u * 1024 * 1024)
 
 /* Scopes of the spec's "has an element in ... scope". */
 enum { S_DEFAULT, S_BUTTON, S_LIST, S_TABLE, S_SELECT };
@@ -317,6 +325,7 @@ typedef struct {
     uint32_t serial;   /* the element it stands for */
     uint32_t attr_off; /* its attributes as written, for the "Noah's Ark" comparison */
     uint16_t attr_len;
+    uint16_t nattrs;   /* how many (at most HV_PRESCAN_MAX_ATTRS) */
     uint8_t id;
     uint8_t unique;   /* attributes not comparable: never counts as identical */
     uint8_t on_stack; /* the element is open */
@@ -328,7 +337,8 @@ typedef struct {
     size_t limit;
     size_t depth;
     size_t max;
-    int refused;
+    hv_prescan_verdict_t verdict; /* the first refusal, HV_PRESCAN_OK until then */
+    size_t bound;                 /* the bound it exceeded */
     int frameset_ok;        /* a frameset would still replace the body */
     int frameset_doc;       /* it did: only framesets nest from here on */
     size_t templates;       /* template elements open (a frameset is ignored inside one) */
@@ -337,6 +347,10 @@ typedef struct {
     uint32_t head_noscript; /* serial of a noscript open in the head, or 0 */
     size_t clones;          /* elements reopened by reconstruction so far */
     size_t work;            /* sum of the depth at every tag */
+    size_t attr_work;       /* attribute comparisons gumbo makes (HV_PRESCAN_ATTR_WORK_MAX) */
+    size_t attr_copies;     /* attributes copied onto reopened and adopted clones */
+    size_t html_attrs;      /* attributes of html start tags so far, repeats included */
+    size_t body_attrs;      /* the same for body */
     uint32_t serial;
     size_t nafe;
     hv_prescan_afe_t afe[HV_PRESCAN_AFE_MAX];
@@ -349,6 +363,7 @@ typedef struct {
     size_t name_len;
     size_t attrs; /* from the end of the name to the '>' */
     size_t attrs_end;
+    size_t nattrs; /* attributes as written, duplicates included */
     int id;
     unsigned flags;
     int kind;
@@ -458,17 +473,24 @@ int hv_prescan_read_attr(const char *s, size_t len, size_t *pos, hv_prescan_attr
 /*
  * Skip the attributes of a tag whose name ends at `p`, up to and including the '>'. Quotes
  * open a value only after '=', as in the tokenizer: `<div "a>` ends at the first '>' and
- * `<div title="a>b">` at the second. Returns the offset after the '>', or HV_PRESCAN_EOF.
+ * `<div title="a>b">` at the second. Returns the offset after the '>', or HV_PRESCAN_EOF;
+ * *nattrs counts the attributes passed (the tokenizer reads them even from a tag the end of
+ * the input then drops).
  */
-static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *self_closing)
+static size_t hv_prescan_skip_attrs(const char *s, size_t len, size_t p, int *self_closing,
+                                    size_t *nattrs)
 {
     hv_prescan_attr_t a;
     size_t from;
     int r;
-    do {
+    *nattrs = 0;
+    for (;;) {
         from = p;
         r = hv_prescan_attr_walk(s, len, &p, &a);
-    } while (r > 0);
+        if (r <= 0)
+            break;
+        (*nattrs)++;
+    }
     /* The last call skipped only whitespace and '/': "/>" closes the tag, "/ >" does not. */
     *self_closing = r == 0 && p > from && s[p - 1] == '/';
     return r == 0 ? p + 1 : HV_PRESCAN_EOF;
@@ -501,7 +523,7 @@ static size_t hv_prescan_read_tag(const char *s, size_t len, size_t p, hv_presca
     t->id = hv_prescan_lookup(s + p, e - p);
     t->flags = hv_prescan_tag_flags(t->id);
     t->kind = hv_prescan_tag_kind(t->id);
-    size_t next = hv_prescan_skip_attrs(s, len, e, &t->self_closing);
+    size_t next = hv_prescan_skip_attrs(s, len, e, &t->self_closing, &t->nattrs);
     t->attrs = e;
     t->attrs_end = next != HV_PRESCAN_EOF ? next - 1 : e;
     return next;
@@ -552,10 +574,12 @@ static size_t hv_prescan_skip_to_gt(const char *s, size_t len, size_t p)
     return gt != NULL ? (size_t)(gt - s) + 1 : len;
 }
 
-/* Skip the content of a raw-text or RCDATA element and its end tag; len if the element runs
- * to the end of the input. */
-static size_t hv_prescan_skip_raw(const char *s, size_t len, size_t p, const char *name)
+/* Skip the content of a raw-text or RCDATA element and its end tag (whose attributes
+ * *nattrs counts); len if the element runs to the end of the input. */
+static size_t hv_prescan_skip_raw(const char *s, size_t len, size_t p, const char *name,
+                                  size_t *nattrs)
 {
+    *nattrs = 0;
     size_t n = strlen(name);
     while (p < len) {
         const char *lt = memchr(s + p, '<', len - p);
@@ -574,7 +598,7 @@ static size_t hv_prescan_skip_raw(const char *s, size_t len, size_t p, const cha
         if (!hv_ascii_is_space(after) && after != '/' && after != '>')
             continue;
         int self_closing;
-        size_t next = hv_prescan_skip_attrs(s, len, q + 2 + n, &self_closing);
+        size_t next = hv_prescan_skip_attrs(s, len, q + 2 + n, &self_closing, nattrs);
         return next == HV_PRESCAN_EOF ? len : next;
     }
     return len;
@@ -598,10 +622,12 @@ static int hv_prescan_tag_at(const char *s, size_t len, size_t p, const char *na
  * Skip script content and its end tag. Scripts have their own tokenizer states: inside
  * "<!--", a "<script>" starts a double-escaped section in which "</script>" does not end the
  * script ("<script><!--<script></script>still script</script>"). Getting this wrong would
- * let markup hide from the pre-scan. Returns len if the script runs to the end.
+ * let markup hide from the pre-scan. Returns len if the script runs to the end; *nattrs
+ * counts the attributes of the end tag.
  */
-static size_t hv_prescan_skip_script(const char *s, size_t len, size_t p)
+static size_t hv_prescan_skip_script(const char *s, size_t len, size_t p, size_t *nattrs)
 {
+    *nattrs = 0;
     enum { DATA, ESCAPED, DOUBLE } state = DATA;
     size_t dashes = 0;
     while (p < len) {
@@ -649,16 +675,62 @@ static size_t hv_prescan_skip_script(const char *s, size_t len, size_t p)
     if (p >= len)
         return len;
     int self_closing;
-    size_t next = hv_prescan_skip_attrs(s, len, p + 8, &self_closing);
+    size_t next = hv_prescan_skip_attrs(s, len, p + 8, &self_closing, nattrs);
     return next == HV_PRESCAN_EOF ? len : next;
 }
 
 /* ---- open elements ---- */
 
-static int hv_prescan_refuse(hv_prescan_scan_t *sc)
+/* Refuse the document for `verdict` (the first reason found is the one reported); returns 1,
+ * the "stop the scan" of the callers. */
+static int hv_prescan_refuse(hv_prescan_scan_t *sc, hv_prescan_verdict_t verdict, size_t bound)
 {
-    sc->refused = 1;
+    if (sc->verdict == HV_PRESCAN_OK) {
+        sc->verdict = verdict;
+        sc->bound = bound;
+    }
     return 1;
+}
+
+/* `n` more attribute comparisons of gumbo's; returns 1 to stop. */
+static int hv_prescan_attr_work(hv_prescan_scan_t *sc, size_t n)
+{
+    sc->attr_work += n;
+    if (sc->attr_work > HV_PRESCAN_ATTR_WORK_MAX)
+        return hv_prescan_refuse(sc, HV_PRESCAN_ATTRIBUTE_WORK, HV_PRESCAN_ATTR_WORK_MAX);
+    return 0;
+}
+
+/* The tokenizer reads a tag with `n` attributes (start or end tag, kept or dropped), each
+ * compared with those before it. */
+static int hv_prescan_tag_attrs(hv_prescan_scan_t *sc, size_t n)
+{
+    if (n > HV_PRESCAN_MAX_ATTRS)
+        return hv_prescan_refuse(sc, HV_PRESCAN_ATTRIBUTES, HV_PRESCAN_MAX_ATTRS);
+    return n > 1 ? hv_prescan_attr_work(sc, n * (n - 1) / 2) : 0;
+}
+
+/* An html or body start tag with `n` attributes: gumbo adds those the element lacks, looking
+ * each up among those it has. Repeats are counted as if they were new names, which can only
+ * overestimate. */
+static int hv_prescan_merge_attrs(hv_prescan_scan_t *sc, size_t *merged, size_t n)
+{
+    if (hv_prescan_attr_work(sc, n * *merged))
+        return 1;
+    *merged += n;
+    if (*merged > HV_PRESCAN_MAX_ATTRS)
+        return hv_prescan_refuse(sc, HV_PRESCAN_MERGED_ATTRIBUTES, HV_PRESCAN_MAX_ATTRS);
+    return 0;
+}
+
+/* A clone of a formatting element with `n` attributes: each is copied. */
+static int hv_prescan_attr_copies(hv_prescan_scan_t *sc, size_t n)
+{
+    sc->attr_copies += n;
+    if (sc->attr_copies > sc->len / 2 + HV_PRESCAN_CLONES_MIN)
+        return hv_prescan_refuse(sc, HV_PRESCAN_ATTRIBUTE_COPIES,
+                                 sc->len / 2 + HV_PRESCAN_CLONES_MIN);
+    return 0;
 }
 
 static size_t hv_prescan_tracked(const hv_prescan_scan_t *sc)
@@ -793,7 +865,7 @@ static long hv_prescan_afe_index(const hv_prescan_scan_t *sc, uint32_t serial)
 static int hv_prescan_push(hv_prescan_scan_t *sc, const hv_prescan_token_t *t, unsigned eflags)
 {
     if (sc->serial == UINT32_MAX)
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_ELEMENTS, UINT32_MAX);
     sc->serial++;
     if (sc->depth < HV_PRESCAN_STACK) {
         hv_prescan_entry_t *e = &sc->stack[sc->depth];
@@ -1006,27 +1078,41 @@ static int hv_prescan_afe_add(hv_prescan_scan_t *sc, const hv_prescan_token_t *t
     a.unique = off > UINT32_MAX || len > UINT16_MAX;
     a.attr_off = a.unique ? 0 : (uint32_t)off;
     a.attr_len = a.unique ? 0 : (uint16_t)len;
+    a.nattrs = (uint16_t)HV_MIN(t->nattrs, (size_t)UINT16_MAX);
 
-    /* Noah's Ark: at most three identical entries after the last marker. */
-    size_t same = 0, earliest = 0;
+    /* Noah's Ark: at most three identical entries after the last marker. gumbo compares the
+     * attributes of each entry of the same tag with the new element's, each looked up among
+     * the other's. */
+    size_t same = 0, earliest = 0, compared = 0;
     for (size_t k = sc->nafe; k-- > 0 && sc->afe[k].id != 0;) {
+        if (sc->afe[k].id == a.id)
+            compared += (size_t)sc->afe[k].nattrs * a.nattrs;
         if (hv_prescan_afe_identical(sc, &sc->afe[k], &a)) {
             same++;
             earliest = k;
         }
     }
+    if (hv_prescan_attr_work(sc, compared))
+        return 1;
     if (same >= 3)
         hv_prescan_afe_remove(sc, earliest);
     if (sc->nafe == HV_PRESCAN_AFE_MAX)
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_FORMATTING_OPEN, HV_PRESCAN_AFE_MAX);
     sc->afe[sc->nafe++] = a;
     return 0;
 }
 
-static int hv_prescan_afe_marker(hv_prescan_scan_t *sc)
+/* A marker for the element just pushed for `t` (a cell, caption, template, applet, object or
+ * marquee). A full list is reported by what `t` is. */
+static int hv_prescan_afe_marker(hv_prescan_scan_t *sc, const hv_prescan_token_t *t)
 {
-    if (sc->nafe == HV_PRESCAN_AFE_MAX)
-        return hv_prescan_refuse(sc);
+    if (sc->nafe == HV_PRESCAN_AFE_MAX) {
+        hv_prescan_verdict_t v = t->kind == K_TCELL || t->kind == K_CAPTION
+                                     ? HV_PRESCAN_CELLS_NESTED
+                                 : t->kind == K_TEMPLATE ? HV_PRESCAN_TEMPLATES_NESTED
+                                                         : HV_PRESCAN_OBJECTS_NESTED;
+        return hv_prescan_refuse(sc, v, HV_PRESCAN_AFE_MAX);
+    }
     memset(&sc->afe[sc->nafe], 0, sizeof(sc->afe[0]));
     sc->nafe++;
     return 0;
@@ -1056,7 +1142,10 @@ static int hv_prescan_reconstruct(hv_prescan_scan_t *sc)
         /* Each reopening is a new element in gumbo's tree: a few hundred open formatting
          * elements reopened at every word would build a tree far larger than the page. */
         if (++sc->clones > sc->len / 2 + HV_PRESCAN_CLONES_MIN)
-            return hv_prescan_refuse(sc);
+            return hv_prescan_refuse(sc, HV_PRESCAN_FORMATTING_REOPENED,
+                                     sc->len / 2 + HV_PRESCAN_CLONES_MIN);
+        if (hv_prescan_attr_copies(sc, sc->afe[k].nattrs))
+            return 1;
         hv_prescan_token_t t;
         memset(&t, 0, sizeof(t));
         t.id = sc->afe[k].id;
@@ -1072,7 +1161,7 @@ static int hv_prescan_reconstruct(hv_prescan_scan_t *sc)
 static int hv_prescan_new_serial(hv_prescan_scan_t *sc, uint32_t *serial)
 {
     if (sc->serial == UINT32_MAX)
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_ELEMENTS, UINT32_MAX);
     *serial = ++sc->serial;
     return 0;
 }
@@ -1103,8 +1192,16 @@ static int hv_prescan_adoption(hv_prescan_scan_t *sc, const hv_prescan_token_t *
             return 0;
         }
         long pos = hv_prescan_find_serial(sc, sc->afe[k].serial);
-        if (pos < 0)
-            return 0; /* deeper than the window: leave it open */
+        if (pos < 0) {
+            /* Deeper than the window: leave it open. gumbo may still run the rounds left,
+             * each cloning the element and up to three formatting elements above it; count
+             * the attributes those clones would copy, as if each had the most. */
+            size_t most = 0;
+            for (size_t j = (size_t)k + 1; j < sc->nafe; j++)
+                most = HV_MAX(most, (size_t)sc->afe[j].nattrs);
+            hv_prescan_attr_copies(sc, (size_t)(8 - round) * (sc->afe[k].nattrs + 3 * most));
+            return 0;
+        }
         long block = -1;
         for (size_t j = (size_t)pos + 1; j < sc->depth; j++) {
             const hv_prescan_entry_t *e = &sc->stack[j];
@@ -1137,8 +1234,9 @@ static int hv_prescan_adoption(hv_prescan_scan_t *sc, const hv_prescan_token_t *
                 e->flags |= E_GONE; /* dropped below */
                 continue;
             }
-            if (hv_prescan_new_serial(sc, &serial))
-                return 0;
+            if (hv_prescan_new_serial(sc, &serial) ||
+                hv_prescan_attr_copies(sc, sc->afe[a].nattrs))
+                return 0; /* refused: the scan stops after this tag */
             e->serial = serial;
             sc->afe[a].serial = serial;
         }
@@ -1146,7 +1244,7 @@ static int hv_prescan_adoption(hv_prescan_scan_t *sc, const hv_prescan_token_t *
             if (!(sc->stack[j].flags & E_GONE))
                 seg[n++] = sc->stack[j];
         seg[n++] = sc->stack[block];
-        if (hv_prescan_new_serial(sc, &serial))
+        if (hv_prescan_new_serial(sc, &serial) || hv_prescan_attr_copies(sc, sc->afe[k].nattrs))
             return 0;
         seg[n] = sc->stack[pos];
         seg[n++].serial = serial;
@@ -1219,10 +1317,10 @@ static int hv_prescan_push_foreign(hv_prescan_scan_t *sc, const hv_prescan_token
     case K_COLGROUP:
     case K_TEMPLATE:
     case K_FRAMESET:
-        return hv_prescan_refuse(sc);
+        return hv_prescan_refuse(sc, HV_PRESCAN_KNOWN_CRASH, 0);
     default:
         if (t->flags & T_IGNORE) /* html, head, body */
-            return hv_prescan_refuse(sc);
+            return hv_prescan_refuse(sc, HV_PRESCAN_KNOWN_CRASH, 0);
         break;
     }
     unsigned eflags = E_FOREIGN | (math ? E_MATH : 0);
@@ -1695,7 +1793,7 @@ static int hv_prescan_start_html(hv_prescan_scan_t *sc, const hv_prescan_token_t
     if (t->flags & T_FORMAT)
         return hv_prescan_afe_add(sc, t);
     if (t->flags & T_MARKER)
-        return hv_prescan_afe_marker(sc);
+        return hv_prescan_afe_marker(sc, t);
     return 0;
 }
 
@@ -1950,7 +2048,7 @@ static int hv_prescan_text(hv_prescan_scan_t *sc, size_t from, size_t to)
     return hv_prescan_reconstruct(sc);
 }
 
-size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
+void hv_prescan_check(const char *s, size_t len, size_t limit, hv_prescan_result_t *out)
 {
     /* About 70 KiB: fine on any thread stack, and no allocation to fail. */
     hv_prescan_scan_t sc;
@@ -1959,7 +2057,8 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
     sc.limit = limit;
     sc.depth = 0;
     sc.max = 0;
-    sc.refused = 0;
+    sc.verdict = HV_PRESCAN_OK;
+    sc.bound = 0;
     sc.frameset_ok = 1;
     sc.frameset_doc = 0;
     sc.templates = 0;
@@ -1968,6 +2067,10 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
     sc.head_noscript = 0;
     sc.clones = 0;
     sc.work = 0;
+    sc.attr_work = 0;
+    sc.attr_copies = 0;
+    sc.html_attrs = 0;
+    sc.body_attrs = 0;
     sc.serial = 0;
     sc.nafe = 0;
 
@@ -1995,7 +2098,7 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
                 i = hv_prescan_skip_comment(s, len, i + 4);
             } else if (len - i >= 9 && memcmp(s + i + 2, "[CDATA[", 7) == 0 &&
                        hv_prescan_cdata_crashes(&sc)) {
-                sc.refused = 1;
+                hv_prescan_refuse(&sc, HV_PRESCAN_KNOWN_CRASH, 0);
                 break;
             } else if (top != NULL && hv_prescan_foreign(top) && len - i >= 9 &&
                        memcmp(s + i + 2, "[CDATA[", 7) == 0) {
@@ -2017,7 +2120,7 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
             unsigned char d = (unsigned char)s[i + 2];
             if (hv_ascii_is_alpha(d)) {
                 size_t next = hv_prescan_read_tag(s, len, i + 2, &t);
-                if (next == HV_PRESCAN_EOF)
+                if (hv_prescan_tag_attrs(&sc, t.nattrs) || next == HV_PRESCAN_EOF)
                     break;
                 stop = hv_prescan_end_tag(&sc, &t);
                 i = next;
@@ -2028,29 +2131,50 @@ size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
             }
         } else if (hv_ascii_is_alpha(c)) {
             size_t next = hv_prescan_read_tag(s, len, i + 1, &t);
-            if (next == HV_PRESCAN_EOF)
+            if (hv_prescan_tag_attrs(&sc, t.nattrs) || next == HV_PRESCAN_EOF)
+                break;
+            if ((t.flags & T_IGNORE) && !hv_prescan_is_named(t.id, "head") &&
+                hv_prescan_merge_attrs(&sc,
+                                       hv_prescan_is_named(t.id, "html") ? &sc.html_attrs
+                                                                         : &sc.body_attrs,
+                                       t.nattrs))
                 break;
             int raw;
             stop = hv_prescan_start_tag(&sc, &t, &raw);
             i = next;
+            size_t end_attrs = 0;
             if (raw && hv_prescan_is_named(t.id, "script"))
-                i = hv_prescan_skip_script(s, len, i);
+                i = hv_prescan_skip_script(s, len, i, &end_attrs);
             else if (raw)
-                i = hv_prescan_skip_raw(s, len, i, hv_prescan_tags[t.id - 1].name);
+                i = hv_prescan_skip_raw(s, len, i, hv_prescan_tags[t.id - 1].name, &end_attrs);
+            if (end_attrs > 0 && hv_prescan_tag_attrs(&sc, end_attrs))
+                break;
         } else {
             /* A '<' that starts no tag is text. */
             stop = hv_prescan_text(&sc, i, i + 1);
             i++;
         }
-        if (stop)
+        if (stop || sc.verdict != HV_PRESCAN_OK)
             break;
         sc.work += sc.depth;
         if (sc.work > HV_PRESCAN_WORK_MAX) {
-            sc.refused = 1;
+            hv_prescan_refuse(&sc, HV_PRESCAN_DEPTH_SUM, HV_PRESCAN_WORK_MAX);
             break;
         }
     }
-    if (sc.refused || sc.max > limit)
-        return limit == SIZE_MAX ? limit : limit + 1;
-    return sc.max;
+    if (sc.verdict == HV_PRESCAN_OK && sc.max > limit)
+        hv_prescan_refuse(&sc, HV_PRESCAN_TOO_DEEP, limit);
+    out->verdict = sc.verdict;
+    out->bound = sc.bound;
+    if (sc.verdict == HV_PRESCAN_OK)
+        out->depth = sc.max;
+    else
+        out->depth = limit == SIZE_MAX ? limit : limit + 1;
+}
+
+size_t hv_prescan_depth(const char *s, size_t len, size_t limit)
+{
+    hv_prescan_result_t r;
+    hv_prescan_check(s, len, limit, &r);
+    return r.depth;
 }

@@ -32,6 +32,9 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_TLS] = "TlsError",
     [HV_ET_ROBOTS] = "RobotsDisallowed",
     [HV_ET_PARSER_CRASHED] = "ParserCrashed",
+    [HV_ET_UNPARSABLE_DOCUMENT] = "UnparsableDocument",
+    [HV_ET_TOO_MANY_ATTRIBUTES] = "TooManyAttributes",
+    [HV_ET_EXTRACTION_TOO_LARGE] = "ExtractionTooLarge",
 };
 
 /* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that
@@ -177,13 +180,10 @@ static void hv_record_add_int(cJSON *obj, const char *key, int64_t value)
         hv_record_oom();
 }
 
-int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
+/* The record as one line of JSON, without the newline (free with cJSON_free). */
+static char *hv_record_print(const hv_record_t *r)
 {
-    cJSON *obj = NULL;
-    char *text = NULL;
-    int rc = 0;
-
-    obj = cJSON_CreateObject();
+    cJSON *obj = cJSON_CreateObject();
     if (obj == NULL)
         hv_record_oom();
 
@@ -226,10 +226,38 @@ int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
     if (r->error != NULL)
         hv_record_add_string(obj, "error", r->error);
 
-    text = cJSON_PrintUnformatted(obj);
+    char *text = cJSON_PrintUnformatted(obj);
     if (text == NULL)
         hv_record_oom();
+    cJSON_Delete(obj);
+    return text;
+}
+
+int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
+{
+    char *text = hv_record_print(r);
     size_t n = strlen(text);
+    int rc = 0;
+
+    if (n + 1 > HV_RECORD_LINE_MAX) {
+        /* A line the writer could not take would fail the whole batch, and the page would
+         * fail it again after every restart: the page fails instead. What is left (URLs,
+         * headers, numbers) is bounded far below the limit. */
+        char size[32], error[HV_DETAIL_TEXT_MAX];
+        hv_format_size(size, sizeof(size), HV_RECORD_LINE_MAX);
+        hv_detail_format(error, sizeof(error), HV_D_RECORD_EXCEEDS, size);
+        hv_record_t failed = *r;
+        failed.title = NULL;
+        failed.fields = NULL;
+        failed.ok = 0;
+        failed.stage = HV_STAGE_PARSE;
+        failed.error_type = HV_ET_EXTRACTION_TOO_LARGE;
+        failed.detail = HV_D_RECORD_EXCEEDS;
+        failed.error = error;
+        cJSON_free(text);
+        text = hv_record_print(&failed);
+        n = strlen(text);
+    }
 
     /* The line and its newline go in whole or not at all: reserve once, then both appends
      * fit. Rewriting cJSON's string to add the '\n' would tie us to its allocator. */
@@ -241,6 +269,5 @@ int hv_record_append_json(const hv_record_t *r, hv_buf_t *out)
 
 out:
     cJSON_free(text);
-    cJSON_Delete(obj);
     return rc;
 }

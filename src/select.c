@@ -971,18 +971,19 @@ static char *finish_utf8(char *buf, size_t len)
 
 /*
  * The text under `root` with runs of ASCII whitespace collapsed to one space and both ends
- * trimmed, written to `out` (when not NULL); returns its length. Called once to measure and
- * once to fill, so the result needs a single exact allocation.
+ * trimmed, written to `out` (when not NULL), its first `limit` bytes at most; returns their
+ * number. Called once to measure and once to fill, so the result needs a single exact
+ * allocation; the walk stops once `limit` bytes are found.
  */
-static size_t collect_text(const GumboNode *root, char *out)
+static size_t collect_text(const GumboNode *root, char *out, size_t limit)
 {
     size_t len = 0;
     int space = 0;
 
-    for (const GumboNode *n = root; n != NULL; n = next_node(n, root, 1)) {
+    for (const GumboNode *n = root; n != NULL && len < limit; n = next_node(n, root, 1)) {
         if (!is_text(n))
             continue;
-        for (const char *t = n->v.text.text; *t != '\0'; t++) {
+        for (const char *t = n->v.text.text; *t != '\0' && len < limit; t++) {
             if (hv_ascii_is_space((unsigned char)*t)) {
                 space = len > 0;
                 continue;
@@ -992,6 +993,8 @@ static size_t collect_text(const GumboNode *root, char *out)
                     out[len] = ' ';
                 len++;
                 space = 0;
+                if (len == limit)
+                    break;
             }
             if (out != NULL)
                 out[len] = *t;
@@ -1001,13 +1004,40 @@ static size_t collect_text(const GumboNode *root, char *out)
     return len;
 }
 
-/* A copy of source bytes as a C string: NUL bytes, which a C string cannot carry, become
- * U+FFFD, as gumbo does in text. */
-static char *copy_source(const char *p, size_t len)
+/* How many of the `len` bytes of UTF-8 at `s` to keep so that at most `max` remain and no
+ * character is split: `s[max]`, when it continues a character, takes that character out. */
+static size_t utf8_fit(const char *s, size_t len, size_t max)
 {
-    size_t nuls = 0;
-    for (size_t i = 0; i < len; i++)
-        nuls += p[i] == '\0';
+    if (len <= max)
+        return len;
+    size_t n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+/* A copy of source bytes as a C string: NUL bytes, which a C string cannot carry, become
+ * U+FFFD, as gumbo does in text. At most `max` bytes come out, whole characters only; *cut
+ * says whether some were left. */
+static char *copy_source(const char *p, size_t len, size_t max, int *cut)
+{
+    size_t nuls = 0, out_len = 0, take = 0;
+    while (take < len) {
+        size_t w = p[take] == '\0' ? 3 : 1;
+        if (out_len + w > max)
+            break;
+        out_len += w;
+        nuls += p[take] == '\0';
+        take++;
+    }
+    *cut = take < len;
+    if (*cut) {
+        /* p[take] is the first byte left out: if it continues a character, leave that whole
+         * character out (a NUL starts none, so nuls stays right). */
+        while (take > 0 && ((unsigned char)p[take] & 0xC0) == 0x80)
+            take--;
+    }
+    len = take;
     char *out = hv_xmalloc(len + 2 * nuls + 1);
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
@@ -1070,7 +1100,8 @@ static size_t element_end(const GumboNode *node, const char *source, size_t sour
     return end;
 }
 
-static char *outer_html(const GumboNode *node, const char *source, size_t source_len)
+static char *outer_html(const GumboNode *node, const char *source, size_t source_len,
+                        size_t max, int *cut)
 {
     size_t start, end;
 
@@ -1090,12 +1121,16 @@ static char *outer_html(const GumboNode *node, const char *source, size_t source
     end = HV_MIN(end, source_len);
     if (end < start)
         end = start;
-    return copy_source(source + start, end - start);
+    return copy_source(source + start, end - start, max, cut);
 }
 
-char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
-                        size_t source_len)
+char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
+                            size_t source_len, size_t max, int *cut)
 {
+    int dummy;
+    if (cut == NULL)
+        cut = &dummy;
+    *cut = 0;
     if (s == NULL || node == NULL)
         return NULL;
     switch (s->take) {
@@ -1103,15 +1138,29 @@ char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const cha
         if (!is_element(node))
             return NULL;
         const char *v = attr_value(node, s->attr);
-        return v != NULL ? finish_utf8(hv_xstrdup(v), strlen(v)) : NULL;
+        if (v == NULL)
+            return NULL;
+        size_t vlen = strlen(v), keep = utf8_fit(v, vlen, max);
+        *cut = keep < vlen;
+        return finish_utf8(hv_xstrndup(v, keep), keep);
     }
     case HV_TAKE_HTML:
-        return outer_html(node, source, source_len);
+        return outer_html(node, source, source_len, max, cut);
     case HV_TAKE_TEXT:
         break;
     }
-    size_t len = collect_text(node, NULL);
+    /* One byte past `max` tells whether the text goes on, and where the cut falls. */
+    size_t limit = max == SIZE_MAX ? max : max + 1;
+    size_t len = collect_text(node, NULL, limit);
     char *text = hv_xmalloc(len + 1);
-    collect_text(node, text);
-    return finish_utf8(text, len);
+    collect_text(node, text, limit);
+    size_t keep = utf8_fit(text, len, max);
+    *cut = keep < len;
+    return finish_utf8(text, keep);
+}
+
+char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
+                        size_t source_len)
+{
+    return hv_selector_value_max(s, node, source, source_len, SIZE_MAX, NULL);
 }

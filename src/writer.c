@@ -16,6 +16,10 @@
 #define HIGH_WATER (1024 * 1024)
 /* Hard cap of the pending buffer: a few maximal records. */
 #define PENDING_MAX ((size_t)256 << 20)
+/* Records are pushed only while the buffer is below HIGH_WATER, so a full buffer would be a
+ * write error of ours: a record that fits the cap of its line must always fit here. */
+_Static_assert(PENDING_MAX >= HIGH_WATER + HV_RECORD_LINE_MAX,
+               "the pending buffer takes any record pushed below the high-water mark");
 
 struct hv_writer_s {
     uv_loop_t *loop;

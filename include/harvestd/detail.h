@@ -109,6 +109,22 @@ typedef enum {
     HV_D_NO_TITLE,
     HV_D_NESTING_EXCEEDS,         /* nesting_exceeds_<depth> */
     HV_D_PARSER_CRASHED,
+    /* the pre-scan's other refusals (prescan.h), each with the bound it met */
+    HV_D_DEPTH_SUM_EXCEEDS,       /* depth_sum_exceeds_<n>: the depths at every tag, added */
+    HV_D_FORMATTING_OPEN_BEYOND,  /* formatting_elements_open_beyond_<n> */
+    HV_D_FORMATTING_REOPENED_BEYOND, /* formatting_elements_reopened_beyond_<n> */
+    HV_D_TABLE_CELLS_NESTED_BEYOND,  /* table_cells_nested_beyond_<n>: td, th, caption */
+    HV_D_TEMPLATES_NESTED_BEYOND, /* templates_nested_beyond_<n> */
+    HV_D_OBJECTS_NESTED_BEYOND,   /* objects_nested_beyond_<n>: applet, object, marquee */
+    HV_D_ELEMENTS_EXCEED,         /* elements_exceed_<n>: elements and their clones */
+    HV_D_KNOWN_TO_CRASH_PARSER,   /* a shape that makes gumbo 0.10 abort */
+    HV_D_ATTRIBUTES_EXCEED,       /* attributes_exceed_<n>: one tag */
+    HV_D_MERGED_ATTRIBUTES_EXCEED, /* merged_attributes_exceed_<n>: html or body tags */
+    HV_D_ATTRIBUTE_COPIES_EXCEED, /* attribute_copies_exceed_<n>: onto reopened elements */
+    HV_D_ATTRIBUTE_COMPARISONS_EXCEED, /* attribute_comparisons_exceed_<n> */
+    /* what a page yields */
+    HV_D_FIELDS_EXCEED,           /* fields_exceed_<size>: the extracted fields, printed */
+    HV_D_RECORD_EXCEEDS,          /* record_exceeds_<size>: the whole record, printed */
 
     HV_D__COUNT
 } hv_detail_t;

@@ -12,6 +12,13 @@
  *     NAME = @links                        built in: the absolute URLs of a[href], resolved
  *                                          against the final URL and <base href>
  * Rule sets are immutable once finished, and shared read-only by workers.
+ *
+ * What a page yields is bounded, whatever the page does: a rule keeps at most
+ * HV_EXTRACT_MAX_MATCHES matches, a value at most HV_EXTRACT_VALUE_MAX bytes (cut visibly, with
+ * HV_EXTRACT_CUT_MARK), and the whole "fields" object at most HV_EXTRACT_FIELDS_MAX bytes as
+ * printed. Without the last bound, N nested matches around T bytes of text would cost N x T
+ * ("d[] = div" on 1,000 nested divs around 300 KB: 300 MB), and a record the writer cannot
+ * take would stop the batch.
  */
 #ifndef HARVESTD_EXTRACT_H
 #define HARVESTD_EXTRACT_H
@@ -21,6 +28,18 @@
 
 /** Matches kept per rule (and items per scoped rule); more are counted, not kept. */
 #define HV_EXTRACT_MAX_MATCHES 100000
+
+/** Longest value (text, @attr or ::html) kept, in bytes of UTF-8. A longer one is cut back to
+ *  the last whole character that fits, and HV_EXTRACT_CUT_MARK is appended. Links are URLs of
+ *  at most HV_URL_MAX bytes and never cut. */
+#define HV_EXTRACT_VALUE_MAX ((size_t)1 << 20)
+
+/** What ends a cut value: U+2026 and "[cut]". */
+#define HV_EXTRACT_CUT_MARK "\xE2\x80\xA6[cut]"
+
+/** Largest "fields" object, in bytes as the record prints it (escapes included). A page whose
+ *  fields would be larger gets none: hv_ruleset_eval() fails with HV_ETOOBIG. */
+#define HV_EXTRACT_FIELDS_MAX ((size_t)8 << 20)
 
 typedef struct hv_ruleset_s hv_ruleset_t;
 
@@ -38,11 +57,13 @@ int hv_ruleset_empty(const hv_ruleset_t *rs);
 
 /**
  * Evaluate the set over a parsed document. `src`/`len` are the bytes gumbo parsed (for
- * ::html), `base_url` the page's final URL (for @links). Returns a malloc'd JSON object
- * ("{...}"), never NULL. Runs on a worker: touches only its arguments.
+ * ::html), `base_url` the page's final URL (for @links). Returns 0 with *out a malloc'd JSON
+ * object ("{...}") of at most HV_EXTRACT_FIELDS_MAX bytes, or HV_ETOOBIG with *out NULL when
+ * the fields would be larger (evaluation stops as soon as that is known, so its time and
+ * memory stay bounded by the limit too). Runs on a worker: touches only its arguments.
  */
-char *hv_ruleset_eval(const hv_ruleset_t *rs, const GumboNode *root, const char *src,
-                      size_t len, const char *base_url);
+int hv_ruleset_eval(const hv_ruleset_t *rs, const GumboNode *root, const char *src, size_t len,
+                    const char *base_url, char **out);
 
 void hv_ruleset_free(hv_ruleset_t *rs);
 

@@ -25,15 +25,26 @@ typedef struct {
                             trimmed; NULL if there is none or it is empty */
     size_t depth;        /* pre-scan estimate of the deepest nesting (see hv_html_analyse) */
     char *fields;        /* malloc'd JSON object of extracted fields (hv_html_analyse_rules) */
+    hv_prescan_verdict_t refusal; /* why the document was refused (HV_PRESCAN_OK: it was
+                                     not): the pre-scan's verdict, or HV_PRESCAN_TOO_DEEP
+                                     for a tree that came out too deep */
+    size_t bound;        /* the bound a refused document exceeded (hv_prescan_result_t) */
 } hv_html_result_t;
 
 /**
  * Analyse one document. [body, body+len) need not be valid UTF-8: invalid sequences are
- * replaced by U+FFFD before parsing. Returns 0 and fills `out` (title may be NULL), or
- * HV_ENESTING (title NULL, out->depth set) if the pre-scan exceeds HV_HTML_MAX_DEPTH, or if
- * the tree gumbo built turns out deeper than HV_HTML_MAX_DEPTH + 8 after all (out->depth is
- * then the measured depth, html being level 1). The caller frees the result with
- * hv_html_result_free(); nothing else stays allocated, on success or error.
+ * replaced by U+FFFD before parsing. Returns 0 and fills `out` (title may be NULL, refusal
+ * HV_PRESCAN_OK), or refuses the document (title NULL; out->refusal and out->bound say which
+ * bound, out->depth the estimate) with:
+ *   - HV_ENESTING when the pre-scan refuses it for its nesting (the verdicts not named
+ *     below), or when the tree gumbo built turns out deeper than
+ *     HV_HTML_MAX_DEPTH + 8 after all (HV_PRESCAN_TOO_DEEP; out->depth is then the measured
+ *     depth, html being level 1);
+ *   - HV_ETOOBIG when the pre-scan refuses it for its attributes (HV_PRESCAN_ATTRIBUTES,
+ *     _MERGED_ATTRIBUTES, _ATTRIBUTE_COPIES, _ATTRIBUTE_WORK);
+ *   - UV_EINVAL for a document of a shape known to crash gumbo (HV_PRESCAN_KNOWN_CRASH).
+ * The caller frees the result with hv_html_result_free(); nothing else stays allocated, on
+ * success or error.
  */
 int hv_html_analyse(const char *body, size_t len, hv_html_result_t *out);
 
@@ -49,7 +60,9 @@ void hv_html_use_arena(hv_arena_t *a);
 /**
  * hv_html_analyse() plus extraction: when `rules` is non-empty, out->fields receives the
  * rules' JSON object (malloc'd), evaluated over the same tree; `base_url` is the page's final
- * URL (for @links). A refused document (HV_ENESTING) gets no fields.
+ * URL (for @links). A refused document gets no fields. Fields that would exceed
+ * HV_EXTRACT_FIELDS_MAX are none either: HV_ETOOBIG with out->refusal HV_PRESCAN_OK (the
+ * title is still filled in).
  */
 int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rules,
                           const char *base_url, hv_html_result_t *out);
@@ -58,7 +71,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
  * The title fast path: parse only the page's prefix up to the first "</title" end tag.
  * Returns 1 with `out` filled when that settles the title exactly as hv_html_analyse() would
  * (the first HTML <title> of the prefix was closed by an explicit end tag in it; the
- * nesting bound holds for the whole page), else 0 with nothing to free: parse the whole page.
+ * pre-scan accepts the whole page), else 0 with nothing to free: parse the whole page.
  */
 int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out);
 

@@ -49,6 +49,9 @@ typedef enum {
     HV_ET_TLS,
     HV_ET_ROBOTS,
     HV_ET_PARSER_CRASHED,
+    HV_ET_UNPARSABLE_DOCUMENT,
+    HV_ET_TOO_MANY_ATTRIBUTES,
+    HV_ET_EXTRACTION_TOO_LARGE,
     HV_ET__COUNT
 } hv_error_type_t;
 
@@ -93,9 +96,16 @@ const char *hv_error_type_name(hv_error_type_t t);
 /** "input", "download", "parse"; NULL for HV_STAGE_NONE. */
 const char *hv_stage_name(hv_stage_t s);
 
+/** Longest line hv_record_append_json() writes, newline included. */
+#define HV_RECORD_LINE_MAX ((size_t)32 << 20)
+
 /**
  * Serialise `r` as one line of JSON followed by '\n', appended to `out`. Every string is made
- * valid UTF-8 first. Returns 0, or HV_ETOOBIG if `out` has no room (nothing is appended then).
+ * valid UTF-8 first. A record whose line would exceed HV_RECORD_LINE_MAX (a huge title, or
+ * fields near their own limit on top of one) is written as its page's failure instead:
+ * the same record without title and fields, failed at stage parse with ExtractionTooLarge and
+ * record_exceeds_<size>; `r` itself is not changed. Returns 0, or HV_ETOOBIG if `out` has no
+ * room (nothing is appended then).
  */
 int hv_record_append_json(const hv_record_t *r, hv_buf_t *out);
 

@@ -102,4 +102,13 @@ size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const G
 char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
                         size_t source_len);
 
+/**
+ * hv_selector_value() cut to at most `max` bytes, at a character boundary: a longer value is
+ * cut back to the last whole character that fits, and *cut (when not NULL) is set to 1 (else
+ * 0). The work is bounded by `max` as well: the text is collected, the attribute or the source
+ * copied, only as far as needed (the walk of a text still visits the elements on its way).
+ */
+char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
+                            size_t source_len, size_t max, int *cut);
+
 #endif

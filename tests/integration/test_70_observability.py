@@ -1092,8 +1092,26 @@ def fast_path_urls(origin):
     urls["close-after-response"] = origin.url("/close-after-response?title=Stale&delay=0.05")
     for name, (doc, _) in trap_documents().items():
         urls["trap-" + name] = origin.url("/raw?hex=" + doc.hex())
+    for name, (doc, _) in attribute_documents().items():
+        urls[name] = origin.url(origin.put_response(doc))
     assert len(set(urls.values())) == len(urls)
     return urls
+
+
+def attribute_documents():
+    """name -> (bytes, error_type or None): pages whose title the prefix settles, with
+    attributes at and past the pre-scan's bounds after it. Both paths must refuse the same."""
+    head = '<!DOCTYPE html><html><head><title>Attrs</title></head><body>'
+    attrs = lambda n, first=0: "".join(" a%x" % i for i in range(first, first + n))  # noqa: E731
+    docs = {
+        "attrs-256": ("<div%s>x</div>" % attrs(256), None),
+        "attrs-257": ("<div%s>x</div>" % attrs(257), "TooManyAttributes"),
+        "attrs-end-tag": ("<div>x</div%s>" % attrs(300), "TooManyAttributes"),
+        "attrs-body-merged": ("".join("<body%s>" % attrs(100, 100 * i) for i in range(3)),
+                              "TooManyAttributes"),
+        "attrs-html-twice": (("<html%s>" % attrs(100)) * 2, None),
+    }
+    return {name: ((head + body + "</body></html>").encode(), et) for name, (body, et) in docs.items()}
 
 
 def comparable(rec):
@@ -1127,6 +1145,8 @@ def test_70_10_title_fast_path_gives_the_records_of_the_full_parse(run_harvestd,
     assert full_by[urls["gzip-chunked"]]["title"] == "Zipped chunked"
     assert full_by[urls["nested-4095"]]["title"] == "Nested"
     assert full_by[urls["nested-4097"]]["error_type"] == "TooDeeplyNested"
+    for name, (_, error_type) in attribute_documents().items():
+        assert full_by[urls[name]].get("error_type") == error_type, full_by[urls[name]]
     assert full_by[urls["page-size-3000000"]]["error_type"] == "PageTooLarge"
     assert fast.summary["ok"] == full.summary["ok"] and fast.summary["failed"] == full.summary["failed"]
 
@@ -1238,6 +1258,7 @@ def test_70_11_title_equiv_on_generated_pages(tmp_path):
     docs.update(("trap-" + k, v[0]) for k, v in trap_documents().items())
     docs.update(origin_documents())
     docs.update(deep_documents())
+    docs.update((k, v[0]) for k, v in attribute_documents().items())
     for i, doc in enumerate(random_documents(random.Random(seed), 1500)):
         docs["random-%04d" % i] = doc
     pages = tmp_path / "pages"

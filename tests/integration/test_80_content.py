@@ -752,3 +752,140 @@ def test_80_31_fifty_thousand_matches(run_harvestd, origin):
         assert_ok(recs[u], "other%d" % i)
         assert recs[u]["fields"] == {"m": []}, recs[u]
     assert wall < 5 * SLOWDOWN, "the run took %.1fs" % wall
+
+
+# ---------------------------------------------------------------------------- pre-scan refusals
+
+def refused_page(body):
+    return ("<!DOCTYPE html><html><head><title>Refused</title></head><body>" + body
+            + "</body></html>\n").encode()
+
+
+REOPENED_BODY = ("<p>" + "".join("<b id=%d>" % i for i in range(200))
+                 + "</p><p>x" * 2000)
+
+# (id, body, error_type, error): each refusal of the pre-scan names the bound it met.
+# (`None` for the error: the page-dependent bound of reopened elements, computed below.)
+PRESCAN_REFUSALS = [
+    ("nesting", "<div>" * 5000, "TooDeeplyNested", "nesting_exceeds_4096"),
+    ("table-cells", "<table><tr><td>" * 300 + "x", "TooDeeplyNested",
+     "table_cells_nested_beyond_256"),
+    ("templates", "<template>" * 300 + "x", "TooDeeplyNested", "templates_nested_beyond_256"),
+    ("objects", "<object>" * 300 + "x", "TooDeeplyNested", "objects_nested_beyond_256"),
+    ("formatting-open", "".join("<b id=%d>" % i for i in range(300)) + "x", "TooDeeplyNested",
+     "formatting_elements_open_beyond_256"),
+    ("formatting-reopened", REOPENED_BODY, "TooDeeplyNested", None),
+    ("depth-sum", "<div>" * 4000 + "<br>" * 35000, "TooDeeplyNested",
+     "depth_sum_exceeds_134217728"),
+    ("svg-select", "<table><svg><select><title><select><td>", "UnparsableDocument",
+     "document_known_to_crash_the_parser"),
+    ("svg-cdata-in-table", "<table><svg><desc><![CDATA[ ]]> ", "UnparsableDocument",
+     "document_known_to_crash_the_parser"),
+]
+
+
+@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
+def test_80_32_prescan_refusals_say_what_they_refused(run_harvestd, origin, rules):
+    urls = {name: serve(origin, refused_page(body)) for name, body, _, _ in PRESCAN_REFUSALS}
+    fine = origin.url("/page?title=fine")
+    args = ["--extract", "first=div"] if rules else []
+    run = run_harvestd(list(urls.values()) + [fine], *args)
+    assert run.rc == 0, run.stderr[-2000:]
+    recs = by_url(run.records)
+    for name, body, error_type, error in PRESCAN_REFUSALS:
+        if error is None:   # half the page's length plus 4096
+            error = "formatting_elements_reopened_beyond_%d" % (len(refused_page(body)) // 2 + 4096)
+        assert_failed(recs[urls[name]], "parse", error_type, error)
+    assert_ok(recs[fine], "fine")
+
+
+def attrs(n, start=0, fmt="a%x"):
+    return "".join(" " + fmt % i for i in range(start, start + n))
+
+
+NOAH_BODY = "".join("<b%s z=%d>" % (attrs(64), i) for i in range(250))
+COPIES_BODY = "<p><b%s>x</p>" % attrs(64) + "<p>y</p>" * 2000
+
+# (id, body, error): gumbo's time grows with the square of a tag's attributes (and of those
+# merged into html and body, and compared between formatting elements); the pre-scan refuses
+# such pages with TooManyAttributes.
+ATTRIBUTE_REFUSALS = [
+    ("one-tag", "<div%s>x</div>" % attrs(20000), "attributes_exceed_256"),
+    ("end-tag", "<div>x</div%s>" % attrs(20000), "attributes_exceed_256"),
+    ("html-merged", ("<html%s>" % attrs(200)) * 50 + "x", "merged_attributes_exceed_256"),
+    ("body-merged", "x" + "".join("<body%s>" % attrs(200, 200 * i) for i in range(20)),
+     "merged_attributes_exceed_256"),
+    ("noahs-ark", NOAH_BODY, "attribute_comparisons_exceed_67108864"),
+    ("copies", COPIES_BODY, None),
+]
+
+
+@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
+def test_80_33_too_many_attributes_fail_promptly(run_harvestd, origin, rules):
+    urls = {name: serve(origin, refused_page(body)) for name, body, _ in ATTRIBUTE_REFUSALS}
+    fine = {
+        "256-attributes": serve(origin, refused_page("<div%s>x</div>" % attrs(256))),
+        "html-twice": serve(origin, refused_page(("<html%s>" % attrs(100)) * 2 + "x")),
+        "many-tags": serve(origin, refused_page(("<div%s>x</div>" % attrs(30)) * 2000)),
+    }
+    # Without rules the title fast path parses only up to </title>; with them, whole pages.
+    args = ["--extract", "first=div"] if rules else []
+    started = time.monotonic()
+    run = run_harvestd(list(urls.values()) + list(fine.values()), *args)
+    wall = time.monotonic() - started
+    assert run.rc == 0, run.stderr[-2000:]
+    recs = by_url(run.records)
+    for name, body, error in ATTRIBUTE_REFUSALS:
+        if error is None:   # half the page's length plus 4096
+            error = "attribute_copies_exceed_%d" % (len(refused_page(body)) // 2 + 4096)
+        assert_failed(recs[urls[name]], "parse", "TooManyAttributes", error)
+    for name, url in fine.items():
+        assert_ok(recs[url], "Refused")
+    assert wall < 3 * SLOWDOWN, "the run took %.1fs" % wall
+
+
+# ---------------------------------------------------------------------------- extraction budget
+
+CUT = "\u2026[cut]"
+
+
+def test_80_34_nested_matches_fail_the_page_not_the_batch(run_harvestd, origin):
+    """Every match of a rule keeps its value, so N nested matches around T bytes cost N x T:
+    a page whose fields would pass the budget (8 MiB) fails alone, and the run goes on."""
+    text = "word " * 6000   # 30 KB inside 1000 nested divs: 30 MB of fields
+    nested = serve(origin, refused_page("<div>" * 1000 + text + "</div>" * 1000))
+    base = "http://127.0.0.1/" + "b" * 8000 + "/"   # a URL is at most 8 KiB
+    links = serve(origin, ('<!DOCTYPE html><html><head><title>Links</title><base href="%s">'
+                           '</head><body>%s</body></html>' % (base, '<a href=a>x</a>' * 2000))
+                  .encode())
+    fine = origin.url("/nested?depth=1000")
+    run = run_harvestd([nested, links, fine], "--extract-all", "d=div", "--links")
+    assert run.rc == 0, run.stderr[-2000:]
+    recs = by_url(run.records)
+    assert_failed(recs[nested], "parse", "ExtractionTooLarge", "fields_exceed_8_mib")
+    assert "fields" not in recs[nested], recs[nested]
+    assert_failed(recs[links], "parse", "ExtractionTooLarge", "fields_exceed_8_mib")
+    assert_ok(recs[fine], "Nested")
+    assert recs[fine]["fields"]["d"] == ["deep"] * 1000
+    assert recs[fine]["fields"]["links"] == []
+
+
+def test_80_35_long_values_are_cut_with_a_mark(run_harvestd, origin):
+    """A value longer than 1 MiB is cut at a character boundary and ends with the mark."""
+    text = "\u00e9" * 700000   # 1.4 MB of two-byte characters
+    page = ('<!DOCTYPE html><html><head><title>Long</title></head><body>'
+            '<p title="%s">%s</p><i>short</i></body></html>' % ("t" * 1200000, text)).encode()
+    url = serve(origin, page)
+    run = run_harvestd([url], "--max-bytes", "4m", "--extract", "text=p",
+                       "--extract", "attr=p @title", "--extract", "html=p ::html",
+                       "--extract", "short=i")
+    rec = one_ok(run)
+    f = rec["fields"]
+    assert f["short"] == "short"
+    for key in ("text", "attr", "html"):
+        assert f[key].endswith(CUT), (key, f[key][-20:])
+        kept = f[key][:-len(CUT)].encode("utf-8")
+        assert MIB - 1 <= len(kept) <= MIB, (key, len(kept))
+    assert f["text"] == "\u00e9" * (MIB // 2) + CUT
+    assert f["attr"] == "t" * MIB + CUT
+    assert f["html"].startswith('<p title="ttt'), f["html"][:20]

@@ -11,8 +11,10 @@
 #define hv_html__gumbo_destroy hv_html_test__gumbo_destroy
 #include "../../src/html.c"
 
+#include "harvestd/buf.h"
 #include "test.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Analyse `doc` and return its title (caller frees), asserting success. */
@@ -370,7 +372,8 @@ TEST_IMPL(html_prescan_follows_foreign_content)
     size_t len;
     char *doc = repeat("<title>x</title>", "<math><frameset><mtext></li><table>", 6000, &len);
     hv_html_result_t r;
-    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(UV_EINVAL, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_PRESCAN_KNOWN_CRASH, r.refusal);
     ASSERT_NULL(r.title);
     free(doc);
 }
@@ -386,9 +389,253 @@ TEST_IMPL(html_gumbo_assertion_inputs_refused)
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
         hv_html_result_t r;
-        ASSERT_EQ(HV_ENESTING, hv_html_analyse(bad[i], strlen(bad[i]), &r));
+        ASSERT_EQ(UV_EINVAL, hv_html_analyse(bad[i], strlen(bad[i]), &r));
+        ASSERT_EQ(HV_PRESCAN_KNOWN_CRASH, r.refusal);
         ASSERT_NULL(r.title);
     }
     /* An HTML select inside an SVG integration point is fine. */
     ASSERT_TITLE("<title>t</title><svg><foreignObject><select><option>a</select>", "t");
+}
+
+/* The verdict and bound of `doc` (malloc'd, freed here). */
+static void assert_verdict(char *doc, size_t len, hv_prescan_verdict_t verdict, size_t bound,
+                           int line)
+{
+    hv_prescan_result_t r;
+    hv_prescan_check(doc, len, HV_HTML_MAX_DEPTH, &r);
+    if (r.verdict != verdict || r.bound != bound)
+        hv_test_fail(__FILE__, line, "verdict %d bound %zu, expected %d bound %zu", (int)r.verdict,
+                     r.bound, (int)verdict, bound);
+    if (verdict != HV_PRESCAN_OK && r.depth != HV_HTML_MAX_DEPTH + 1)
+        hv_test_fail(__FILE__, line, "refused with depth %zu", r.depth);
+    free(doc);
+}
+
+TEST_IMPL(html_prescan_verdicts_name_the_bound)
+{
+    size_t len;
+    char *doc;
+
+    doc = repeat("<title>t</title>", "<div>", 10, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OK, 0, __LINE__);
+    doc = repeat("<title>t</title>", "<div>", 5000, &len);
+    assert_verdict(doc, len, HV_PRESCAN_TOO_DEEP, HV_HTML_MAX_DEPTH, __LINE__);
+    /* Markers on the list of active formatting elements, by what did not fit. */
+    doc = repeat("", "<table><tr><td>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_CELLS_NESTED, 256, __LINE__);
+    doc = repeat("", "<table><caption>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_CELLS_NESTED, 256, __LINE__);
+    doc = repeat("", "<table><tr><td>", 256, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OK, 0, __LINE__);
+    doc = repeat("", "<template>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_TEMPLATES_NESTED, 256, __LINE__);
+    doc = repeat("", "<object>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OBJECTS_NESTED, 256, __LINE__);
+    doc = repeat("", "<marquee>", 257, &len);
+    assert_verdict(doc, len, HV_PRESCAN_OBJECTS_NESTED, 256, __LINE__);
+    /* Formatting elements (distinct, so that the Noah's Ark clause keeps them all). */
+    char fmt[300 * 16];
+    size_t o = 0;
+    for (int i = 0; i < 257; i++)
+        o += (size_t)snprintf(fmt + o, sizeof(fmt) - o, "<b id=%d>", i);
+    doc = repeat(fmt, "", 0, &len);
+    assert_verdict(doc, len, HV_PRESCAN_FORMATTING_OPEN, 256, __LINE__);
+    /* Reopened at every paragraph: the allowance is half the length plus 4096. */
+    o = (size_t)snprintf(fmt, sizeof(fmt), "<p>");
+    for (int i = 0; i < 200; i++)
+        o += (size_t)snprintf(fmt + o, sizeof(fmt) - o, "<b id=%d>", i);
+    doc = repeat(fmt, "</p><p>x", 2000, &len);
+    assert_verdict(doc, len, HV_PRESCAN_FORMATTING_REOPENED, len / 2 + 4096, __LINE__);
+    /* 4000 levels, then 35000 tags at that depth: 140 million. */
+    size_t deep;
+    char *head = repeat("", "<div>", 4000, &deep);
+    doc = repeat(head, "<br>", 35000, &len);
+    free(head);
+    assert_verdict(doc, len, HV_PRESCAN_DEPTH_SUM, 128u * 1024 * 1024, __LINE__);
+    /* The shapes gumbo 0.10 aborts on. */
+    static const char *const crash[] = {"<table><svg><select><title><select><td>",
+                                        "<table><svg><desc><![CDATA[ ]]> ", "<svg><html>",
+                                        "<math><template>", "<svg><tr>"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(crash); i++) {
+        doc = repeat(crash[i], "", 0, &len);
+        assert_verdict(doc, len, HV_PRESCAN_KNOWN_CRASH, 0, __LINE__);
+    }
+    /* The first reason found is the one reported: the cells, not the depth after them. */
+    head = repeat("", "<table><tr><td>", 300, &deep);
+    doc = repeat(head, "<div>", 5000, &len);
+    free(head);
+    assert_verdict(doc, len, HV_PRESCAN_CELLS_NESTED, 256, __LINE__);
+    /* A limit of the caller's is the bound of its refusal. */
+    hv_prescan_result_t r;
+    hv_prescan_check("<i><i><i>", 9, 2, &r);
+    ASSERT_EQ(HV_PRESCAN_TOO_DEEP, r.verdict);
+    ASSERT_EQ(2, r.bound);
+    ASSERT_EQ(3, r.depth);
+}
+
+TEST_IMPL(html_refusals_reach_the_result)
+{
+    size_t len;
+    char *doc = repeat("<title>t</title>", "<template>", 300, &len);
+    hv_html_result_t r;
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_PRESCAN_TEMPLATES_NESTED, r.refusal);
+    ASSERT_EQ(256, r.bound);
+    ASSERT_NULL(r.title);
+    free(doc);
+
+    doc = repeat("<title>t</title>", "<div>", 10, &len);
+    ASSERT_OK(hv_html_analyse(doc, len, &r));
+    ASSERT_EQ(HV_PRESCAN_OK, r.refusal);
+    hv_html_result_free(&r);
+    free(doc);
+}
+
+/* "<open" + n distinct attributes (a0 a1 ...) + ">" + rest, appended to `b`. */
+static void put_tag(hv_buf_t *b, const char *open, size_t n, size_t first, const char *rest)
+{
+    char name[32];
+    ASSERT_OK(hv_buf_append(b, open, strlen(open)));
+    for (size_t i = 0; i < n; i++) {
+        int k = snprintf(name, sizeof(name), " a%zx", first + i);
+        ASSERT_OK(hv_buf_append(b, name, (size_t)k));
+    }
+    ASSERT_OK(hv_buf_append(b, ">", 1));
+    ASSERT_OK(hv_buf_append(b, rest, strlen(rest)));
+}
+
+static char *take(hv_buf_t *b, size_t *len)
+{
+    ASSERT_OK(hv_buf_append(b, "", 1));
+    char *s = hv_buf_steal(b, len);
+    (*len)--;
+    hv_buf_init(b, SIZE_MAX / 2);
+    return s;
+}
+
+/* `n` nested formatting elements, tags taken in turn from `tags`, each with the same 64
+ * attributes and then one, z, that differs. */
+static void put_nested_formatting(hv_buf_t *b, const char *const *tags, size_t ntags, int n)
+{
+    char z[32];
+    for (int i = 0; i < n; i++) {
+        put_tag(b, tags[(size_t)i % ntags], 64, 0, "");
+        b->len--; /* reopen the tag for z */
+        snprintf(z, sizeof(z), " z=%d>", i);
+        ASSERT_OK(hv_buf_append(b, z, strlen(z)));
+    }
+}
+
+/* The verdict on what `b` holds, which is then emptied. */
+static void assert_built(hv_buf_t *b, hv_prescan_verdict_t verdict, size_t bound, int line)
+{
+    size_t len;
+    char *doc = take(b, &len);
+    assert_verdict(doc, len, verdict, bound, line);
+}
+
+TEST_IMPL(html_prescan_attribute_bounds)
+{
+    hv_buf_t b;
+    size_t len;
+    char *doc;
+    hv_buf_init(&b, SIZE_MAX / 2);
+
+    /* One tag: start or end, kept or cut short by the end of the input; duplicates count. */
+    put_tag(&b, "<title>t</title><div", 256, 0, "x</div>");
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__);
+    put_tag(&b, "<div", 257, 0, "x</div>");
+    assert_built(&b, HV_PRESCAN_ATTRIBUTES, 256, __LINE__);
+    put_tag(&b, "<div>x</div", 257, 0, "");
+    assert_built(&b, HV_PRESCAN_ATTRIBUTES, 256, __LINE__);
+    put_tag(&b, "<script>x</script", 257, 0, "<p>");
+    assert_built(&b, HV_PRESCAN_ATTRIBUTES, 256, __LINE__);
+    put_tag(&b, "<textarea>x</textarea", 257, 0, "<p>");
+    assert_built(&b, HV_PRESCAN_ATTRIBUTES, 256, __LINE__);
+    put_tag(&b, "<p>x", 0, 0, "");
+    for (int i = 0; i < 257; i++)
+        ASSERT_OK(hv_buf_append(&b, " a", 2));
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__); /* "<p>x> a a a ..." is text: no tag */
+    ASSERT_OK(hv_buf_append(&b, "<div", 4));
+    for (int i = 0; i < 300; i++)
+        ASSERT_OK(hv_buf_append(&b, " a", 2));
+    assert_built(&b, HV_PRESCAN_ATTRIBUTES, 256, __LINE__); /* no '>' */
+    ASSERT_OK(hv_buf_append(&b, "<div", 4));
+    for (int i = 0; i < 257; i++)
+        ASSERT_OK(hv_buf_append(&b, " a=1", 4));
+    ASSERT_OK(hv_buf_append(&b, ">", 1));
+    assert_built(&b, HV_PRESCAN_ATTRIBUTES, 256, __LINE__);
+
+    /* html and body tags are merged into one element each: their attributes add up. */
+    put_tag(&b, "<html", 100, 0, "");
+    put_tag(&b, "<html", 100, 0, "");
+    put_tag(&b, "<body", 200, 0, "x");
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__);
+    for (int i = 0; i < 3; i++)
+        put_tag(&b, "<html", 100, 0, "");
+    assert_built(&b, HV_PRESCAN_MERGED_ATTRIBUTES, 256, __LINE__);
+    ASSERT_OK(hv_buf_append(&b, "x", 1));
+    for (size_t i = 0; i < 3; i++)
+        put_tag(&b, "<body", 100, 100 * i, "");
+    assert_built(&b, HV_PRESCAN_MERGED_ATTRIBUTES, 256, __LINE__);
+    put_tag(&b, "<head", 200, 0, "");
+    put_tag(&b, "<head", 200, 0, "x"); /* a second head is ignored, not merged */
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__);
+
+    /* Formatting elements of one tag with differing attributes: gumbo compares each new one
+     * with every entry, attribute by attribute (nested 150 deep: 47 million, accepted; 200
+     * deep: 84 million). */
+    static const char *const b_only[] = {"<b"};
+    put_nested_formatting(&b, b_only, 1, 150);
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__);
+    put_nested_formatting(&b, b_only, 1, 200);
+    assert_built(&b, HV_PRESCAN_ATTRIBUTE_WORK, 64u * 1024 * 1024, __LINE__);
+    /* Different tags are not compared. */
+    static const char *const tags[] = {"<b", "<i", "<u", "<s", "<em", "<strong", "<code", "<big"};
+    put_nested_formatting(&b, tags, HV_ARRAY_SIZE(tags), 200);
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__);
+
+    /* Each reopening copies the attributes: at most half the length plus 4096 in all. */
+    put_tag(&b, "<p><b", 64, 0, "x</p>");
+    for (int i = 0; i < 2000; i++)
+        ASSERT_OK(hv_buf_append(&b, "<p>y</p>", 8));
+    doc = take(&b, &len);
+    assert_verdict(doc, len, HV_PRESCAN_ATTRIBUTE_COPIES, len / 2 + 4096, __LINE__);
+    put_tag(&b, "<p><b", 1, 0, "x</p>");
+    for (int i = 0; i < 2000; i++)
+        ASSERT_OK(hv_buf_append(&b, "<p>y</p>", 8));
+    assert_built(&b, HV_PRESCAN_OK, 0, __LINE__);
+    /* So does the adoption agency, even below the levels the pre-scan follows. */
+    for (int r = 0; r < 10; r++) {
+        put_tag(&b, "<b", 256, 0, "");
+        for (int i = 0; i < 600; i++)
+            ASSERT_OK(hv_buf_append(&b, "<div>", 5));
+        for (int i = 0; i < 600; i++)
+            ASSERT_OK(hv_buf_append(&b, "</b>x", 5));
+        for (int i = 0; i < 600; i++)
+            ASSERT_OK(hv_buf_append(&b, "</div>", 6));
+    }
+    doc = take(&b, &len);
+    assert_verdict(doc, len, HV_PRESCAN_ATTRIBUTE_COPIES, len / 2 + 4096, __LINE__);
+    hv_buf_free(&b);
+}
+
+TEST_IMPL(html_many_attributes_refused_quickly)
+{
+    /* 100,000 attributes on one tag: gumbo alone would take minutes. */
+    hv_buf_t b;
+    hv_buf_init(&b, SIZE_MAX / 2);
+    put_tag(&b, "<title>t</title><div", 100000, 0, "x</div>");
+    size_t len;
+    char *doc = take(&b, &len);
+    hv_buf_free(&b);
+    uint64_t start = hv_mono_ms();
+    hv_html_result_t r;
+    ASSERT_EQ(HV_ETOOBIG, hv_html_analyse(doc, len, &r));
+    ASSERT_LT(hv_mono_ms() - start, 1000);
+    ASSERT_EQ(HV_PRESCAN_ATTRIBUTES, r.refusal);
+    ASSERT_EQ(HV_PRESCAN_MAX_ATTRS, r.bound);
+    ASSERT_NULL(r.title);
+    ASSERT_EQ(0, hv_html_title_fast(doc, len, &r)); /* the fast path declines it too */
+    free(doc);
 }

@@ -239,6 +239,9 @@ TEST_IMPL(record_names)
     ASSERT_STR_EQ("HttpStatus", hv_error_type_name(HV_ET_HTTP_STATUS));
     ASSERT_STR_EQ("MissingTitle", hv_error_type_name(HV_ET_MISSING_TITLE));
     ASSERT_STR_EQ("TooDeeplyNested", hv_error_type_name(HV_ET_TOO_DEEPLY_NESTED));
+    ASSERT_STR_EQ("UnparsableDocument", hv_error_type_name(HV_ET_UNPARSABLE_DOCUMENT));
+    ASSERT_STR_EQ("TooManyAttributes", hv_error_type_name(HV_ET_TOO_MANY_ATTRIBUTES));
+    ASSERT_STR_EQ("ExtractionTooLarge", hv_error_type_name(HV_ET_EXTRACTION_TOO_LARGE));
     /* Every type has a name (the table must keep up with the enum), and they differ. */
     for (int t = 1; t < HV_ET__COUNT; t++) {
         const char *name = hv_error_type_name((hv_error_type_t)t);
@@ -325,5 +328,79 @@ TEST_IMPL(record_failure_text_is_never_cut)
     hv_record_t *r = record("http://h/");
     hv_record_fail(r, HV_STAGE_DOWNLOAD, HV_ET_ROBOTS, HV_D_ROBOTS_UNAVAILABLE, arg);
     ASSERT_EQ(strlen("robots_txt_unavailable_") + strlen(arg), strlen(r->error));
+    hv_record_free(r);
+}
+
+/* A record of a page that parsed, with a title of `n` bytes `c`. */
+static hv_record_t *record_with_title(size_t n, char c)
+{
+    hv_record_t *r = record("http://h/big");
+    r->url = hv_xstrdup("http://h/big");
+    r->http_status = 200;
+    r->content_type = hv_xstrdup("text/html");
+    r->bytes = 123;
+    r->title = hv_xmalloc(n + 1);
+    memset(r->title, c, n);
+    r->title[n] = '\0';
+    return r;
+}
+
+/* The line `r` gives in a buffer as large as the writer's (256 MiB), NUL-terminated. */
+static char *line_of(const hv_record_t *r, size_t *len)
+{
+    hv_buf_t b;
+    hv_buf_init(&b, (size_t)256 << 20);
+    ASSERT_OK(hv_record_append_json(r, &b));
+    ASSERT_OK(hv_buf_append(&b, "", 1));
+    char *s = hv_buf_steal(&b, len);
+    (*len)--;
+    return s;
+}
+
+TEST_IMPL(record_too_large_to_print_becomes_a_failure_of_its_page)
+{
+    /* Whatever a page yields, its line stays within 32 MiB: a larger one would make the
+     * writer fail the batch. It becomes that page's failure, keeping what is known but the
+     * title and the fields. */
+    static const char want[] =
+        "{\"requested_url\":\"http://h/big\",\"url\":\"http://h/big\",\"status\":\"failed\","
+        "\"http_status\":200,\"content_type\":\"text/html\",\"bytes\":123,\"stage\":\"parse\","
+        "\"error_type\":\"ExtractionTooLarge\",\"error\":\"record_exceeds_32_mib\"}\n";
+    size_t len;
+    hv_record_t *r = record_with_title((size_t)40 << 20, 'x');
+    char *line = line_of(r, &len);
+    ASSERT_EQ(sizeof(want) - 1, len); /* (before comparing texts that may be 40 MiB) */
+    ASSERT_STR_EQ(want, line);
+    free(line);
+    hv_record_free(r);
+
+    /* Escapes count: 6 MiB of control characters print as 36 MiB. */
+    r = record_with_title((size_t)6 << 20, '\x01');
+    line = line_of(r, &len);
+    ASSERT_EQ(sizeof(want) - 1, len); /* (before comparing texts that may be 40 MiB) */
+    ASSERT_STR_EQ(want, line);
+    free(line);
+    hv_record_free(r);
+
+    /* Fields too (they come printed already). */
+    r = record_with_title(1, 'x');
+    free(r->fields);
+    r->fields = hv_xmalloc((size_t)33 << 20);
+    memset(r->fields, 'x', (size_t)33 << 20);
+    memcpy(r->fields, "{\"f\":\"", 6);
+    memcpy(r->fields + ((size_t)33 << 20) - 3, "\"}", 3);
+    line = line_of(r, &len);
+    ASSERT_EQ(sizeof(want) - 1, len); /* (before comparing texts that may be 40 MiB) */
+    ASSERT_STR_EQ(want, line);
+    free(line);
+    hv_record_free(r);
+
+    /* Just under the limit, the line is kept whole. */
+    r = record_with_title(((size_t)32 << 20) - 300, 'y');
+    line = line_of(r, &len);
+    ASSERT_LE(len, (size_t)32 << 20);
+    ASSERT_GT(len, ((size_t)32 << 20) - 300);
+    ASSERT(strstr(line, "\"status\":\"ok\"") != NULL);
+    free(line);
     hv_record_free(r);
 }

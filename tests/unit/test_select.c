@@ -733,3 +733,59 @@ TEST_IMPL(select_large_page)
     page_close(&pg);
     free(doc);
 }
+
+/* The value of the first match of `selector` in `doc`, cut to `max` bytes. Static copy. */
+static const char *value_max(const char *doc, size_t len, const char *selector, size_t max,
+                             int *cut)
+{
+    static char buf[256];
+    page_t pg;
+    const GumboNode *node = NULL;
+    hv_selector_t *s = compile_ok(selector);
+    page_open(&pg, doc, len);
+    ASSERT_EQ(1, hv_selector_match(s, pg.out->document, &node, 1, 1));
+    *cut = -1;
+    char *v = hv_selector_value_max(s, node, doc, len, max, cut);
+    ASSERT_NOT_NULL(v);
+    ASSERT(hv_utf8_valid(v, strlen(v)));
+    ASSERT_LT(strlen(v), sizeof(buf));
+    snprintf(buf, sizeof(buf), "%s", v);
+    free(v);
+    page_close(&pg);
+    hv_selector_free(s);
+    return buf;
+}
+
+#define ASSERT_VALUE_MAX(doc, selector, max, want, want_cut)                                   \
+    do {                                                                                       \
+        int cut_;                                                                              \
+        ASSERT_STR_EQ(want, value_max(doc, sizeof(doc) - 1, selector, max, &cut_));            \
+        ASSERT_EQ(want_cut, cut_);                                                             \
+    } while (0)
+
+TEST_IMPL(select_value_max_cuts_at_a_character_boundary)
+{
+    static const char text[] = "<p>  aaaa \n bbbb  </p>";
+    ASSERT_VALUE_MAX(text, "p", 6, "aaaa b", 1);
+    ASSERT_VALUE_MAX(text, "p", 9, "aaaa bbbb", 0); /* exactly the whole value */
+    ASSERT_VALUE_MAX(text, "p", 8, "aaaa bbb", 1);
+    ASSERT_VALUE_MAX(text, "p", 5, "aaaa ", 1);
+    ASSERT_VALUE_MAX(text, "p", 0, "", 1);
+    ASSERT_VALUE_MAX(text, "p", 1000, "aaaa bbbb", 0);
+
+    /* Two-byte characters are never split. */
+    static const char e[] = "<p title=\"\xC3\xA9\xC3\xA9\xC3\xA9\">\xC3\xA9\xC3\xA9\xC3\xA9</p>";
+    ASSERT_VALUE_MAX(e, "p", 5, "\xC3\xA9\xC3\xA9", 1);
+    ASSERT_VALUE_MAX(e, "p", 6, "\xC3\xA9\xC3\xA9\xC3\xA9", 0);
+    ASSERT_VALUE_MAX(e, "p @title", 3, "\xC3\xA9", 1);
+    ASSERT_VALUE_MAX(e, "p @title", 6, "\xC3\xA9\xC3\xA9\xC3\xA9", 0);
+    ASSERT_VALUE_MAX(e, "p ::html", 14, "<p title=\"\xC3\xA9\xC3\xA9", 1);
+    ASSERT_VALUE_MAX(e, "p ::html", 13, "<p title=\"\xC3\xA9", 1);
+    ASSERT_VALUE_MAX(e, "p ::html", 11, "<p title=\"", 1);
+
+    /* A NUL of the source comes out as U+FFFD, three bytes, whole or not at all. */
+    static const char nul[] = "<p>\0</p>";
+    ASSERT_VALUE_MAX(nul, "p ::html", 5, "<p>", 1);
+    ASSERT_VALUE_MAX(nul, "p ::html", 6, "<p>\xEF\xBF\xBD", 1);
+    ASSERT_VALUE_MAX(nul, "p ::html", 10, "<p>\xEF\xBF\xBD</p>", 0);
+}

@@ -1,0 +1,235 @@
+/* test_extract.c: rule sets evaluated over gumbo trees, and the bounds of what they keep. */
+#include "harvestd/extract.h"
+
+#include <stdlib.h>
+
+#include "harvestd/buf.h"
+#include "harvestd/common.h"
+#include "harvestd/utf8.h"
+#include "test.h"
+
+/* A rule set from "KEY", "VALUE" pairs, NULL-terminated. */
+static hv_ruleset_t *rules(const char *const *kv)
+{
+    char err[256];
+    hv_ruleset_t *rs = hv_ruleset_new("test");
+    for (size_t i = 0; kv[i] != NULL; i += 2)
+        if (hv_ruleset_add(rs, kv[i], kv[i + 1], err, sizeof(err)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "%s = %s: %s", kv[i], kv[i + 1], err);
+    ASSERT_OK(hv_ruleset_finish(rs, err, sizeof(err)));
+    return rs;
+}
+
+/* Evaluate `kv` over `doc` (of `len` bytes); returns the rc, *json the fields or NULL. */
+static int eval(const char *doc, size_t len, const char *const *kv, char **json)
+{
+    hv_ruleset_t *rs = rules(kv);
+    GumboOptions opts = kGumboDefaultOptions;
+    opts.max_errors = 0;
+    GumboOutput *out = gumbo_parse_with_options(&opts, doc, len);
+    static char unset[] = "unset";
+    *json = unset;
+    int rc = hv_ruleset_eval(rs, out->document, doc, len, "http://127.0.0.1/page", json);
+    gumbo_destroy_output(&opts, out);
+    hv_ruleset_free(rs);
+    if (rc == 0) {
+        ASSERT_NOT_NULL(*json);
+        ASSERT(hv_utf8_valid(*json, strlen(*json)));
+        ASSERT_LE(strlen(*json), HV_EXTRACT_FIELDS_MAX);
+    } else {
+        ASSERT_NULL(*json);
+    }
+    return rc;
+}
+
+/* A document built from pieces, NUL-terminated, in a buffer that the caller frees. */
+typedef struct {
+    hv_buf_t b;
+} doc_t;
+
+static void put(doc_t *d, const char *s, size_t n, size_t times)
+{
+    for (size_t i = 0; i < times; i++)
+        ASSERT_OK(hv_buf_append(&d->b, s, n));
+}
+
+#define PUTS(d, s, times) put(d, s, strlen(s), times)
+
+static char *finish(doc_t *d, size_t *len)
+{
+    ASSERT_OK(hv_buf_append(&d->b, "", 1));
+    char *s = hv_buf_steal(&d->b, len);
+    (*len)--;
+    return s;
+}
+
+TEST_IMPL(extract_small_fields_as_before)
+{
+    static const char doc[] = "<title>t</title><h2>One</h2><h2>Two</h2>"
+                              "<div class=item><a href=/x>x</a><b>1</b></div>"
+                              "<div class=item><a href=y>y</a></div>";
+    static const char *const kv[] = {"first", "h2", "all[]", "h2", "items.item", "div.item",
+                                     "items.b", "b", "links", "@links", NULL};
+    char *json;
+    ASSERT_OK(eval(doc, sizeof(doc) - 1, kv, &json));
+    ASSERT_STR_EQ("{\"first\":\"One\",\"all\":[\"One\",\"Two\"],\"items\":[{\"b\":\"1\"},"
+                  "{\"b\":null}],\"links\":[\"http://127.0.0.1/x\",\"http://127.0.0.1/y\"]}",
+                  json);
+    free(json);
+}
+
+TEST_IMPL(extract_nested_matches_stop_at_the_budget)
+{
+    /* 1000 nested divs around 30 KB: each match's text is the 30 KB, 30 MB in all. */
+    doc_t d;
+    hv_buf_init(&d.b, SIZE_MAX / 2);
+    PUTS(&d, "<title>t</title>", 1);
+    PUTS(&d, "<div>", 1000);
+    PUTS(&d, "word ", 6000);
+    PUTS(&d, "</div>", 1000);
+    size_t len;
+    char *doc = finish(&d, &len);
+    static const char *const all[] = {"d[]", "div", NULL};
+    char *json;
+    uint64_t start = hv_mono_ms();
+    ASSERT_EQ(HV_ETOOBIG, eval(doc, len, all, &json));
+    ASSERT_LT(hv_mono_ms() - start, 2000);
+    /* The same through scoped rules, and as ::html. */
+    static const char *const items[] = {"d.item", "div", "d.t", "div", NULL};
+    ASSERT_EQ(HV_ETOOBIG, eval(doc, len, items, &json));
+    static const char *const html[] = {"d[]", "div ::html", NULL};
+    ASSERT_EQ(HV_ETOOBIG, eval(doc, len, html, &json));
+    free(doc);
+
+    /* Within the budget they are all kept: 100 levels, 3 MB. */
+    hv_buf_init(&d.b, SIZE_MAX / 2);
+    PUTS(&d, "<div>", 100);
+    PUTS(&d, "word ", 6000);
+    PUTS(&d, "</div>", 100);
+    doc = finish(&d, &len);
+    ASSERT_OK(eval(doc, len, all, &json));
+    ASSERT_EQ(strlen("{\"d\":[]}") + 100 * (29999 + 2) + 99, strlen(json));
+    free(json);
+    free(doc);
+}
+
+TEST_IMPL(extract_budget_is_the_printed_size)
+{
+    /* Eight values of 1,000,000 bytes print as 8,000,0xx bytes: kept; nine are too many. */
+    for (int n = 8; n <= 9; n++) {
+        doc_t d;
+        hv_buf_init(&d.b, SIZE_MAX / 2);
+        for (int i = 0; i < n; i++) {
+            PUTS(&d, "<p>", 1);
+            PUTS(&d, "x", 1000000);
+            PUTS(&d, "</p>", 1);
+        }
+        size_t len;
+        char *doc = finish(&d, &len);
+        static const char *const kv[] = {"p[]", "p", NULL};
+        char *json;
+        int rc = eval(doc, len, kv, &json);
+        if (n == 8) {
+            ASSERT_OK(rc);
+            ASSERT_EQ(8 + 8 * 1000002 + 7, strlen(json)); /* {"p":[ "x...", ... ]} */
+            free(json);
+        } else {
+            ASSERT_EQ(HV_ETOOBIG, rc);
+        }
+        free(doc);
+    }
+    /* Escapes count: a control character (kept in the source that ::html copies; gumbo
+     * replaces it in text) prints as six bytes. One value of 1 MiB of them is 6 MiB, two are
+     * 12. */
+    doc_t d;
+    hv_buf_init(&d.b, SIZE_MAX / 2);
+    PUTS(&d, "<p>", 1);
+    PUTS(&d, "\x01", (size_t)3 << 19);
+    PUTS(&d, "</p>", 1);
+    size_t len;
+    char *doc = finish(&d, &len);
+    static const char *const one[] = {"a", "p ::html", NULL};
+    static const char *const two[] = {"a", "p ::html", "b", "p ::html", NULL};
+    char *json;
+    ASSERT_OK(eval(doc, len, one, &json));
+    /* "<p>", then 1 MiB - 3 control characters */
+    ASSERT_EQ(3 + 6 * (HV_EXTRACT_VALUE_MAX - 3) + strlen("{\"a\":\"\"}") +
+                  strlen(HV_EXTRACT_CUT_MARK),
+              strlen(json));
+    free(json);
+    ASSERT_EQ(HV_ETOOBIG, eval(doc, len, two, &json));
+    free(doc);
+}
+
+TEST_IMPL(extract_long_values_are_cut_with_the_mark)
+{
+    doc_t d;
+    hv_buf_init(&d.b, SIZE_MAX / 2);
+    PUTS(&d, "<p title=\"", 1);
+    PUTS(&d, "t", HV_EXTRACT_VALUE_MAX + 10);
+    PUTS(&d, "\">", 1);
+    PUTS(&d, "\xC3\xA9", 600000); /* 1.2 MB of two-byte characters */
+    PUTS(&d, "</p><i>", 1);
+    PUTS(&d, "i", HV_EXTRACT_VALUE_MAX);
+    PUTS(&d, "</i>", 1);
+    size_t len;
+    char *doc = finish(&d, &len);
+    static const char *const kv[] = {"text", "p", "attr", "p @title", "html", "p ::html",
+                                     "exact", "i", NULL};
+    char *json;
+    ASSERT_OK(eval(doc, len, kv, &json));
+    /* {"text":"éé...…[cut]","attr":"tt...…[cut]","html":"<p title=\"tt...…[cut]",
+     *  "exact":"ii..."} */
+    const char *mark = HV_EXTRACT_CUT_MARK;
+    size_t m = strlen(mark), v = HV_EXTRACT_VALUE_MAX;
+    const char *p = json;
+    ASSERT_MEM_EQ("{\"text\":\"", p, 9);
+    p += 9;
+    for (size_t i = 0; i < v; i += 2)
+        ASSERT_MEM_EQ("\xC3\xA9", p + i, 2);
+    p += v;
+    ASSERT_MEM_EQ(mark, p, m);
+    p += m;
+    ASSERT_MEM_EQ("\",\"attr\":\"", p, 10);
+    p += 10;
+    ASSERT_EQ('t', p[v - 1]);
+    ASSERT_MEM_EQ(mark, p + v, m);
+    p += v + m;
+    ASSERT_MEM_EQ("\",\"html\":\"<p title=\\\"ttt", p, 24);
+    p += 10;
+    /* (the quote of the source prints escaped: one byte more than the value holds) */
+    ASSERT_MEM_EQ(mark, p + v + 1, m);
+    p += v + 1 + m;
+    ASSERT_MEM_EQ("\",\"exact\":\"", p, 11);
+    p += 11;
+    ASSERT_EQ('i', p[v - 1]);
+    ASSERT_STR_EQ("\"}", p + v);
+    free(json);
+    free(doc);
+}
+
+TEST_IMPL(extract_links_stop_at_the_budget)
+{
+    /* Relative links against an 8 KB base: each resolves to 8 KB. */
+    for (int n = 100; n <= 2000; n += 1900) {
+        doc_t d;
+        hv_buf_init(&d.b, SIZE_MAX / 2);
+        PUTS(&d, "<base href=\"http://127.0.0.1/", 1);
+        PUTS(&d, "b", 8000);
+        PUTS(&d, "/\">", 1);
+        PUTS(&d, "<a href=a>x</a>", (size_t)n);
+        size_t len;
+        char *doc = finish(&d, &len);
+        static const char *const kv[] = {"links", "@links", NULL};
+        char *json;
+        int rc = eval(doc, len, kv, &json);
+        if (n == 100) {
+            ASSERT_OK(rc);
+            ASSERT_GT(strlen(json), 100 * 8000);
+            free(json);
+        } else {
+            ASSERT_EQ(HV_ETOOBIG, rc);
+        }
+        free(doc);
+    }
+}
