@@ -10,6 +10,7 @@
 #include "harvestd/parse.h"
 
 #include <assert.h>
+#include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -187,6 +188,25 @@ static void fail_refused(hv_record_t *rec, const hv_html_result_t *r)
     hv_record_fail(rec, HV_STAGE_PARSE, type, detail, arg);
 }
 
+/* Whether extraction rules took something from the page: a field that is neither null nor
+ * an empty list. Such a page is ok without a title; failing it as MissingTitle would send it
+ * back to be fetched on every resume. */
+static int found_something(const char *fields)
+{
+    if (fields == NULL)
+        return 0;
+    cJSON *obj = cJSON_Parse(fields);
+    const cJSON *f;
+    int found = 0;
+    cJSON_ArrayForEach(f, obj)
+    {
+        if (!cJSON_IsNull(f) && !(cJSON_IsArray(f) && cJSON_GetArraySize(f) == 0))
+            found = 1;
+    }
+    cJSON_Delete(obj);
+    return found;
+}
+
 static void finish_item(item_t *it)
 {
     hv_record_t *rec = it->rec;
@@ -205,7 +225,7 @@ static void finish_item(item_t *it)
         hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_EXTRACTION_TOO_LARGE, HV_D_FIELDS_EXCEED, size);
     } else if (it->rc != 0) {
         fail_refused(rec, &it->result);
-    } else if (it->result.title == NULL) {
+    } else if (it->result.title == NULL && !found_something(rec->fields)) {
         hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_MISSING_TITLE, HV_D_NO_TITLE, NULL);
     } else {
         rec->title = it->result.title;

@@ -446,6 +446,20 @@ def test_80_20_catalogue_end_to_end(run_harvestd, origin, form):
     assert list(rec).index("fields") == list(rec).index("title") + 1, rec
 
 
+def test_80_20b_fields_without_a_title(run_harvestd, origin):
+    # The rules took something: the page is ok, without a title (a MissingTitle failure would
+    # send it back to be fetched on every resume). Nothing taken and no title: MissingTitle.
+    found = serve(origin, "<p class=price>12</p>")
+    empty = serve(origin, "<p>nothing here</p>")
+    run = run_harvestd([found, empty], "--extract", "price=p.price", "--extract-all", "n=b")
+    assert run.rc == 0
+    recs = by_url(run.records)
+    assert recs[found]["status"] == "ok", recs[found]
+    assert "title" not in recs[found]
+    assert recs[found]["fields"] == {"price": "12", "n": []}, recs[found]
+    assert_failed(recs[empty], "parse", "MissingTitle", "no_title")
+
+
 ATTR_PAGE = """<!DOCTYPE html>
 <html lang="fr"><head><title>Attributes</title></head><body>
 <div id="box" data-n="1"><p class="note">Hello <b>bold</b> &amp; more</p></div>
