@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "harvestd/common.h"
+#include "harvestd/record.h"
 
 typedef struct {
     uint64_t hash; /* 0 marks an empty slot */
@@ -106,7 +107,8 @@ void hv_okset_free(hv_okset_t *s)
 
 /* Parse one line; 1 if it is exactly one JSON object (and record its ok URL), else 0: an
  * object followed by anything, even a blank, is not a line we wrote. */
-static int take_line(const char *line, size_t len, hv_okset_t *set, hv_repair_t *out)
+static int take_line(const char *line, size_t len, hv_okset_t *set, hv_okset_t *crashed,
+                     hv_repair_t *out)
 {
     const char *end = NULL;
     cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
@@ -117,17 +119,23 @@ static int take_line(const char *line, size_t len, hv_okset_t *set, hv_repair_t 
     out->records++;
     const cJSON *url = cJSON_GetObjectItemCaseSensitive(obj, "requested_url");
     const cJSON *status = cJSON_GetObjectItemCaseSensitive(obj, "status");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(obj, "error_type");
     if (cJSON_IsString(url) && cJSON_IsString(status) && strcmp(status->valuestring, "ok") == 0) {
         out->ok++;
         if (set != NULL)
             hv_okset_add(set, url->valuestring, strlen(url->valuestring));
+    } else if (cJSON_IsString(url) && cJSON_IsString(type) &&
+               strcmp(type->valuestring, hv_error_type_name(HV_ET_PARSER_CRASHED)) == 0) {
+        out->crashed++;
+        if (crashed != NULL)
+            hv_okset_add(crashed, url->valuestring, strlen(url->valuestring));
     }
     cJSON_Delete(obj);
     return 1;
 }
 
-int hv_output_repair(const char *path, hv_okset_t *set, hv_repair_t *out, char *err,
-                     size_t errcap)
+int hv_output_repair(const char *path, hv_okset_t *set, hv_okset_t *crashed, hv_repair_t *out,
+                     char *err, size_t errcap)
 {
     FILE *f = NULL;
     char *line = NULL;
@@ -151,7 +159,7 @@ int hv_output_repair(const char *path, hv_okset_t *set, hv_repair_t *out, char *
         int complete = line[n - 1] == '\n';
         size_t len = (size_t)n - (complete ? 1 : 0);
         pos += n;
-        if (complete && take_line(line, len, set, out)) {
+        if (complete && take_line(line, len, set, crashed, out)) {
             out->bad_lines += (uint64_t)pending_bad;
             pending_bad = 0;
             good_end = pos;

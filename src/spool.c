@@ -36,7 +36,7 @@ typedef struct sbatch_s {
     int lock_fd;
     int resumed;
     hv_okset_t *okset;
-    hv_okset_t *crashed;      /* lines of the crash note, NULL if there is none */
+    hv_okset_t *crashed;      /* lines whose page crashed the parser (note or record); NULL: new */
     hv_batch_t *batch;
     TAILQ_ENTRY(sbatch_s) link;
 } sbatch_t;
@@ -474,14 +474,13 @@ static int skip_line(void *ud, const char *line, size_t len)
     return HV_BATCH_FETCH;
 }
 
-/* The crash note of a batch being resumed: the lines whose page took the parser down. NULL
- * when there is none (or it cannot be read: those pages are then tried again). */
-static hv_okset_t *read_crash_note(const char *path, const char *name)
+/* Add the lines of a resumed batch's crash note (whose pages took the parser down) to `set`.
+ * None when there is no note (or it cannot be read: those pages are then tried again). */
+static void read_crash_note(const char *path, const char *name, hv_okset_t *set)
 {
     FILE *f = fopen(path, "re");
     if (f == NULL)
-        return NULL;
-    hv_okset_t *set = hv_okset_new();
+        return;
     char *line = NULL;
     size_t cap = 0;
     ssize_t n;
@@ -496,7 +495,6 @@ static hv_okset_t *read_crash_note(const char *path, const char *name)
     }
     free(line);
     fclose(f);
-    return set;
 }
 
 /* Look at the start of the input: a NUL byte means it is not a URL list. */
@@ -568,14 +566,17 @@ static int resume_output(sbatch_t *sb, char *err, size_t errcap)
 {
     hv_repair_t rep;
     sb->okset = hv_okset_new();
-    int rc = hv_output_repair(sb->out_path, sb->okset, &rep, err, errcap);
+    sb->crashed = hv_okset_new();
+    /* A crash is known from the note, or, once the note is gone, from its ParserCrashed
+     * record (interrupted between removing the note and the summary). */
+    int rc = hv_output_repair(sb->out_path, sb->okset, sb->crashed, &rep, err, errcap);
     if (rc != 0)
         return rc;
-    sb->crashed = read_crash_note(sb->crash_path, sb->name);
+    read_crash_note(sb->crash_path, sb->name, sb->crashed);
     HV_LOG(HV_LOG_NOTICE,
            "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
-           " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
-           sb->name, rep.records, rep.ok, rep.truncated, rep.bad_lines);
+           " parser_crashed=%" PRIu64 " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
+           sb->name, rep.records, rep.ok, rep.crashed, rep.truncated, rep.bad_lines);
     sb->sp->stats.resumed++;
     return 0;
 }

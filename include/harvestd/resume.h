@@ -29,16 +29,18 @@ void hv_okset_free(hv_okset_t *s);
 typedef struct {
     uint64_t records;        /* complete records kept */
     uint64_t ok;             /* of which ok (added to the set) */
+    uint64_t crashed;        /* of which ParserCrashed */
     uint64_t truncated;      /* bytes cut off the end (a torn last line) */
     uint64_t bad_lines;      /* invalid lines before the last one (kept, reported) */
 } hv_repair_t;
 
 /**
- * Repair the JSONL output at `path` in place and add its ok records to `set` (may be NULL).
- * A missing file is not an error (nothing to resume). Returns 0, or a UV_E* error with a
- * message in `err`.
+ * Repair the JSONL output at `path` in place, add its ok records to `ok` and the URLs of its
+ * ParserCrashed records to `crashed` (either may be NULL): such a page has its final record,
+ * and fetching it again would only repeat the crash. A missing file is not an error (nothing
+ * to resume). Returns 0, or a UV_E* error with a message in `err`.
  */
-int hv_output_repair(const char *path, hv_okset_t *set, hv_repair_t *out, char *err,
-                     size_t errcap);
+int hv_output_repair(const char *path, hv_okset_t *ok, hv_okset_t *crashed, hv_repair_t *out,
+                     char *err, size_t errcap);
 
 #endif

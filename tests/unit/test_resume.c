@@ -9,13 +9,19 @@
 #define OK_LINE(u) "{\"requested_url\":\"" u "\",\"status\":\"ok\"}\n"
 
 /* Repair `data` written to a fresh file; returns the file's text afterwards. */
-static char *repair(const char *data, hv_okset_t *set, hv_repair_t *out)
+static char *repair_both(const char *data, hv_okset_t *set, hv_okset_t *crashed,
+                         hv_repair_t *out)
 {
     const char *path = hv_test_tmppath("out.jsonl");
     char err[256];
     hv_test_write_file(path, data, strlen(data));
-    ASSERT_OK(hv_output_repair(path, set, out, err, sizeof(err)));
+    ASSERT_OK(hv_output_repair(path, set, crashed, out, err, sizeof(err)));
     return hv_test_read_file(path, NULL);
+}
+
+static char *repair(const char *data, hv_okset_t *set, hv_repair_t *out)
+{
+    return repair_both(data, set, NULL, out);
 }
 
 TEST_IMPL(resume_keeps_complete_records_and_counts_ok_urls)
@@ -67,4 +73,26 @@ TEST_IMPL(resume_cuts_a_last_line_with_garbage_after_the_object)
         free(text);
         hv_okset_free(set);
     }
+}
+
+/* A page that crashed the parser has its final record once ParserCrashed is written: the
+ * restart must not fetch it into the same crash, whether or not the crash note survived. */
+TEST_IMPL(resume_counts_a_parser_crashed_record_as_final)
+{
+    hv_okset_t *set = hv_okset_new(), *crashed = hv_okset_new();
+    hv_repair_t r;
+    static const char data[] = "{\"requested_url\":\"http://c.test/\",\"status\":\"failed\","
+                               "\"stage\":\"parse\",\"error_type\":\"ParserCrashed\","
+                               "\"error\":\"parser_crashed_on_this_page\"}\n"
+                               "{\"requested_url\":\"http://d.test/\",\"status\":\"failed\","
+                               "\"stage\":\"parse\",\"error_type\":\"MissingTitle\"}\n";
+    char *text = repair_both(data, set, crashed, &r);
+    ASSERT_STR_EQ(data, text);
+    ASSERT_EQ(1, r.crashed);
+    ASSERT_EQ(0, hv_okset_take(set, "http://c.test/", 14)); /* not an ok record */
+    ASSERT_EQ(1, hv_okset_take(crashed, "http://c.test/", 14));
+    ASSERT_EQ(0, hv_okset_take(crashed, "http://d.test/", 14));
+    free(text);
+    hv_okset_free(set);
+    hv_okset_free(crashed);
 }
