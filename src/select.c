@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/utf8.h"
 
@@ -956,52 +957,39 @@ size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const G
 /* Values                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-/* NUL-terminates buf[len] and guarantees UTF-8. gumbo already hands out valid UTF-8, so the
- * repair path only runs if that assumption ever breaks. */
-static char *finish_utf8(char *buf, size_t len)
-{
-    buf[len] = '\0';
-    if (hv_utf8_valid(buf, len))
-        return buf;
-    size_t fixed_len;
-    char *fixed = hv_utf8_sanitize(buf, len, &fixed_len);
-    free(buf);
-    return fixed;
-}
 
 /*
- * The text under `root` with runs of ASCII whitespace collapsed to one space and both ends
- * trimmed, written to `out` (when not NULL), its first `limit` bytes at most; returns their
- * number. Called once to measure and once to fill, so the result needs a single exact
- * allocation; the walk stops once `limit` bytes are found.
+ * Every value is written into one of these: a buffer that keeps at most `limit` bytes, one
+ * past the most the value may have, which tells whether it went on and where a cut falls.
+ * Writers check `full` and stop, so the work stays bounded by the limit too.
  */
-static size_t collect_text(const GumboNode *root, char *out, size_t limit)
-{
-    size_t len = 0;
-    int space = 0;
+typedef struct {
+    hv_buf_t buf;
+    size_t limit;
+    int full;
+} hv_sel_out_t;
 
-    for (const GumboNode *n = root; n != NULL && len < limit; n = next_node(n, root, 1)) {
-        if (!is_text(n))
-            continue;
-        for (const char *t = n->v.text.text; *t != '\0' && len < limit; t++) {
-            if (hv_ascii_is_space((unsigned char)*t)) {
-                space = len > 0;
-                continue;
-            }
-            if (space) {
-                if (out != NULL)
-                    out[len] = ' ';
-                len++;
-                space = 0;
-                if (len == limit)
-                    break;
-            }
-            if (out != NULL)
-                out[len] = *t;
-            len++;
-        }
+static void out_init(hv_sel_out_t *o, size_t max)
+{
+    o->limit = max == SIZE_MAX ? max : max + 1;
+    hv_buf_init(&o->buf, o->limit == SIZE_MAX ? SIZE_MAX : o->limit + 1); /* and the NUL */
+    o->full = 0;
+}
+
+static void out_put(hv_sel_out_t *o, const char *p, size_t n)
+{
+    if (o->full || n == 0)
+        return;
+    if (n >= o->limit - o->buf.len) {
+        n = o->limit - o->buf.len;
+        o->full = 1;
     }
-    return len;
+    hv_buf_append(&o->buf, p, n); /* within the buffer's maximum: cannot fail */
+}
+
+static void out_puts(hv_sel_out_t *o, const char *s)
+{
+    out_put(o, s, strlen(s));
 }
 
 /* How many of the `len` bytes of UTF-8 at `s` to keep so that at most `max` remain and no
@@ -1016,123 +1004,318 @@ static size_t utf8_fit(const char *s, size_t len, size_t max)
     return n;
 }
 
-/* A copy of source bytes as a C string: NUL bytes, which a C string cannot carry, become
- * U+FFFD, as gumbo does in text. At most `max` bytes come out, whole characters only; *cut
- * says whether some were left. */
-static char *copy_source(const char *p, size_t len, size_t max, int *cut)
+/* The value written to `o`, cut to `max` bytes at a character boundary, NUL-terminated and
+ * guaranteed UTF-8. gumbo already hands out valid UTF-8, so the repair path only runs if
+ * that assumption ever breaks. */
+static char *out_finish(hv_sel_out_t *o, size_t max, int *cut)
 {
-    size_t nuls = 0, out_len = 0, take = 0;
-    while (take < len) {
-        size_t w = p[take] == '\0' ? 3 : 1;
-        if (out_len + w > max)
-            break;
-        out_len += w;
-        nuls += p[take] == '\0';
-        take++;
-    }
-    *cut = take < len;
-    if (*cut) {
-        /* p[take] is the first byte left out: if it continues a character, leave that whole
-         * character out (a NUL starts none, so nuls stays right). */
-        while (take > 0 && ((unsigned char)p[take] & 0xC0) == 0x80)
-            take--;
-    }
-    len = take;
-    char *out = hv_xmalloc(len + 2 * nuls + 1);
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] == '\0') {
-            memcpy(out + n, "\xEF\xBF\xBD", 3);
-            n += 3;
-        } else {
-            out[n++] = p[i];
-        }
-    }
-    return finish_utf8(out, n);
+    size_t keep = utf8_fit(o->buf.data, o->buf.len, max);
+    *cut = keep < o->buf.len;
+    o->buf.len = keep;
+    hv_buf_append(&o->buf, "", 1);
+    size_t n;
+    char *s = hv_buf_steal(&o->buf, &n);
+    if (hv_utf8_valid(s, keep))
+        return s;
+    char *fixed = hv_utf8_sanitize(s, keep, &n);
+    free(s);
+    return fixed;
 }
 
-/*
- * Whether the end tag gumbo recorded for `el` is its own. gumbo records the end tag token
- * that popped the element, which for an element closed implicitly is its ancestor's
- * ("<div><span>x</div>" gives the span "</div>"). The name is read from `source` with bounds
- * checks, never through gumbo's pointers.
- */
-static int own_end_tag(const GumboElement *el, const char *source, size_t source_len)
+/* The text under `root`, runs of ASCII whitespace collapsed to one space, both ends trimmed. */
+static void put_text(hv_sel_out_t *o, const GumboNode *root)
 {
-    size_t off = el->end_pos.offset, len = el->original_end_tag.length;
-    if (len == 0 || off >= source_len || len > source_len - off)
+    int space = 0;
+
+    for (const GumboNode *n = root; n != NULL && !o->full; n = next_node(n, root, 1)) {
+        if (!is_text(n))
+            continue;
+        const char *t = n->v.text.text;
+        while (*t != '\0' && !o->full) {
+            if (hv_ascii_is_space((unsigned char)*t)) {
+                space = o->buf.len > 0;
+                t++;
+                continue;
+            }
+            const char *run = t;
+            while (*t != '\0' && !hv_ascii_is_space((unsigned char)*t))
+                t++;
+            if (space)
+                out_put(o, " ", 1);
+            space = 0;
+            out_put(o, run, (size_t)(t - run));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Outer HTML                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * The outer HTML is written from the tree as the HTML Standard's fragment serialisation
+ * algorithm does it (what browsers' outerHTML gives), not copied from the source: elements
+ * the tree builder closed, re-created (misnested formatting elements) or inserted (tbody, an
+ * empty p for a stray </p>) come out as the tree has them.
+ */
+
+/* Text (`attr` 0) or an attribute value (`attr` 1) with the characters that would end it
+ * escaped: & and U+00A0 in both, < and > in text, " in attribute values. */
+static void put_escaped(hv_sel_out_t *o, const char *t, int attr)
+{
+    const char *run = t;
+
+    for (; *t != '\0' && !o->full; t++) {
+        const char *rep;
+        size_t skip = 1;
+        switch (*t) {
+        case '&':
+            rep = "&amp;";
+            break;
+        case '"':
+            if (!attr)
+                continue;
+            rep = "&quot;";
+            break;
+        case '<':
+            if (attr)
+                continue;
+            rep = "&lt;";
+            break;
+        case '>':
+            if (attr)
+                continue;
+            rep = "&gt;";
+            break;
+        case '\xC2':
+            if (t[1] != '\xA0')
+                continue;
+            rep = "&nbsp;";
+            skip = 2;
+            break;
+        default:
+            continue;
+        }
+        out_put(o, run, (size_t)(t - run));
+        out_puts(o, rep);
+        t += skip - 1;
+        run = t + 1;
+    }
+    out_put(o, run, (size_t)(t - run));
+}
+
+/* A name from the source, ASCII lower-cased (as the tokenizer does), NUL as U+FFFD. */
+static void put_lower(hv_sel_out_t *o, const char *p, size_t n)
+{
+    char chunk[128];
+    size_t k = 0;
+
+    for (size_t i = 0; i < n && !o->full; i++) {
+        if (k + 3 > sizeof(chunk)) {
+            out_put(o, chunk, k);
+            k = 0;
+        }
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\0') {
+            memcpy(chunk + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+        } else {
+            chunk[k++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+        }
+    }
+    out_put(o, chunk, k);
+}
+
+/* The element's name: gumbo's for tags it knows, else the source spelling lower-cased; in
+ * SVG, the camel case the tree builder gives (clipPath, foreignObject). */
+static void put_element_name(hv_sel_out_t *o, const GumboElement *el)
+{
+    hv_slice_t name = element_name(el);
+    if (el->tag_namespace == GUMBO_NAMESPACE_SVG) {
+        GumboStringPiece piece = {name.ptr, name.len};
+        const char *svg = gumbo_normalize_svg_tagname(&piece);
+        if (svg != NULL) {
+            out_puts(o, svg);
+            return;
+        }
+    }
+    if (el->tag != GUMBO_TAG_UNKNOWN)
+        out_put(o, name.ptr, name.len);
+    else
+        put_lower(o, name.ptr, name.len);
+}
+
+/* Elements that have no end tag: the HTML Standard's void elements and the legacy ones it
+ * serialises the same way. */
+static int is_void(const GumboElement *el)
+{
+    if (el->tag_namespace != GUMBO_NAMESPACE_HTML)
         return 0;
-    hv_slice_t end = tag_name(source + off, len);
-    hv_slice_t own = element_name(el);
-    if (el->tag == GUMBO_TAG_UNKNOWN) {
-        size_t s = el->start_pos.offset, slen = el->original_tag.length;
-        if (slen == 0 || s >= source_len || slen > source_len - s)
-            return 0;
-        own = tag_name(source + s, slen);
+    switch (el->tag) {
+    case GUMBO_TAG_AREA:
+    case GUMBO_TAG_BASE:
+    case GUMBO_TAG_BASEFONT:
+    case GUMBO_TAG_BGSOUND:
+    case GUMBO_TAG_BR:
+    case GUMBO_TAG_COL:
+    case GUMBO_TAG_EMBED:
+    case GUMBO_TAG_FRAME:
+    case GUMBO_TAG_HR:
+    case GUMBO_TAG_IMG:
+    case GUMBO_TAG_INPUT:
+    case GUMBO_TAG_KEYGEN:
+    case GUMBO_TAG_LINK:
+    case GUMBO_TAG_META:
+    case GUMBO_TAG_PARAM:
+    case GUMBO_TAG_SOURCE:
+    case GUMBO_TAG_TRACK:
+    case GUMBO_TAG_WBR:
+        return 1;
+    default:
+        return 0;
     }
-    return end.len > 0 && end.len == own.len && strncasecmp(end.ptr, own.ptr, own.len) == 0;
 }
 
 /*
- * Where the source of `node` ends: after its own end tag, or else after its last descendant
- * (following last children down), and never before the end of its start tag.
+ * Whether the text of `n` is written as it is: the content of the HTML elements whose text
+ * the tokenizer does not decode. noscript is not among them: gumbo parses with scripting
+ * off, so what a noscript holds is elements and text like anywhere else, and escaping its
+ * text keeps the output a faithful picture of that tree.
  */
-static size_t element_end(const GumboNode *node, const char *source, size_t source_len)
+static int in_raw_text(const GumboNode *n)
 {
-    size_t end = 0;
-    const GumboNode *n = node;
-
-    while (n != NULL) {
-        if (is_element(n)) {
-            const GumboElement *el = &n->v.element;
-            if (own_end_tag(el, source, source_len))
-                return HV_MAX(end, (size_t)el->end_pos.offset + el->original_end_tag.length);
-            end = HV_MAX(end, (size_t)el->start_pos.offset + el->original_tag.length);
-            const GumboVector *kids = &el->children;
-            n = kids->length > 0 ? kids->data[kids->length - 1] : NULL;
-        } else if (n->type == GUMBO_NODE_DOCUMENT) {
-            break;
-        } else {
-            const GumboText *t = &n->v.text;
-            return HV_MAX(end, (size_t)t->start_pos.offset + t->original_text.length);
-        }
+    const GumboNode *p = n->parent;
+    if (p == NULL || !is_element(p) || p->v.element.tag_namespace != GUMBO_NAMESPACE_HTML)
+        return 0;
+    switch (p->v.element.tag) {
+    case GUMBO_TAG_IFRAME:
+    case GUMBO_TAG_NOEMBED:
+    case GUMBO_TAG_NOFRAMES:
+    case GUMBO_TAG_PLAINTEXT:
+    case GUMBO_TAG_SCRIPT:
+    case GUMBO_TAG_STYLE:
+    case GUMBO_TAG_XMP:
+        return 1;
+    default:
+        return 0;
     }
-    return end;
 }
 
-static char *outer_html(const GumboNode *node, const char *source, size_t source_len,
-                        size_t max, int *cut)
+static void put_start_tag(hv_sel_out_t *o, const GumboElement *el)
 {
-    size_t start, end;
-
-    if (source == NULL)
-        return NULL;
-    if (is_element(node)) {
-        start = node->v.element.start_pos.offset;
-        end = element_end(node, source, source_len);
-    } else if (node->type == GUMBO_NODE_DOCUMENT) {
-        start = 0;
-        end = source_len;
-    } else {
-        start = node->v.text.start_pos.offset;
-        end = start + node->v.text.original_text.length;
+    out_put(o, "<", 1);
+    put_element_name(o, el);
+    for (size_t i = 0; i < el->attributes.length && !o->full; i++) {
+        const GumboAttribute *a = el->attributes.data[i];
+        out_put(o, " ", 1);
+        /* gumbo keeps the local name of the attributes it put in a namespace. */
+        switch (a->attr_namespace) {
+        case GUMBO_ATTR_NAMESPACE_XLINK:
+            out_puts(o, "xlink:");
+            break;
+        case GUMBO_ATTR_NAMESPACE_XML:
+            out_puts(o, "xml:");
+            break;
+        case GUMBO_ATTR_NAMESPACE_XMLNS:
+            if (strcmp(a->name, "xmlns") != 0)
+                out_puts(o, "xmlns:");
+            break;
+        case GUMBO_ATTR_NAMESPACE_NONE:
+            break;
+        }
+        out_puts(o, a->name);
+        out_put(o, "=\"", 2);
+        put_escaped(o, a->value, 1);
+        out_put(o, "\"", 1);
     }
-    start = HV_MIN(start, source_len);
-    end = HV_MIN(end, source_len);
-    if (end < start)
-        end = start;
-    return copy_source(source + start, end - start, max, cut);
+    out_put(o, ">", 1);
+}
+
+/* Writes what comes before the children of `n`; returns the children to write next (NULL
+ * when there are none to enter). */
+static const GumboVector *put_open(hv_sel_out_t *o, const GumboNode *n)
+{
+    switch (n->type) {
+    case GUMBO_NODE_DOCUMENT:
+        if (n->v.document.has_doctype) {
+            out_puts(o, "<!DOCTYPE ");
+            out_puts(o, n->v.document.name);
+            out_put(o, ">", 1);
+        }
+        return &n->v.document.children;
+    case GUMBO_NODE_ELEMENT:
+    case GUMBO_NODE_TEMPLATE:
+        put_start_tag(o, &n->v.element);
+        /* A template's children in gumbo are its content, which is what it serialises. */
+        return is_void(&n->v.element) ? NULL : &n->v.element.children;
+    case GUMBO_NODE_COMMENT:
+        out_put(o, "<!--", 4);
+        out_puts(o, n->v.text.text);
+        out_put(o, "-->", 3);
+        return NULL;
+    case GUMBO_NODE_TEXT:
+    case GUMBO_NODE_WHITESPACE:
+    case GUMBO_NODE_CDATA: /* a CDATA section is text to the serialiser */
+        if (in_raw_text(n))
+            out_puts(o, n->v.text.text);
+        else
+            put_escaped(o, n->v.text.text, 0);
+        return NULL;
+    }
+    return NULL;
+}
+
+static void put_close(hv_sel_out_t *o, const GumboNode *n)
+{
+    if (!is_element(n) || is_void(&n->v.element))
+        return;
+    out_put(o, "</", 2);
+    put_element_name(o, &n->v.element);
+    out_put(o, ">", 1);
+}
+
+/* The node and everything below it, in document order, walked with parent pointers and
+ * child indexes rather than recursion: the depth of the page does not matter. */
+static void put_html(hv_sel_out_t *o, const GumboNode *root)
+{
+    const GumboNode *n = root;
+
+    while (!o->full) {
+        const GumboVector *kids = put_open(o, n);
+        if (kids != NULL && kids->length > 0) {
+            n = kids->data[0];
+            continue;
+        }
+        /* Nothing to enter: close `n`, and every ancestor whose last child it closes. */
+        for (;;) {
+            put_close(o, n);
+            if (n == root || n->parent == NULL)
+                return;
+            const GumboVector *sibs = children_of(n->parent);
+            size_t next = n->index_within_parent + 1;
+            if (sibs != NULL && next < sibs->length) {
+                n = sibs->data[next];
+                break;
+            }
+            n = n->parent;
+        }
+    }
 }
 
 char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
                             size_t source_len, size_t max, int *cut)
 {
+    hv_sel_out_t o;
     int dummy;
+
+    (void)source;
+    (void)source_len;
     if (cut == NULL)
         cut = &dummy;
     *cut = 0;
     if (s == NULL || node == NULL)
         return NULL;
+    out_init(&o, max);
     switch (s->take) {
     case HV_TAKE_ATTR: {
         if (!is_element(node))
@@ -1140,23 +1323,17 @@ char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const
         const char *v = attr_value(node, s->attr);
         if (v == NULL)
             return NULL;
-        size_t vlen = strlen(v), keep = utf8_fit(v, vlen, max);
-        *cut = keep < vlen;
-        return finish_utf8(hv_xstrndup(v, keep), keep);
-    }
-    case HV_TAKE_HTML:
-        return outer_html(node, source, source_len, max, cut);
-    case HV_TAKE_TEXT:
+        out_put(&o, v, strnlen(v, o.limit));
         break;
     }
-    /* One byte past `max` tells whether the text goes on, and where the cut falls. */
-    size_t limit = max == SIZE_MAX ? max : max + 1;
-    size_t len = collect_text(node, NULL, limit);
-    char *text = hv_xmalloc(len + 1);
-    collect_text(node, text, limit);
-    size_t keep = utf8_fit(text, len, max);
-    *cut = keep < len;
-    return finish_utf8(text, keep);
+    case HV_TAKE_HTML:
+        put_html(&o, node);
+        break;
+    case HV_TAKE_TEXT:
+        put_text(&o, node);
+        break;
+    }
+    return out_finish(&o, max, cut);
 }
 
 char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,

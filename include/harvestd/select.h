@@ -30,10 +30,11 @@
  *     member, :nth-child(n) with n at most 1000000.
  *
  * What to take follows the selector: nothing (the text, whitespace runs collapsed to one
- * space and trimmed), "@attr" (the attribute's value) or "::html" (the outer HTML):
+ * space and trimmed), "@attr" (the attribute's value) or "::html" (the outer HTML, serialised
+ * from the tree as browsers' outerHTML):
  *     "h3 a"            text of the first match
  *     "h3 a @title"     attribute title of the first match
- *     "div.x ::html"    outer HTML of the first match (serialised from the source bytes)
+ *     "div.x ::html"    outer HTML of the first match (serialised from the tree)
  * The take part applies to the whole group and must end the text ("a@href" and "a ::HTML"
  * are accepted too; "a @href x" is not). A rule marked "all" returns every match as a list
  * instead of the first.
@@ -41,6 +42,24 @@
  * Text is the concatenation of the text, whitespace and CDATA nodes below the match, in
  * document order (comments excluded, no separators added between elements), then collapsed
  * as above (ASCII whitespace only: U+00A0 stays).
+ *
+ * The outer HTML is serialised from the tree as browsers' outerHTML is (the HTML Standard's
+ * "serialising HTML fragments": the element's start tag, its children, its end tag), so an
+ * element the tree builder closed implicitly, re-created (misnested "<b>1<p>2</b>" gives two
+ * b elements, "<b>1</b>" and "<b>2</b>") or inserted (tbody, the empty p of a stray </p>)
+ * comes out as the tree has it, not as the source spelled it:
+ *   - names in lower case (gumbo's for the tags it knows, the source spelling ASCII
+ *     lower-cased for the others), SVG names and SVG/MathML attribute names in the camel case
+ *     the tree builder gives them (clipPath, viewBox, definitionURL), namespaced attributes
+ *     with their prefix (xlink:href, xml:lang, xmlns:xlink);
+ *   - attributes in tree order as name="value", with & U+00A0 " written &amp; &nbsp; &quot;;
+ *   - text with & U+00A0 < > written &amp; &nbsp; &lt; &gt;, except in style, script, xmp,
+ *     iframe, noembed, noframes and plaintext (HTML elements), whose text is written as it is.
+ *     noscript is parsed with scripting off, so its content is elements and escaped text;
+ *   - comments as <!--data-->, CDATA sections as text, no end tag for void elements (area,
+ *     base, br, col, embed, hr, img, input, link, meta, source, track, wbr and the legacy
+ *     basefont, bgsound, frame, keygen, param), a template's content as its children.
+ * NUL bytes never reach the tree: the parser drops them from text or makes them U+FFFD.
  *
  * Scoped rules: a rule may have an item selector and fields relative to each item, giving a
  * list of objects: item "article.product_pod" with fields title = "h3 a @title" and
@@ -90,14 +109,10 @@ size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const G
 
 /**
  * The value `s` takes from `node`: malloc'd, NUL-terminated UTF-8 text (collapsed/trimmed
- * text, the attribute value with entities decoded, or the outer HTML from `source` (the
- * bytes that were parsed, needed for HV_TAKE_HTML, may be NULL otherwise)); the caller frees
- * it. NULL when the attribute is missing, and for HV_TAKE_HTML when `source` is NULL.
- *
- * The outer HTML runs from the element's start tag to the end of its own end tag; without
- * one (void elements, <p> closed implicitly, misnested tags) it ends where its last
- * descendant ends. Offsets are clamped to `source_len`, nothing outside `source` is read,
- * and NUL bytes in the source come out as U+FFFD.
+ * text, the attribute value with entities decoded, or the outer HTML serialised from the
+ * tree as above); the caller frees it. NULL when the attribute is missing. Everything comes
+ * from the tree: `source` and `source_len` (the bytes that were parsed) are not read and may
+ * be NULL and 0. Iterative: the depth of the tree does not matter.
  */
 char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
                         size_t source_len);
@@ -105,8 +120,9 @@ char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const cha
 /**
  * hv_selector_value() cut to at most `max` bytes, at a character boundary: a longer value is
  * cut back to the last whole character that fits, and *cut (when not NULL) is set to 1 (else
- * 0). The work is bounded by `max` as well: the text is collected, the attribute or the source
- * copied, only as far as needed (the walk of a text still visits the elements on its way).
+ * 0). The work is bounded by `max` as well: the text is collected, the attribute copied and
+ * the outer HTML serialised into a buffer of at most `max` + 1 bytes, and no further (the walk
+ * of a text still visits the elements on its way).
  */
 char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
                             size_t source_len, size_t max, int *cut);
