@@ -9,6 +9,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/prescan.h"
+#include "harvestd/select.h"
 #include "harvestd/utf8.h"
 #include "html_int.h"
 
@@ -140,11 +141,12 @@ static char *hv_html_title_text(GumboNode *title)
             out[o++] = *p;
         }
     }
+    out[o] = '\0';
+    o = hv_selector_restore_controls(out, o);
     if (o == 0) {
         free(out);
         return NULL;
     }
-    out[o] = '\0';
     return out;
 }
 
@@ -201,7 +203,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     GumboOptions opts;
     GumboOutput *doc = NULL;
     GumboNode *title = NULL;
-    char *clean = NULL;
+    char *clean = NULL, *protected = NULL;
     const char *text = body;
     size_t text_len = len;
     size_t deepest = 0;
@@ -229,6 +231,9 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
         clean = hv_utf8_sanitize(body, len, &text_len);
         text = clean;
     }
+    /* gumbo would replace control characters with U+FFFD (see select.h). */
+    if ((protected = hv_selector_protect_controls(text, text_len, &text_len)) != NULL)
+        text = protected;
 
     doc = gumbo_parse_with_options(&opts, text, text_len);
 
@@ -254,6 +259,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
 out:
     if (doc != NULL)
         hv_html__gumbo_destroy(&opts, doc);
+    free(protected);
     free(clean);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include "harvestd/common.h"
 #include "harvestd/html.h"
 #include "harvestd/prescan.h"
+#include "harvestd/select.h"
 #include "harvestd/utf8.h"
 #include "html_int.h"
 
@@ -108,12 +109,17 @@ static char *title_text(const GumboNode *title)
     }
     hv_buf_append(&b, "", 1);
     size_t n;
-    return hv_buf_steal(&b, &n);
+    char *text = hv_buf_steal(&b, &n);
+    if (hv_selector_restore_controls(text, n - 1) == 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
 {
-    char *fixed = NULL;
+    char *fixed = NULL, *protected = NULL;
     GumboOutput *g = NULL;
     int accepted = 0;
 
@@ -135,6 +141,9 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
         fixed = hv_utf8_sanitize(body, cut, &tlen);
         text = fixed;
     }
+    /* As the full parse does; the cut follows a '>', so this is a prefix of its text too. */
+    if ((protected = hv_selector_protect_controls(text, tlen, &tlen)) != NULL)
+        text = protected;
     GumboOptions opts;
     hv_html__gumbo_options(&opts);
     g = gumbo_parse_with_options(&opts, text, tlen);
@@ -148,6 +157,7 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
         accepted = 1;
     }
     hv_html__gumbo_destroy(&opts, g);
+    free(protected);
     free(fixed);
     return accepted;
 }

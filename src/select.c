@@ -643,6 +643,176 @@ static hv_slice_t element_name(const GumboElement *el)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Control characters through gumbo                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * The placeholders are U+10FF00..U+10FF1F, private-use characters at the very end of Unicode
+ * that gumbo keeps as they are: U+10FF00 + c stands for the control character c, and
+ * U+10FF00 itself is the escape that says "the next character is the page's own". In UTF-8
+ * they are F4 8F BC 80..9F, so text without the byte F4 has none.
+ */
+#define HV_SEL_ESCAPE_CP 0x10FF00u
+#define HV_SEL_ESCAPE "\xF4\x8F\xBC\x80"
+
+/* The control characters gumbo 0.10 replaces and the HTML Standard keeps: C0 but NUL (which
+ * the standard replaces or drops itself) and TAB, LF, FF, CR (whitespace, which gumbo keeps). */
+static int is_spoilt_control(unsigned char c)
+{
+    return c > 0 && c < 0x20 && c != '\t' && c != '\n' && c != '\f' && c != '\r';
+}
+
+/* Which placeholder [p, p+n) starts with (0 is the escape), or -1 for none. */
+static int placeholder_at(const char *p, size_t n)
+{
+    if (n < 4 || p[0] != '\xF4' || p[1] != '\x8F' || p[2] != '\xBC')
+        return -1;
+    unsigned char last = (unsigned char)p[3];
+    return last >= 0x80 && last <= 0x9F ? last - 0x80 : -1;
+}
+
+/*
+ * Whether the numeric character reference whose digits start at p ("x1B;..." after "&#")
+ * could decode to a placeholder: its value is at least the escape's, or larger than any code
+ * point (gumbo 0.10 lets such a number wrap around, so it could land anywhere).
+ */
+static int ref_may_be_placeholder(const char *p, size_t n)
+{
+    int hex = n > 0 && (p[0] == 'x' || p[0] == 'X');
+    size_t i = (size_t)hex, start = i;
+    uint32_t v = 0;
+
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        unsigned d;
+        if (hv_ascii_is_digit(c))
+            d = c - '0';
+        else if (hex && hv_ascii_is_alpha(c) && (c | 0x20) <= 'f')
+            d = (c | 0x20) - 'a' + 10;
+        else
+            break;
+        if (v < 0x110000) /* past that it only grows: stop before it overflows */
+            v = v * (hex ? 16 : 10) + d;
+    }
+    return i > start && v >= HV_SEL_ESCAPE_CP;
+}
+
+/* One pass of hv_selector_protect_controls(): writes to `out` unless it is NULL, returns the
+ * length. Every change makes the text longer, so the same length means no change. Runs of
+ * bytes that cannot start a change are skipped (or copied) whole: this pass sees every page. */
+static size_t protect(const char *s, size_t len, char *out)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        size_t run = i;
+        while (run < len && (unsigned char)s[run] >= 0x20 && s[run] != '&' &&
+               (unsigned char)s[run] != 0xF4)
+            run++;
+        if (out != NULL)
+            memcpy(out + o, s + i, run - i);
+        o += run - i;
+        if ((i = run) == len)
+            break;
+        unsigned char c = (unsigned char)s[i];
+        int escape = 0;
+        if (is_spoilt_control(c)) {
+            if (out != NULL) {
+                memcpy(out + o, HV_SEL_ESCAPE, 3);
+                out[o + 3] = (char)(0x80 + c);
+            }
+            o += 4;
+            continue;
+        }
+        if (c == 0xF4)
+            escape = placeholder_at(s + i, len - i) >= 0;
+        else if (c == '&' && i + 1 < len && s[i + 1] == '#')
+            escape = ref_may_be_placeholder(s + i + 2, len - i - 2);
+        if (escape) {
+            if (out != NULL)
+                memcpy(out + o, HV_SEL_ESCAPE, 4);
+            o += 4;
+        }
+        if (out != NULL)
+            out[o] = (char)c;
+        o++;
+    }
+    return o;
+}
+
+char *hv_selector_protect_controls(const char *s, size_t len, size_t *out_len)
+{
+    size_t n = protect(s, len, NULL);
+    if (n == len)
+        return NULL;
+    char *out = hv_xmalloc(n + 1);
+    protect(s, len, out);
+    out[n] = '\0';
+    *out_len = n;
+    return out;
+}
+
+/*
+ * One step of restoring [p, p+n): consumes the bytes it returns the count of and sets `emit`
+ * to what they stand for. A run without placeholders stands for itself; the escape stands
+ * for nothing and makes the next character stand for itself, even a placeholder; any other
+ * placeholder stands for its control character.
+ */
+static size_t restore_step(const char *p, size_t n, int *escaped, hv_slice_t *emit)
+{
+    static const char controls[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                      11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                      22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    const char *f = memchr(p, '\xF4', n);
+    if (f != p) {
+        emit->ptr = p;
+        emit->len = f != NULL ? (size_t)(f - p) : n;
+        *escaped = 0;
+        return emit->len;
+    }
+    int k = placeholder_at(p, n);
+    size_t used = k < 0 ? 1 : 4;
+    emit->ptr = p;
+    emit->len = used;
+    if (k >= 0 && !*escaped) {
+        emit->ptr = &controls[k];
+        emit->len = k > 0;
+    }
+    *escaped = k == 0 && !*escaped;
+    return used;
+}
+
+size_t hv_selector_restore_controls(char *s, size_t len)
+{
+    size_t o = 0;
+    int escaped = 0;
+
+    for (size_t i = 0; i < len;) {
+        hv_slice_t emit;
+        i += restore_step(s + i, len - i, &escaped, &emit);
+        memmove(s + o, emit.ptr, emit.len);
+        o += emit.len;
+    }
+    if (o < len)
+        s[o] = '\0';
+    return o;
+}
+
+/* The *len bytes at `v` with their placeholders restored: in *copy (malloc'd, for the caller
+ * to free) when they have any, else `v` itself with *copy NULL. *len becomes the new length. */
+static const char *restored(const char *v, size_t *len, char **copy)
+{
+    *copy = NULL;
+    if (*len == 0 || memchr(v, '\xF4', *len) == NULL)
+        return v;
+    *copy = hv_xmalloc(*len + 1); /* not strndup: a name from the source may hold a NUL */
+    memcpy(*copy, v, *len);
+    (*copy)[*len] = '\0';
+    *len = hv_selector_restore_controls(*copy, *len);
+    return *copy;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Matching                                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -792,32 +962,42 @@ static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_se
             if (el->tag != GUMBO_TAG_UNKNOWN)
                 return 0;
             hv_slice_t name = element_name(el);
-            if (!hv_ascii_case_eq(name.ptr, name.len, c->type, c->type_len))
+            char *copy;
+            const char *n = restored(name.ptr, &name.len, &copy);
+            int same_name = hv_ascii_case_eq(n, name.len, c->type, c->type_len);
+            free(copy);
+            if (!same_name)
                 return 0;
         }
     }
     for (size_t i = 0; i < c->count; i++) {
         const hv_sel_simple_t *sp = &s->simples[c->first + i];
-        const char *v;
+        const char *v = NULL;
+        char *copy = NULL;
+        int ok = 1;
         switch (sp->kind) {
         case HV_SEL_CLASS:
-            v = attr_value(node, "class");
-            if (v == NULL || !has_word(v, sp->value, sp->value_len, 0))
-                return 0;
-            break;
         case HV_SEL_ID:
-            v = attr_value(node, "id");
-            if (v == NULL || strcmp(v, sp->value) != 0)
-                return 0;
-            break;
         case HV_SEL_ATTR:
-            v = attr_value(node, sp->name);
+            v = attr_value(node, sp->kind == HV_SEL_CLASS ? "class"
+                                 : sp->kind == HV_SEL_ID  ? "id"
+                                                          : sp->name);
             if (v == NULL)
                 return 0;
-            if (!match_attr(sp, v,
-                            sp->nocase >= 0 ? sp->nocase
-                                            : el->tag_namespace == GUMBO_NAMESPACE_HTML &&
-                                                  html_nocase_attr(sp->name)))
+            /* Compared as the page wrote it: control characters restored (see select.h). */
+            size_t vlen = strlen(v);
+            v = restored(v, &vlen, &copy);
+            if (sp->kind == HV_SEL_CLASS)
+                ok = has_word(v, sp->value, sp->value_len, 0);
+            else if (sp->kind == HV_SEL_ID)
+                ok = strcmp(v, sp->value) == 0;
+            else
+                ok = match_attr(sp, v,
+                                sp->nocase >= 0 ? sp->nocase
+                                                : el->tag_namespace == GUMBO_NAMESPACE_HTML &&
+                                                      html_nocase_attr(sp->name));
+            free(copy);
+            if (!ok)
                 return 0;
             break;
         case HV_SEL_FIRST_CHILD:
@@ -967,6 +1147,7 @@ typedef struct {
     hv_buf_t buf;
     size_t limit;
     int full;
+    int escaped; /* the last character read was the escape placeholder */
 } hv_sel_out_t;
 
 static void out_init(hv_sel_out_t *o, size_t max)
@@ -974,9 +1155,10 @@ static void out_init(hv_sel_out_t *o, size_t max)
     o->limit = max == SIZE_MAX ? max : max + 1;
     hv_buf_init(&o->buf, o->limit == SIZE_MAX ? SIZE_MAX : o->limit + 1); /* and the NUL */
     o->full = 0;
+    o->escaped = 0;
 }
 
-static void out_put(hv_sel_out_t *o, const char *p, size_t n)
+static void out_raw(hv_sel_out_t *o, const char *p, size_t n)
 {
     if (o->full || n == 0)
         return;
@@ -985,6 +1167,18 @@ static void out_put(hv_sel_out_t *o, const char *p, size_t n)
         o->full = 1;
     }
     hv_buf_append(&o->buf, p, n); /* within the buffer's maximum: cannot fail */
+}
+
+/* Text from the tree, its placeholders turned back into what they stand for. */
+static void out_put(hv_sel_out_t *o, const char *p, size_t n)
+{
+    while (n > 0 && !o->full) {
+        hv_slice_t emit;
+        size_t used = restore_step(p, n, &o->escaped, &emit);
+        out_raw(o, emit.ptr, emit.len);
+        p += used;
+        n -= used;
+    }
 }
 
 static void out_puts(hv_sel_out_t *o, const char *s)

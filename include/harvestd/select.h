@@ -61,6 +61,24 @@
  *     basefont, bgsound, frame, keygen, param), a template's content as its children.
  * NUL bytes never reach the tree: the parser drops them from text or makes them U+FFFD.
  *
+ * Control characters: the HTML Standard keeps the C0 controls other than NUL in text and
+ * attribute values (html5lib and browsers do; vim's help pages are full of ESC), but gumbo
+ * 0.10's input decoder replaces U+0001..U+001F (all but TAB, LF, FF and CR) with U+FFFD. The
+ * text handed to gumbo therefore goes through hv_selector_protect_controls(), which writes each
+ * of them as a placeholder gumbo keeps, and everything read out of the tree maps them back:
+ * the values here (text, attributes, names, outer HTML, and the attribute values selectors
+ * compare), and the title (html.c, through hv_selector_restore_controls()). The placeholders
+ * are the private-use characters U+10FF01..U+10FF1F for the controls, and U+10FF00 as an
+ * escape that makes the next character stand for itself: it is written before every
+ * character of U+10FF00..U+10FF1F that the page itself has, and before every numeric
+ * character reference that could decode to one ("&#x10FF1B;", or a number too large, which
+ * gumbo lets wrap around), so what the page says never reads as a placeholder. In contexts
+ * that do not decode references (script, comments), the escape stands before the '&' and
+ * makes only that '&' stand for itself. The escape is a character like any other to the
+ * tokenizer and the tree builder (never whitespace, never markup), as the controls are, so
+ * protection changes no tree shape. A tree parsed without protection reads the same as long as
+ * its text has none of U+10FF00..U+10FF1F.
+ *
  * Scoped rules: a rule may have an item selector and fields relative to each item, giving a
  * list of objects: item "article.product_pod" with fields title = "h3 a @title" and
  * price = "p.price_color". Field selectors are relative to their item: every compound of
@@ -126,5 +144,22 @@ char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const cha
  */
 char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
                             size_t source_len, size_t max, int *cut);
+
+/**
+ * The text [s, s+len) (valid UTF-8) made ready for gumbo, as described under "Control
+ * characters" above: a malloc'd, NUL-terminated copy with its length in *out_len, or NULL
+ * (nothing allocated, *out_len untouched) when the text needs no change, which is the case
+ * for pages without control characters, without U+10FF00..U+10FF1F and without references to
+ * them. Changes are local to the characters they replace, so protecting a prefix that ends at
+ * an ASCII '>' gives a prefix of the protected whole.
+ */
+char *hv_selector_protect_controls(const char *s, size_t len, size_t *out_len);
+
+/**
+ * Map the placeholders in the `len` bytes at `s` back to what they stand for, in place
+ * (the text only shrinks). Returns the new length; when it is shorter, s[new length] is set
+ * to NUL. For text read from a tree parsed from protected input.
+ */
+size_t hv_selector_restore_controls(char *s, size_t len);
 
 #endif

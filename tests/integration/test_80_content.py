@@ -518,6 +518,25 @@ def test_80_21b_html_is_serialised_from_the_tree(run_harvestd, origin):
     }, rec
 
 
+@pytest.mark.parametrize("charset", ["utf-8", "windows-1252"])
+def test_80_21c_control_characters_are_kept(run_harvestd, origin, charset):
+    """C0 controls (ESC in vim's help pages) stay in the title, text, attributes and ::html, as
+    browsers keep them; NUL in the title is U+FFFD, as the HTML standard says."""
+    page = ('<!DOCTYPE html><html><head><title>help \x1b[1m caf\u00e9\x00</title></head><body>'
+            '<pre title="\x1b\x01">\x1b[1mbold\x1b[0m &#x10FF1B;</pre></body></html>\n')
+    url = serve(origin, page.encode(charset), HTML + "; charset=" + charset)
+    run = run_harvestd([url], "--extract", "text=pre", "--extract", "attr=pre @title",
+                       "--extract", "html=pre ::html")
+    rec = one_ok(run)
+    assert rec["charset"] == charset
+    assert rec["title"] == "help \x1b[1m caf\u00e9\ufffd", rec
+    assert rec["fields"] == {
+        "text": "\x1b[1mbold\x1b[0m \U0010ff1b",
+        "attr": "\x1b\x01",
+        "html": '<pre title="\x1b\x01">\x1b[1mbold\x1b[0m \U0010ff1b</pre>',
+    }, rec
+
+
 def test_80_22_extract_all(run_harvestd, origin):
     page = """<!DOCTYPE html><html><head><title>Lists</title></head><body>
     <h2>One</h2><section><h2>Two

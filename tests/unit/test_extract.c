@@ -5,6 +5,7 @@
 
 #include "harvestd/buf.h"
 #include "harvestd/common.h"
+#include "harvestd/html.h"
 #include "harvestd/utf8.h"
 #include "test.h"
 
@@ -231,4 +232,50 @@ TEST_IMPL(extract_links_stop_at_the_budget)
         }
         free(doc);
     }
+}
+
+/* The fields `kv` take from `doc` through the whole analysis (html.c: the text gumbo parses
+ * is prepared there); malloc'd JSON. */
+static char *analysed_fields(const char *doc, size_t len, const char *const *kv)
+{
+    hv_ruleset_t *rs = rules(kv);
+    hv_html_result_t r;
+    ASSERT_OK(hv_html_analyse_rules(doc, len, rs, "http://127.0.0.1/", &r));
+    char *fields = r.fields;
+    r.fields = NULL;
+    hv_html_result_free(&r);
+    hv_ruleset_free(rs);
+    ASSERT_NOT_NULL(fields);
+    return fields;
+}
+
+TEST_IMPL(extract_fields_keep_control_characters)
+{
+    static const char *const kv[] = {"t", "p", "a", "p @title", "h", "div ::html",
+                                     "m", "p[title='x\xF4\x8F\xBC\x9By'] @id", NULL};
+    /* Text, attribute values, names from the source and outer HTML keep them. */
+    static const char doc[] = "<div><p title='x\x1by' id=one>a\x1b" "b<x\x1b>c</x\x1b></p>"
+                              "<script>\x02<</script><!--\x03--></div>"
+                              "<p title='x&#x10FF1B;y' id=two>d</p>";
+    char *json = analysed_fields(doc, sizeof(doc) - 1, kv);
+    ASSERT_STR_EQ("{\"t\":\"a\\u001bbc\",\"a\":\"x\\u001by\","
+                  "\"h\":\"<div><p title=\\\"x\\u001by\\\" id=\\\"one\\\">a\\u001bb<x\\u001b>c"
+                  "</x\\u001b></p><script>\\u0002<</script><!--\\u0003--></div>\","
+                  "\"m\":\"two\"}",
+                  json);
+    free(json);
+
+    /* The private-use characters of the page itself come out as they went in: in text, in
+     * attributes, literal or as references (decoded where the tokenizer decodes them). */
+    static const char *const kv2[] = {"t", "p", "a", "p @title", "h", "p ::html", NULL};
+    static const char doc2[] = "<p title='\xF4\x8F\xBC\x80&#x10FF1B;\x1b'>\xF4\x8F\xBC\x9B"
+                               "&#x10FF00;\x1b<style>&#x10FF1B;\xF4\x8F\xBC\x81</style></p>";
+    json = analysed_fields(doc2, sizeof(doc2) - 1, kv2);
+    ASSERT_STR_EQ("{\"t\":\"\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80\\u001b&#x10FF1B;\xF4\x8F\xBC\x81\","
+                  "\"a\":\"\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\\u001b\","
+                  "\"h\":\"<p title=\\\"\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\\u001b\\\">"
+                  "\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80\\u001b<style>&#x10FF1B;\xF4\x8F\xBC\x81"
+                  "</style></p>\"}",
+                  json);
+    free(json);
 }

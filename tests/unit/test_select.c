@@ -496,6 +496,77 @@ TEST_IMPL(select_html_foreign_and_template)
                   select_all("<div><template><b>t</b>&amp;</template></div>", "template ::html"));
 }
 
+/* restore(protect(s)) for the `len` bytes at `s`, asserting it gives `s` back. */
+static void assert_round_trip(const char *s, size_t len)
+{
+    size_t n = 0;
+    char *p = hv_selector_protect_controls(s, len, &n);
+    if (p == NULL) {
+        for (size_t i = 0; i < len; i++)
+            ASSERT(s[i] == '\0' || s[i] == '\t' || s[i] == '\n' || s[i] == '\f' ||
+                   s[i] == '\r' || (unsigned char)s[i] >= 0x20);
+        return;
+    }
+    ASSERT_GT(n, len);
+    for (size_t i = 0; i < n; i++) /* no control gumbo would replace is left */
+        ASSERT((unsigned char)p[i] >= 0x20 || p[i] == '\0' || p[i] == '\t' || p[i] == '\n' ||
+               p[i] == '\f' || p[i] == '\r');
+    ASSERT_EQ(len, hv_selector_restore_controls(p, n));
+    ASSERT_MEM_EQ(s, p, len);
+    free(p);
+}
+
+TEST_IMPL(select_controls_protect_and_restore)
+{
+    /* Most pages need nothing: no copy. */
+    size_t n = 99;
+    static const char plain[] = "<p title='&#27;&#x10FEFF;'>\t\n\f\r\0 &#; &#x; &# \xC3\xA9</p>";
+    ASSERT_NULL(hv_selector_protect_controls(plain, sizeof(plain) - 1, &n));
+    ASSERT_EQ(99, n);
+
+    /* A control becomes its placeholder; the page's own placeholder characters and the
+     * references that could decode to one get the escape in front. */
+    char *p = hv_selector_protect_controls("a\x1b" "b", 3, &n);
+    ASSERT_EQ(6, n);
+    ASSERT_STR_EQ("a\xF4\x8F\xBC\x9B" "b", p);
+    free(p);
+    static const char own[] = "\xF4\x8F\xBC\x9B&#x10FF1B;&#1113856;&#x110000;";
+    p = hv_selector_protect_controls(own, sizeof(own) - 1, &n);
+    ASSERT_STR_EQ("\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80&#x10FF1B;"
+                  "\xF4\x8F\xBC\x80&#1113856;\xF4\x8F\xBC\x80&#x110000;", p);
+    ASSERT_EQ(sizeof(own) - 1 + 16, n);
+    free(p);
+
+    /* In place; a lone escape at the end stands for nothing. */
+    char text[] = "x\xF4\x8F\xBC\x81\xF4\x8F\xBC\x80\xF4\x8F\xBC\x81y\xF4\x8F\xBC\x80";
+    ASSERT_EQ(7, hv_selector_restore_controls(text, sizeof(text) - 1));
+    ASSERT_STR_EQ("x\x01\xF4\x8F\xBC\x81y", text);
+
+    /* Whatever the text, restoring what was protected gives it back. */
+    static const char *const pieces[] = {
+        "a",  "\x1b", "\x01", "\x1f", "\x0b", "\t", "\n", "\r", "&", "#", "x", "X", "1", "0",
+        "F",  "f",    ";",    "<",    "\xF4\x8F\xBC\x80", "\xF4\x8F\xBC\x9B",
+        "\xF4\x8F\xBC\x9F",   "\xF4\x8F\xBC\xA0",         "\xF4\x8F\xBF\xBD", "\xC3\xA9",
+        "&#x10FF1B;", "&#1113883;", "&#x10FF00", "&#4296081179;",
+    };
+    static const char nul[] = "\0a\x1b\0";
+    assert_round_trip(nul, sizeof(nul) - 1);
+    uint32_t seed = 12345;
+    for (int round = 0; round < 5000; round++) {
+        char buf[512];
+        size_t len = 0;
+        seed = seed * 1103515245u + 12345u;
+        size_t count = (seed >> 16) % 24;
+        for (size_t i = 0; i < count; i++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *piece = pieces[(seed >> 16) % HV_ARRAY_SIZE(pieces)];
+            memcpy(buf + len, piece, strlen(piece));
+            len += strlen(piece);
+        }
+        assert_round_trip(buf, len);
+    }
+}
+
 static const char *const catalogue =
     "<html><body><div class=page><ol class=row>"
     "<li><article class=product_pod><div class=image_container><a href=a.html>"
