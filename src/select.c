@@ -1517,7 +1517,7 @@ char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const
         const char *v = attr_value(node, s->attr);
         if (v == NULL)
             return NULL;
-        out_put(&o, v, strnlen(v, o.limit));
+        out_put(&o, v, strlen(v)); /* stops where the buffer is full */
         break;
     }
     case HV_TAKE_HTML:

@@ -1,6 +1,7 @@
 /* test_extract.c: rule sets evaluated over gumbo trees, and the bounds of what they keep. */
 #include "harvestd/extract.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 
 #include "harvestd/buf.h"
@@ -278,4 +279,37 @@ TEST_IMPL(extract_fields_keep_control_characters)
                   "</style></p>\"}",
                   json);
     free(json);
+}
+
+/* The value limit counts the characters that come out, not the placeholders they travel as. */
+TEST_IMPL(extract_control_characters_cut_at_the_value_limit)
+{
+    doc_t d;
+    hv_buf_init(&d.b, SIZE_MAX / 2);
+    PUTS(&d, "<p title=\"", 1);
+    PUTS(&d, "\x1b", HV_EXTRACT_VALUE_MAX + 10);
+    PUTS(&d, "\">", 1);
+    PUTS(&d, "\x1b", HV_EXTRACT_VALUE_MAX + 10);
+    PUTS(&d, "</p>", 1);
+    size_t len;
+    char *doc = finish(&d, &len);
+    static const char *const attr[] = {"v", "p @title", NULL};
+    static const char *const text[] = {"v", "p", NULL};
+    static const char *const html[] = {"v", "p ::html", NULL};
+    const char *const *const sets[] = {attr, text, html};
+    for (size_t k = 0; k < HV_ARRAY_SIZE(sets); k++) {
+        char *json = analysed_fields(doc, len, sets[k]);
+        cJSON *obj = cJSON_Parse(json);
+        ASSERT_NOT_NULL(obj);
+        const char *v = cJSON_GetObjectItem(obj, "v")->valuestring;
+        size_t n = strlen(v), m = strlen(HV_EXTRACT_CUT_MARK);
+        ASSERT_EQ(HV_EXTRACT_VALUE_MAX + m, n);
+        ASSERT_STR_EQ(HV_EXTRACT_CUT_MARK, v + n - m);
+        size_t from = k == 2 ? strlen("<p title=\"") : 0;
+        for (size_t i = from; i < n - m; i++)
+            ASSERT_EQ('\x1b', v[i]);
+        cJSON_Delete(obj);
+        free(json);
+    }
+    free(doc);
 }
