@@ -1216,7 +1216,31 @@ static char *out_finish(hv_sel_out_t *o, size_t max, int *cut)
     return fixed;
 }
 
-/* The text under `root`, runs of ASCII whitespace collapsed to one space, both ends trimmed. */
+/* [p, p+n) with runs of ASCII whitespace collapsed to one space, none at the start; *space
+ * says whether whitespace is pending (it is written only if something follows). */
+static void put_collapsed(hv_sel_out_t *o, const char *p, size_t n, int *space)
+{
+    size_t i = 0;
+
+    while (i < n && !o->full) {
+        if (hv_ascii_is_space((unsigned char)p[i])) {
+            *space = o->buf.len > 0;
+            i++;
+            continue;
+        }
+        size_t run = i;
+        while (run < n && !hv_ascii_is_space((unsigned char)p[run]))
+            run++;
+        if (*space)
+            out_raw(o, " ", 1);
+        *space = 0;
+        out_raw(o, p + i, run - i);
+        i = run;
+    }
+}
+
+/* The text under `root`, runs of ASCII whitespace collapsed to one space, both ends trimmed.
+ * Placeholders are restored first, so that whitespace the page escaped collapses too. */
 static void put_text(hv_sel_out_t *o, const GumboNode *root)
 {
     int space = 0;
@@ -1225,21 +1249,29 @@ static void put_text(hv_sel_out_t *o, const GumboNode *root)
         if (!is_text(n))
             continue;
         const char *t = n->v.text.text;
-        while (*t != '\0' && !o->full) {
-            if (hv_ascii_is_space((unsigned char)*t)) {
-                space = o->buf.len > 0;
-                t++;
-                continue;
-            }
-            const char *run = t;
-            while (*t != '\0' && !hv_ascii_is_space((unsigned char)*t))
-                t++;
-            if (space)
-                out_put(o, " ", 1);
-            space = 0;
-            out_put(o, run, (size_t)(t - run));
+        size_t left = strlen(t);
+        while (left > 0 && !o->full) {
+            hv_slice_t emit;
+            size_t used = restore_step(t, left, &o->escaped, &emit);
+            put_collapsed(o, emit.ptr, emit.len, &space);
+            t += used;
+            left -= used;
         }
     }
+}
+
+char *hv_selector_text(const GumboNode *node)
+{
+    hv_sel_out_t o;
+    int cut;
+
+    out_init(&o, SIZE_MAX);
+    put_text(&o, node);
+    if (o.buf.len == 0) {
+        hv_buf_free(&o.buf);
+        return NULL;
+    }
+    return out_finish(&o, SIZE_MAX, &cut);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1325,7 +1357,7 @@ static void put_lower(hv_sel_out_t *o, const char *p, size_t n)
 static void put_element_name(hv_sel_out_t *o, const GumboElement *el)
 {
     hv_slice_t name = element_name(el);
-    if (el->tag_namespace == GUMBO_NAMESPACE_SVG) {
+    if (el->tag_namespace == GUMBO_NAMESPACE_SVG && name.len > 0) {
         GumboStringPiece piece = {name.ptr, name.len};
         const char *svg = gumbo_normalize_svg_tagname(&piece);
         if (svg != NULL) {

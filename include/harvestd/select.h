@@ -67,7 +67,7 @@
  * text handed to gumbo therefore goes through hv_selector_protect_controls(), which writes each
  * of them as a placeholder gumbo keeps, and everything read out of the tree maps them back:
  * the values here (text, attributes, names, outer HTML, and the attribute values selectors
- * compare), and the title (html.c, through hv_selector_restore_controls()). The placeholders
+ * compare), and the title (read with hv_selector_text()). The placeholders
  * are the private-use characters U+10FF01..U+10FF1F for the controls, and U+10FF00 as an
  * escape that makes the next character stand for itself: it is written before every
  * character of U+10FF00..U+10FF1F that the page itself has, and before every numeric
@@ -146,6 +146,13 @@ char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const
                             size_t source_len, size_t max, int *cut);
 
 /**
+ * The text of `node` as a rule with nothing to take gives it (see above: text, whitespace and
+ * CDATA below it, whitespace collapsed and trimmed, control characters restored), without a
+ * limit: malloc'd, or NULL when that leaves nothing. The title is read with it.
+ */
+char *hv_selector_text(const GumboNode *node);
+
+/**
  * The text [s, s+len) (valid UTF-8) made ready for gumbo, as described under "Control
  * characters" above: a malloc'd, NUL-terminated copy with its length in *out_len, or NULL
  * (nothing allocated, *out_len untouched) when the text needs no change, which is the case
@@ -158,7 +165,8 @@ char *hv_selector_protect_controls(const char *s, size_t len, size_t *out_len);
 /**
  * Map the placeholders in the `len` bytes at `s` back to what they stand for, in place
  * (the text only shrinks). Returns the new length; when it is shorter, s[new length] is set
- * to NUL. For text read from a tree parsed from protected input.
+ * to NUL. For text read from a tree parsed from protected input by other means than the
+ * functions here, which restore what they return themselves.
  */
 size_t hv_selector_restore_controls(char *s, size_t len);
 

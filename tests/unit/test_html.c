@@ -195,6 +195,9 @@ TEST_IMPL(html_title_placeholders_never_collide)
     /* With control characters beside them, they still come out as they went in. */
     ASSERT_TITLE("<title>\x1b\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B&#x10FF1B;&#x10FF00;\x1b</title>",
                  "\x1b\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80\x1b");
+    /* A number gumbo wraps around to a space is whitespace like any other. */
+    ASSERT_TITLE("<title>&#x100000020;\x1b&#4294967328;&#x100000020;\x1b&#x100000020;</title>",
+                 "\x1b \x1b");
     /* NUL is not a control character the standard keeps: U+FFFD, beside one it keeps. */
     static const char nul[] = "<title>\x1b\0</title>";
     hv_html_result_t r;
