@@ -9,6 +9,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/prescan.h"
+#include "harvestd/select.h"
 #include "harvestd/utf8.h"
 #include "html_int.h"
 
@@ -107,47 +108,6 @@ static void hv_html_flatten(const GumboOptions *o, GumboNode *doc)
     doc->v.document.children.capacity = (unsigned int)count;
 }
 
-/* The text of `title` with runs of ASCII whitespace collapsed to one space and trimmed;
- * NULL if that leaves nothing. */
-static char *hv_html_title_text(GumboNode *title)
-{
-    const GumboVector *kids = &title->v.element.children;
-    size_t total = 0;
-    for (size_t i = 0; i < kids->length; i++) {
-        const GumboNode *k = kids->data[i];
-        if (k->type == GUMBO_NODE_TEXT || k->type == GUMBO_NODE_WHITESPACE)
-            total += strlen(k->v.text.text);
-    }
-    if (total == 0)
-        return NULL;
-
-    char *out = hv_xmalloc(total + 1);
-    size_t o = 0;
-    int pending_space = 0;
-    for (size_t i = 0; i < kids->length; i++) {
-        const GumboNode *k = kids->data[i];
-        if (k->type != GUMBO_NODE_TEXT && k->type != GUMBO_NODE_WHITESPACE)
-            continue;
-        for (const char *p = k->v.text.text; *p != '\0'; p++) {
-            if (hv_ascii_is_space((unsigned char)*p)) {
-                pending_space = o > 0;
-                continue;
-            }
-            if (pending_space) {
-                out[o++] = ' ';
-                pending_space = 0;
-            }
-            out[o++] = *p;
-        }
-    }
-    if (o == 0) {
-        free(out);
-        return NULL;
-    }
-    out[o] = '\0';
-    return out;
-}
-
 static __thread hv_arena_t *thread_arena;
 
 void hv_html_use_arena(hv_arena_t *a)
@@ -201,7 +161,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     GumboOptions opts;
     GumboOutput *doc = NULL;
     GumboNode *title = NULL;
-    char *clean = NULL;
+    char *clean = NULL, *protected = NULL;
     const char *text = body;
     size_t text_len = len;
     size_t deepest = 0;
@@ -229,6 +189,9 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
         clean = hv_utf8_sanitize(body, len, &text_len);
         text = clean;
     }
+    /* gumbo would replace control characters with U+FFFD (see select.h). */
+    if ((protected = hv_selector_protect_controls(text, text_len, &text_len)) != NULL)
+        text = protected;
 
     doc = gumbo_parse_with_options(&opts, text, text_len);
 
@@ -247,13 +210,14 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
 
     title = hv_html_find_title(doc->document);
     if (title != NULL)
-        out->title = hv_html_title_text(title);
+        out->title = hv_selector_text(title); /* collapsed and trimmed, NULL if empty */
     if (!hv_ruleset_empty(rules))
         rc = hv_ruleset_eval(rules, doc->document, text, text_len, base_url, &out->fields);
 
 out:
     if (doc != NULL)
         hv_html__gumbo_destroy(&opts, doc);
+    free(protected);
     free(clean);
     return rc;
 }

@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/html.h"
 #include "harvestd/prescan.h"
+#include "harvestd/select.h"
 #include "harvestd/utf8.h"
 #include "html_int.h"
 
@@ -79,41 +79,9 @@ static const GumboNode *first_title(const GumboNode *root)
     return NULL;
 }
 
-/* Text of the title, whitespace runs collapsed to one space, trimmed; NULL if empty. */
-static char *title_text(const GumboNode *title)
-{
-    hv_buf_t b;
-    hv_buf_init(&b, SIZE_MAX / 2);
-    const GumboVector *kids = &title->v.element.children;
-    int pending_space = 0;
-    for (unsigned i = 0; i < kids->length; i++) {
-        const GumboNode *k = kids->data[i];
-        if (k->type != GUMBO_NODE_TEXT && k->type != GUMBO_NODE_WHITESPACE &&
-            k->type != GUMBO_NODE_CDATA)
-            continue;
-        for (const char *p = k->v.text.text; *p != '\0'; p++) {
-            if (hv_ascii_is_space((unsigned char)*p)) {
-                pending_space = b.len > 0;
-                continue;
-            }
-            if (pending_space)
-                hv_buf_append(&b, " ", 1);
-            pending_space = 0;
-            hv_buf_append(&b, p, 1);
-        }
-    }
-    if (b.len == 0) {
-        hv_buf_free(&b);
-        return NULL;
-    }
-    hv_buf_append(&b, "", 1);
-    size_t n;
-    return hv_buf_steal(&b, &n);
-}
-
 int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
 {
-    char *fixed = NULL;
+    char *fixed = NULL, *protected = NULL;
     GumboOutput *g = NULL;
     int accepted = 0;
 
@@ -135,6 +103,9 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
         fixed = hv_utf8_sanitize(body, cut, &tlen);
         text = fixed;
     }
+    /* As the full parse does; the cut follows a '>', so this is a prefix of its text too. */
+    if ((protected = hv_selector_protect_controls(text, tlen, &tlen)) != NULL)
+        text = protected;
     GumboOptions opts;
     hv_html__gumbo_options(&opts);
     g = gumbo_parse_with_options(&opts, text, tlen);
@@ -144,10 +115,11 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
      * a later <frameset>, or preceded by one foster-parented out of a table). */
     if (t != NULL && t->v.element.original_end_tag.length > 0 && t->parent != NULL &&
         t->parent->type == GUMBO_NODE_ELEMENT && t->parent->v.element.tag == GUMBO_TAG_HEAD) {
-        out->title = title_text(t);
+        out->title = hv_selector_text(t); /* as the full parse reads it */
         accepted = 1;
     }
     hv_html__gumbo_destroy(&opts, g);
+    free(protected);
     free(fixed);
     return accepted;
 }

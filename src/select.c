@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/utf8.h"
 
@@ -642,6 +643,176 @@ static hv_slice_t element_name(const GumboElement *el)
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Control characters through gumbo                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * The placeholders are U+10FF00..U+10FF1F, private-use characters at the very end of Unicode
+ * that gumbo keeps as they are: U+10FF00 + c stands for the control character c, and
+ * U+10FF00 itself is the escape that says "the next character is the page's own". In UTF-8
+ * they are F4 8F BC 80..9F, so text without the byte F4 has none.
+ */
+#define HV_SEL_ESCAPE_CP 0x10FF00u
+#define HV_SEL_ESCAPE "\xF4\x8F\xBC\x80"
+
+/* The control characters gumbo 0.10 replaces and the HTML Standard keeps: C0 but NUL (which
+ * the standard replaces or drops itself) and TAB, LF, FF, CR (whitespace, which gumbo keeps). */
+static int is_spoilt_control(unsigned char c)
+{
+    return c > 0 && c < 0x20 && c != '\t' && c != '\n' && c != '\f' && c != '\r';
+}
+
+/* Which placeholder [p, p+n) starts with (0 is the escape), or -1 for none. */
+static int placeholder_at(const char *p, size_t n)
+{
+    if (n < 4 || p[0] != '\xF4' || p[1] != '\x8F' || p[2] != '\xBC')
+        return -1;
+    unsigned char last = (unsigned char)p[3];
+    return last >= 0x80 && last <= 0x9F ? last - 0x80 : -1;
+}
+
+/*
+ * Whether the numeric character reference whose digits start at p ("x1B;..." after "&#")
+ * could decode to a placeholder: its value is at least the escape's, or larger than any code
+ * point (gumbo 0.10 lets such a number wrap around, so it could land anywhere).
+ */
+static int ref_may_be_placeholder(const char *p, size_t n)
+{
+    int hex = n > 0 && (p[0] == 'x' || p[0] == 'X');
+    size_t i = (size_t)hex, start = i;
+    uint32_t v = 0;
+
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        unsigned d;
+        if (hv_ascii_is_digit(c))
+            d = c - '0';
+        else if (hex && hv_ascii_is_alpha(c) && (c | 0x20) <= 'f')
+            d = (c | 0x20) - 'a' + 10;
+        else
+            break;
+        if (v < 0x110000) /* past that it only grows: stop before it overflows */
+            v = v * (hex ? 16 : 10) + d;
+    }
+    return i > start && v >= HV_SEL_ESCAPE_CP;
+}
+
+/* One pass of hv_selector_protect_controls(): writes to `out` unless it is NULL, returns the
+ * length. Every change makes the text longer, so the same length means no change. Runs of
+ * bytes that cannot start a change are skipped (or copied) whole: this pass sees every page. */
+static size_t protect(const char *s, size_t len, char *out)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        size_t run = i;
+        while (run < len && (unsigned char)s[run] >= 0x20 && s[run] != '&' &&
+               (unsigned char)s[run] != 0xF4)
+            run++;
+        if (out != NULL)
+            memcpy(out + o, s + i, run - i);
+        o += run - i;
+        if ((i = run) == len)
+            break;
+        unsigned char c = (unsigned char)s[i];
+        int escape = 0;
+        if (is_spoilt_control(c)) {
+            if (out != NULL) {
+                memcpy(out + o, HV_SEL_ESCAPE, 3);
+                out[o + 3] = (char)(0x80 + c);
+            }
+            o += 4;
+            continue;
+        }
+        if (c == 0xF4)
+            escape = placeholder_at(s + i, len - i) >= 0;
+        else if (c == '&' && i + 1 < len && s[i + 1] == '#')
+            escape = ref_may_be_placeholder(s + i + 2, len - i - 2);
+        if (escape) {
+            if (out != NULL)
+                memcpy(out + o, HV_SEL_ESCAPE, 4);
+            o += 4;
+        }
+        if (out != NULL)
+            out[o] = (char)c;
+        o++;
+    }
+    return o;
+}
+
+char *hv_selector_protect_controls(const char *s, size_t len, size_t *out_len)
+{
+    size_t n = protect(s, len, NULL);
+    if (n == len)
+        return NULL;
+    char *out = hv_xmalloc(n + 1);
+    protect(s, len, out);
+    out[n] = '\0';
+    *out_len = n;
+    return out;
+}
+
+/*
+ * One step of restoring [p, p+n): consumes the bytes it returns the count of and sets `emit`
+ * to what they stand for. A run without placeholders stands for itself; the escape stands
+ * for nothing and makes the next character stand for itself, even a placeholder; any other
+ * placeholder stands for its control character.
+ */
+static size_t restore_step(const char *p, size_t n, int *escaped, hv_slice_t *emit)
+{
+    static const char controls[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                      11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                      22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    const char *f = memchr(p, '\xF4', n);
+    if (f != p) {
+        emit->ptr = p;
+        emit->len = f != NULL ? (size_t)(f - p) : n;
+        *escaped = 0;
+        return emit->len;
+    }
+    int k = placeholder_at(p, n);
+    size_t used = k < 0 ? 1 : 4;
+    emit->ptr = p;
+    emit->len = used;
+    if (k >= 0 && !*escaped) {
+        emit->ptr = &controls[k];
+        emit->len = k > 0;
+    }
+    *escaped = k == 0 && !*escaped;
+    return used;
+}
+
+size_t hv_selector_restore_controls(char *s, size_t len)
+{
+    size_t o = 0;
+    int escaped = 0;
+
+    for (size_t i = 0; i < len;) {
+        hv_slice_t emit;
+        i += restore_step(s + i, len - i, &escaped, &emit);
+        memmove(s + o, emit.ptr, emit.len);
+        o += emit.len;
+    }
+    if (o < len)
+        s[o] = '\0';
+    return o;
+}
+
+/* The *len bytes at `v` with their placeholders restored: in *copy (malloc'd, for the caller
+ * to free) when they have any, else `v` itself with *copy NULL. *len becomes the new length. */
+static const char *restored(const char *v, size_t *len, char **copy)
+{
+    *copy = NULL;
+    if (*len == 0 || memchr(v, '\xF4', *len) == NULL)
+        return v;
+    *copy = hv_xmalloc(*len + 1); /* not strndup: a name from the source may hold a NUL */
+    memcpy(*copy, v, *len);
+    (*copy)[*len] = '\0';
+    *len = hv_selector_restore_controls(*copy, *len);
+    return *copy;
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Matching                                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
@@ -791,32 +962,42 @@ static int match_compound(hv_sel_match_t *m, const hv_selector_t *s, const hv_se
             if (el->tag != GUMBO_TAG_UNKNOWN)
                 return 0;
             hv_slice_t name = element_name(el);
-            if (!hv_ascii_case_eq(name.ptr, name.len, c->type, c->type_len))
+            char *copy;
+            const char *n = restored(name.ptr, &name.len, &copy);
+            int same_name = hv_ascii_case_eq(n, name.len, c->type, c->type_len);
+            free(copy);
+            if (!same_name)
                 return 0;
         }
     }
     for (size_t i = 0; i < c->count; i++) {
         const hv_sel_simple_t *sp = &s->simples[c->first + i];
-        const char *v;
+        const char *v = NULL;
+        char *copy = NULL;
+        int ok = 1;
         switch (sp->kind) {
         case HV_SEL_CLASS:
-            v = attr_value(node, "class");
-            if (v == NULL || !has_word(v, sp->value, sp->value_len, 0))
-                return 0;
-            break;
         case HV_SEL_ID:
-            v = attr_value(node, "id");
-            if (v == NULL || strcmp(v, sp->value) != 0)
-                return 0;
-            break;
         case HV_SEL_ATTR:
-            v = attr_value(node, sp->name);
+            v = attr_value(node, sp->kind == HV_SEL_CLASS ? "class"
+                                 : sp->kind == HV_SEL_ID  ? "id"
+                                                          : sp->name);
             if (v == NULL)
                 return 0;
-            if (!match_attr(sp, v,
-                            sp->nocase >= 0 ? sp->nocase
-                                            : el->tag_namespace == GUMBO_NAMESPACE_HTML &&
-                                                  html_nocase_attr(sp->name)))
+            /* Compared as the page wrote it: control characters restored (see select.h). */
+            size_t vlen = strlen(v);
+            v = restored(v, &vlen, &copy);
+            if (sp->kind == HV_SEL_CLASS)
+                ok = has_word(v, sp->value, sp->value_len, 0);
+            else if (sp->kind == HV_SEL_ID)
+                ok = strcmp(v, sp->value) == 0;
+            else
+                ok = match_attr(sp, v,
+                                sp->nocase >= 0 ? sp->nocase
+                                                : el->tag_namespace == GUMBO_NAMESPACE_HTML &&
+                                                      html_nocase_attr(sp->name));
+            free(copy);
+            if (!ok)
                 return 0;
             break;
         case HV_SEL_FIRST_CHILD:
@@ -956,52 +1137,53 @@ size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const G
 /* Values                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-/* NUL-terminates buf[len] and guarantees UTF-8. gumbo already hands out valid UTF-8, so the
- * repair path only runs if that assumption ever breaks. */
-static char *finish_utf8(char *buf, size_t len)
-{
-    buf[len] = '\0';
-    if (hv_utf8_valid(buf, len))
-        return buf;
-    size_t fixed_len;
-    char *fixed = hv_utf8_sanitize(buf, len, &fixed_len);
-    free(buf);
-    return fixed;
-}
 
 /*
- * The text under `root` with runs of ASCII whitespace collapsed to one space and both ends
- * trimmed, written to `out` (when not NULL), its first `limit` bytes at most; returns their
- * number. Called once to measure and once to fill, so the result needs a single exact
- * allocation; the walk stops once `limit` bytes are found.
+ * Every value is written into one of these: a buffer that keeps at most `limit` bytes, one
+ * past the most the value may have, which tells whether it went on and where a cut falls.
+ * Writers check `full` and stop, so the work stays bounded by the limit too.
  */
-static size_t collect_text(const GumboNode *root, char *out, size_t limit)
-{
-    size_t len = 0;
-    int space = 0;
+typedef struct {
+    hv_buf_t buf;
+    size_t limit;
+    int full;
+    int escaped; /* the last character read was the escape placeholder */
+} hv_sel_out_t;
 
-    for (const GumboNode *n = root; n != NULL && len < limit; n = next_node(n, root, 1)) {
-        if (!is_text(n))
-            continue;
-        for (const char *t = n->v.text.text; *t != '\0' && len < limit; t++) {
-            if (hv_ascii_is_space((unsigned char)*t)) {
-                space = len > 0;
-                continue;
-            }
-            if (space) {
-                if (out != NULL)
-                    out[len] = ' ';
-                len++;
-                space = 0;
-                if (len == limit)
-                    break;
-            }
-            if (out != NULL)
-                out[len] = *t;
-            len++;
-        }
+static void out_init(hv_sel_out_t *o, size_t max)
+{
+    o->limit = max == SIZE_MAX ? max : max + 1;
+    hv_buf_init(&o->buf, o->limit == SIZE_MAX ? SIZE_MAX : o->limit + 1); /* and the NUL */
+    o->full = 0;
+    o->escaped = 0;
+}
+
+static void out_raw(hv_sel_out_t *o, const char *p, size_t n)
+{
+    if (o->full || n == 0)
+        return;
+    if (n >= o->limit - o->buf.len) {
+        n = o->limit - o->buf.len;
+        o->full = 1;
     }
-    return len;
+    hv_buf_append(&o->buf, p, n); /* within the buffer's maximum: cannot fail */
+}
+
+/* Text from the tree, its placeholders turned back into what they stand for. */
+static void out_put(hv_sel_out_t *o, const char *p, size_t n)
+{
+    while (n > 0 && !o->full) {
+        hv_slice_t emit;
+        size_t used = restore_step(p, n, &o->escaped, &emit);
+        out_raw(o, emit.ptr, emit.len);
+        p += used;
+        n -= used;
+    }
+}
+
+static void out_puts(hv_sel_out_t *o, const char *s)
+{
+    out_put(o, s, strlen(s));
 }
 
 /* How many of the `len` bytes of UTF-8 at `s` to keep so that at most `max` remain and no
@@ -1016,123 +1198,350 @@ static size_t utf8_fit(const char *s, size_t len, size_t max)
     return n;
 }
 
-/* A copy of source bytes as a C string: NUL bytes, which a C string cannot carry, become
- * U+FFFD, as gumbo does in text. At most `max` bytes come out, whole characters only; *cut
- * says whether some were left. */
-static char *copy_source(const char *p, size_t len, size_t max, int *cut)
+/* The value written to `o`, cut to `max` bytes at a character boundary, NUL-terminated and
+ * guaranteed UTF-8. gumbo already hands out valid UTF-8, so the repair path only runs if
+ * that assumption ever breaks. */
+static char *out_finish(hv_sel_out_t *o, size_t max, int *cut)
 {
-    size_t nuls = 0, out_len = 0, take = 0;
-    while (take < len) {
-        size_t w = p[take] == '\0' ? 3 : 1;
-        if (out_len + w > max)
-            break;
-        out_len += w;
-        nuls += p[take] == '\0';
-        take++;
+    size_t keep = utf8_fit(o->buf.data, o->buf.len, max);
+    *cut = keep < o->buf.len;
+    o->buf.len = keep;
+    hv_buf_append(&o->buf, "", 1);
+    size_t n;
+    char *s = hv_buf_steal(&o->buf, &n);
+    if (hv_utf8_valid(s, keep))
+        return s;
+    char *fixed = hv_utf8_sanitize(s, keep, &n);
+    free(s);
+    return fixed;
+}
+
+/* [p, p+n) with runs of ASCII whitespace collapsed to one space, none at the start; *space
+ * says whether whitespace is pending (it is written only if something follows). */
+static void put_collapsed(hv_sel_out_t *o, const char *p, size_t n, int *space)
+{
+    size_t i = 0;
+
+    while (i < n && !o->full) {
+        if (hv_ascii_is_space((unsigned char)p[i])) {
+            *space = o->buf.len > 0;
+            i++;
+            continue;
+        }
+        size_t run = i;
+        while (run < n && !hv_ascii_is_space((unsigned char)p[run]))
+            run++;
+        if (*space)
+            out_raw(o, " ", 1);
+        *space = 0;
+        out_raw(o, p + i, run - i);
+        i = run;
     }
-    *cut = take < len;
-    if (*cut) {
-        /* p[take] is the first byte left out: if it continues a character, leave that whole
-         * character out (a NUL starts none, so nuls stays right). */
-        while (take > 0 && ((unsigned char)p[take] & 0xC0) == 0x80)
-            take--;
-    }
-    len = take;
-    char *out = hv_xmalloc(len + 2 * nuls + 1);
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] == '\0') {
-            memcpy(out + n, "\xEF\xBF\xBD", 3);
-            n += 3;
-        } else {
-            out[n++] = p[i];
+}
+
+/* The text under `root`, runs of ASCII whitespace collapsed to one space, both ends trimmed.
+ * Placeholders are restored first, so that whitespace the page escaped collapses too. */
+static void put_text(hv_sel_out_t *o, const GumboNode *root)
+{
+    int space = 0;
+
+    for (const GumboNode *n = root; n != NULL && !o->full; n = next_node(n, root, 1)) {
+        if (!is_text(n))
+            continue;
+        const char *t = n->v.text.text;
+        size_t left = strlen(t);
+        while (left > 0 && !o->full) {
+            hv_slice_t emit;
+            size_t used = restore_step(t, left, &o->escaped, &emit);
+            put_collapsed(o, emit.ptr, emit.len, &space);
+            t += used;
+            left -= used;
         }
     }
-    return finish_utf8(out, n);
 }
 
-/*
- * Whether the end tag gumbo recorded for `el` is its own. gumbo records the end tag token
- * that popped the element, which for an element closed implicitly is its ancestor's
- * ("<div><span>x</div>" gives the span "</div>"). The name is read from `source` with bounds
- * checks, never through gumbo's pointers.
- */
-static int own_end_tag(const GumboElement *el, const char *source, size_t source_len)
+char *hv_selector_text(const GumboNode *node)
 {
-    size_t off = el->end_pos.offset, len = el->original_end_tag.length;
-    if (len == 0 || off >= source_len || len > source_len - off)
-        return 0;
-    hv_slice_t end = tag_name(source + off, len);
-    hv_slice_t own = element_name(el);
-    if (el->tag == GUMBO_TAG_UNKNOWN) {
-        size_t s = el->start_pos.offset, slen = el->original_tag.length;
-        if (slen == 0 || s >= source_len || slen > source_len - s)
-            return 0;
-        own = tag_name(source + s, slen);
-    }
-    return end.len > 0 && end.len == own.len && strncasecmp(end.ptr, own.ptr, own.len) == 0;
-}
+    hv_sel_out_t o;
+    int cut;
 
-/*
- * Where the source of `node` ends: after its own end tag, or else after its last descendant
- * (following last children down), and never before the end of its start tag.
- */
-static size_t element_end(const GumboNode *node, const char *source, size_t source_len)
-{
-    size_t end = 0;
-    const GumboNode *n = node;
-
-    while (n != NULL) {
-        if (is_element(n)) {
-            const GumboElement *el = &n->v.element;
-            if (own_end_tag(el, source, source_len))
-                return HV_MAX(end, (size_t)el->end_pos.offset + el->original_end_tag.length);
-            end = HV_MAX(end, (size_t)el->start_pos.offset + el->original_tag.length);
-            const GumboVector *kids = &el->children;
-            n = kids->length > 0 ? kids->data[kids->length - 1] : NULL;
-        } else if (n->type == GUMBO_NODE_DOCUMENT) {
-            break;
-        } else {
-            const GumboText *t = &n->v.text;
-            return HV_MAX(end, (size_t)t->start_pos.offset + t->original_text.length);
-        }
-    }
-    return end;
-}
-
-static char *outer_html(const GumboNode *node, const char *source, size_t source_len,
-                        size_t max, int *cut)
-{
-    size_t start, end;
-
-    if (source == NULL)
+    out_init(&o, SIZE_MAX);
+    put_text(&o, node);
+    if (o.buf.len == 0) {
+        hv_buf_free(&o.buf);
         return NULL;
-    if (is_element(node)) {
-        start = node->v.element.start_pos.offset;
-        end = element_end(node, source, source_len);
-    } else if (node->type == GUMBO_NODE_DOCUMENT) {
-        start = 0;
-        end = source_len;
-    } else {
-        start = node->v.text.start_pos.offset;
-        end = start + node->v.text.original_text.length;
     }
-    start = HV_MIN(start, source_len);
-    end = HV_MIN(end, source_len);
-    if (end < start)
-        end = start;
-    return copy_source(source + start, end - start, max, cut);
+    return out_finish(&o, SIZE_MAX, &cut);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Outer HTML                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * The outer HTML is written from the tree as the HTML Standard's fragment serialisation
+ * algorithm does it (what browsers' outerHTML gives), not copied from the source: elements
+ * the tree builder closed, re-created (misnested formatting elements) or inserted (tbody, an
+ * empty p for a stray </p>) come out as the tree has them.
+ */
+
+/* Text (`attr` 0) or an attribute value (`attr` 1) with the characters that would end it
+ * escaped: & and U+00A0 in both, < and > in text, " in attribute values. */
+static void put_escaped(hv_sel_out_t *o, const char *t, int attr)
+{
+    const char *run = t;
+
+    for (; *t != '\0' && !o->full; t++) {
+        const char *rep;
+        size_t skip = 1;
+        switch (*t) {
+        case '&':
+            rep = "&amp;";
+            break;
+        case '"':
+            if (!attr)
+                continue;
+            rep = "&quot;";
+            break;
+        case '<':
+            if (attr)
+                continue;
+            rep = "&lt;";
+            break;
+        case '>':
+            if (attr)
+                continue;
+            rep = "&gt;";
+            break;
+        case '\xC2':
+            if (t[1] != '\xA0')
+                continue;
+            rep = "&nbsp;";
+            skip = 2;
+            break;
+        default:
+            continue;
+        }
+        out_put(o, run, (size_t)(t - run));
+        out_puts(o, rep);
+        t += skip - 1;
+        run = t + 1;
+    }
+    out_put(o, run, (size_t)(t - run));
+}
+
+/* A name from the source, ASCII lower-cased (as the tokenizer does), NUL as U+FFFD. */
+static void put_lower(hv_sel_out_t *o, const char *p, size_t n)
+{
+    char chunk[128];
+    size_t k = 0;
+
+    for (size_t i = 0; i < n && !o->full; i++) {
+        if (k + 3 > sizeof(chunk)) {
+            out_put(o, chunk, k);
+            k = 0;
+        }
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\0') {
+            memcpy(chunk + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+        } else {
+            chunk[k++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+        }
+    }
+    out_put(o, chunk, k);
+}
+
+/* The element's name: gumbo's for tags it knows, else the source spelling lower-cased; in
+ * SVG, the camel case the tree builder gives (clipPath, foreignObject). */
+static void put_element_name(hv_sel_out_t *o, const GumboElement *el)
+{
+    hv_slice_t name = element_name(el);
+    if (el->tag_namespace == GUMBO_NAMESPACE_SVG && name.len > 0) {
+        GumboStringPiece piece = {name.ptr, name.len};
+        const char *svg = gumbo_normalize_svg_tagname(&piece);
+        if (svg != NULL) {
+            out_puts(o, svg);
+            return;
+        }
+    }
+    if (el->tag != GUMBO_TAG_UNKNOWN)
+        out_put(o, name.ptr, name.len);
+    else
+        put_lower(o, name.ptr, name.len);
+}
+
+/* Elements that have no end tag: the HTML Standard's void elements and the legacy ones it
+ * serialises the same way. */
+static int is_void(const GumboElement *el)
+{
+    if (el->tag_namespace != GUMBO_NAMESPACE_HTML)
+        return 0;
+    switch (el->tag) {
+    case GUMBO_TAG_AREA:
+    case GUMBO_TAG_BASE:
+    case GUMBO_TAG_BASEFONT:
+    case GUMBO_TAG_BGSOUND:
+    case GUMBO_TAG_BR:
+    case GUMBO_TAG_COL:
+    case GUMBO_TAG_EMBED:
+    case GUMBO_TAG_FRAME:
+    case GUMBO_TAG_HR:
+    case GUMBO_TAG_IMG:
+    case GUMBO_TAG_INPUT:
+    case GUMBO_TAG_KEYGEN:
+    case GUMBO_TAG_LINK:
+    case GUMBO_TAG_META:
+    case GUMBO_TAG_PARAM:
+    case GUMBO_TAG_SOURCE:
+    case GUMBO_TAG_TRACK:
+    case GUMBO_TAG_WBR:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Whether the text of `n` is written as it is: the content of the HTML elements whose text
+ * the tokenizer does not decode. noscript is not among them: gumbo parses with scripting
+ * off, so what a noscript holds is elements and text like anywhere else, and escaping its
+ * text keeps the output a faithful picture of that tree.
+ */
+static int in_raw_text(const GumboNode *n)
+{
+    const GumboNode *p = n->parent;
+    if (p == NULL || !is_element(p) || p->v.element.tag_namespace != GUMBO_NAMESPACE_HTML)
+        return 0;
+    switch (p->v.element.tag) {
+    case GUMBO_TAG_IFRAME:
+    case GUMBO_TAG_NOEMBED:
+    case GUMBO_TAG_NOFRAMES:
+    case GUMBO_TAG_PLAINTEXT:
+    case GUMBO_TAG_SCRIPT:
+    case GUMBO_TAG_STYLE:
+    case GUMBO_TAG_XMP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void put_start_tag(hv_sel_out_t *o, const GumboElement *el)
+{
+    out_put(o, "<", 1);
+    put_element_name(o, el);
+    for (size_t i = 0; i < el->attributes.length && !o->full; i++) {
+        const GumboAttribute *a = el->attributes.data[i];
+        out_put(o, " ", 1);
+        /* gumbo keeps the local name of the attributes it put in a namespace. */
+        switch (a->attr_namespace) {
+        case GUMBO_ATTR_NAMESPACE_XLINK:
+            out_puts(o, "xlink:");
+            break;
+        case GUMBO_ATTR_NAMESPACE_XML:
+            out_puts(o, "xml:");
+            break;
+        case GUMBO_ATTR_NAMESPACE_XMLNS:
+            if (strcmp(a->name, "xmlns") != 0)
+                out_puts(o, "xmlns:");
+            break;
+        case GUMBO_ATTR_NAMESPACE_NONE:
+            break;
+        }
+        out_puts(o, a->name);
+        out_put(o, "=\"", 2);
+        put_escaped(o, a->value, 1);
+        out_put(o, "\"", 1);
+    }
+    out_put(o, ">", 1);
+}
+
+/* Writes what comes before the children of `n`; returns the children to write next (NULL
+ * when there are none to enter). */
+static const GumboVector *put_open(hv_sel_out_t *o, const GumboNode *n)
+{
+    switch (n->type) {
+    case GUMBO_NODE_DOCUMENT:
+        if (n->v.document.has_doctype) {
+            out_puts(o, "<!DOCTYPE ");
+            out_puts(o, n->v.document.name);
+            out_put(o, ">", 1);
+        }
+        return &n->v.document.children;
+    case GUMBO_NODE_ELEMENT:
+    case GUMBO_NODE_TEMPLATE:
+        put_start_tag(o, &n->v.element);
+        /* A template's children in gumbo are its content, which is what it serialises. */
+        return is_void(&n->v.element) ? NULL : &n->v.element.children;
+    case GUMBO_NODE_COMMENT:
+        out_put(o, "<!--", 4);
+        out_puts(o, n->v.text.text);
+        out_put(o, "-->", 3);
+        return NULL;
+    case GUMBO_NODE_TEXT:
+    case GUMBO_NODE_WHITESPACE:
+    case GUMBO_NODE_CDATA: /* a CDATA section is text to the serialiser */
+        if (in_raw_text(n))
+            out_puts(o, n->v.text.text);
+        else
+            put_escaped(o, n->v.text.text, 0);
+        return NULL;
+    }
+    return NULL;
+}
+
+static void put_close(hv_sel_out_t *o, const GumboNode *n)
+{
+    if (!is_element(n) || is_void(&n->v.element))
+        return;
+    out_put(o, "</", 2);
+    put_element_name(o, &n->v.element);
+    out_put(o, ">", 1);
+}
+
+/* The node and everything below it, in document order, walked with parent pointers and
+ * child indexes rather than recursion: the depth of the page does not matter. */
+static void put_html(hv_sel_out_t *o, const GumboNode *root)
+{
+    const GumboNode *n = root;
+
+    while (!o->full) {
+        const GumboVector *kids = put_open(o, n);
+        if (kids != NULL && kids->length > 0) {
+            n = kids->data[0];
+            continue;
+        }
+        /* Nothing to enter: close `n`, and every ancestor whose last child it closes. */
+        for (;;) {
+            put_close(o, n);
+            if (n == root || n->parent == NULL)
+                return;
+            const GumboVector *sibs = children_of(n->parent);
+            size_t next = n->index_within_parent + 1;
+            if (sibs != NULL && next < sibs->length) {
+                n = sibs->data[next];
+                break;
+            }
+            n = n->parent;
+        }
+    }
 }
 
 char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
                             size_t source_len, size_t max, int *cut)
 {
+    hv_sel_out_t o;
     int dummy;
+
+    (void)source;
+    (void)source_len;
     if (cut == NULL)
         cut = &dummy;
     *cut = 0;
     if (s == NULL || node == NULL)
         return NULL;
+    out_init(&o, max);
     switch (s->take) {
     case HV_TAKE_ATTR: {
         if (!is_element(node))
@@ -1140,23 +1549,17 @@ char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const
         const char *v = attr_value(node, s->attr);
         if (v == NULL)
             return NULL;
-        size_t vlen = strlen(v), keep = utf8_fit(v, vlen, max);
-        *cut = keep < vlen;
-        return finish_utf8(hv_xstrndup(v, keep), keep);
-    }
-    case HV_TAKE_HTML:
-        return outer_html(node, source, source_len, max, cut);
-    case HV_TAKE_TEXT:
+        out_put(&o, v, strlen(v)); /* stops where the buffer is full */
         break;
     }
-    /* One byte past `max` tells whether the text goes on, and where the cut falls. */
-    size_t limit = max == SIZE_MAX ? max : max + 1;
-    size_t len = collect_text(node, NULL, limit);
-    char *text = hv_xmalloc(len + 1);
-    collect_text(node, text, limit);
-    size_t keep = utf8_fit(text, len, max);
-    *cut = keep < len;
-    return finish_utf8(text, keep);
+    case HV_TAKE_HTML:
+        put_html(&o, node);
+        break;
+    case HV_TAKE_TEXT:
+        put_text(&o, node);
+        break;
+    }
+    return out_finish(&o, max, cut);
 }
 
 char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,

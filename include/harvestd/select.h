@@ -30,10 +30,11 @@
  *     member, :nth-child(n) with n at most 1000000.
  *
  * What to take follows the selector: nothing (the text, whitespace runs collapsed to one
- * space and trimmed), "@attr" (the attribute's value) or "::html" (the outer HTML):
+ * space and trimmed), "@attr" (the attribute's value) or "::html" (the outer HTML, serialised
+ * from the tree as browsers' outerHTML):
  *     "h3 a"            text of the first match
  *     "h3 a @title"     attribute title of the first match
- *     "div.x ::html"    outer HTML of the first match (serialised from the source bytes)
+ *     "div.x ::html"    outer HTML of the first match (serialised from the tree)
  * The take part applies to the whole group and must end the text ("a@href" and "a ::HTML"
  * are accepted too; "a @href x" is not). A rule marked "all" returns every match as a list
  * instead of the first.
@@ -41,6 +42,42 @@
  * Text is the concatenation of the text, whitespace and CDATA nodes below the match, in
  * document order (comments excluded, no separators added between elements), then collapsed
  * as above (ASCII whitespace only: U+00A0 stays).
+ *
+ * The outer HTML is serialised from the tree as browsers' outerHTML is (the HTML Standard's
+ * "serialising HTML fragments": the element's start tag, its children, its end tag), so an
+ * element the tree builder closed implicitly, re-created (misnested "<b>1<p>2</b>" gives two
+ * b elements, "<b>1</b>" and "<b>2</b>") or inserted (tbody, the empty p of a stray </p>)
+ * comes out as the tree has it, not as the source spelled it:
+ *   - names in lower case (gumbo's for the tags it knows, the source spelling ASCII
+ *     lower-cased for the others), SVG names and SVG/MathML attribute names in the camel case
+ *     the tree builder gives them (clipPath, viewBox, definitionURL), namespaced attributes
+ *     with their prefix (xlink:href, xml:lang, xmlns:xlink);
+ *   - attributes in tree order as name="value", with & U+00A0 " written &amp; &nbsp; &quot;;
+ *   - text with & U+00A0 < > written &amp; &nbsp; &lt; &gt;, except in style, script, xmp,
+ *     iframe, noembed, noframes and plaintext (HTML elements), whose text is written as it is.
+ *     noscript is parsed with scripting off, so its content is elements and escaped text;
+ *   - comments as <!--data-->, CDATA sections as text, no end tag for void elements (area,
+ *     base, br, col, embed, hr, img, input, link, meta, source, track, wbr and the legacy
+ *     basefont, bgsound, frame, keygen, param), a template's content as its children.
+ * NUL bytes never reach the tree: the parser drops them from text or makes them U+FFFD.
+ *
+ * Control characters: the HTML Standard keeps the C0 controls other than NUL in text and
+ * attribute values (html5lib and browsers do; vim's help pages are full of ESC), but gumbo
+ * 0.10's input decoder replaces U+0001..U+001F (all but TAB, LF, FF and CR) with U+FFFD. The
+ * text handed to gumbo therefore goes through hv_selector_protect_controls(), which writes each
+ * of them as a placeholder gumbo keeps, and everything read out of the tree maps them back:
+ * the values here (text, attributes, names, outer HTML, and the attribute values selectors
+ * compare), and the title (read with hv_selector_text()). The placeholders
+ * are the private-use characters U+10FF01..U+10FF1F for the controls, and U+10FF00 as an
+ * escape that makes the next character stand for itself: it is written before every
+ * character of U+10FF00..U+10FF1F that the page itself has, and before every numeric
+ * character reference that could decode to one ("&#x10FF1B;", or a number too large, which
+ * gumbo lets wrap around), so what the page says never reads as a placeholder. In contexts
+ * that do not decode references (script, comments), the escape stands before the '&' and
+ * makes only that '&' stand for itself. The escape is a character like any other to the
+ * tokenizer and the tree builder (never whitespace, never markup), as the controls are, so
+ * protection changes no tree shape. A tree parsed without protection reads the same as long as
+ * its text has none of U+10FF00..U+10FF1F.
  *
  * Scoped rules: a rule may have an item selector and fields relative to each item, giving a
  * list of objects: item "article.product_pod" with fields title = "h3 a @title" and
@@ -90,14 +127,10 @@ size_t hv_selector_match(const hv_selector_t *s, const GumboNode *scope, const G
 
 /**
  * The value `s` takes from `node`: malloc'd, NUL-terminated UTF-8 text (collapsed/trimmed
- * text, the attribute value with entities decoded, or the outer HTML from `source` (the
- * bytes that were parsed, needed for HV_TAKE_HTML, may be NULL otherwise)); the caller frees
- * it. NULL when the attribute is missing, and for HV_TAKE_HTML when `source` is NULL.
- *
- * The outer HTML runs from the element's start tag to the end of its own end tag; without
- * one (void elements, <p> closed implicitly, misnested tags) it ends where its last
- * descendant ends. Offsets are clamped to `source_len`, nothing outside `source` is read,
- * and NUL bytes in the source come out as U+FFFD.
+ * text, the attribute value with entities decoded, or the outer HTML serialised from the
+ * tree as above); the caller frees it. NULL when the attribute is missing. Everything comes
+ * from the tree: `source` and `source_len` (the bytes that were parsed) are not read and may
+ * be NULL and 0. Iterative: the depth of the tree does not matter.
  */
 char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const char *source,
                         size_t source_len);
@@ -105,10 +138,36 @@ char *hv_selector_value(const hv_selector_t *s, const GumboNode *node, const cha
 /**
  * hv_selector_value() cut to at most `max` bytes, at a character boundary: a longer value is
  * cut back to the last whole character that fits, and *cut (when not NULL) is set to 1 (else
- * 0). The work is bounded by `max` as well: the text is collected, the attribute or the source
- * copied, only as far as needed (the walk of a text still visits the elements on its way).
+ * 0). The work is bounded by `max` as well: the text is collected, the attribute copied and
+ * the outer HTML serialised into a buffer of at most `max` + 1 bytes, and no further (the walk
+ * of a text still visits the elements on its way).
  */
 char *hv_selector_value_max(const hv_selector_t *s, const GumboNode *node, const char *source,
                             size_t source_len, size_t max, int *cut);
+
+/**
+ * The text of `node` as a rule with nothing to take gives it (see above: text, whitespace and
+ * CDATA below it, whitespace collapsed and trimmed, control characters restored), without a
+ * limit: malloc'd, or NULL when that leaves nothing. The title is read with it.
+ */
+char *hv_selector_text(const GumboNode *node);
+
+/**
+ * The text [s, s+len) (valid UTF-8) made ready for gumbo, as described under "Control
+ * characters" above: a malloc'd, NUL-terminated copy with its length in *out_len, or NULL
+ * (nothing allocated, *out_len untouched) when the text needs no change, which is the case
+ * for pages without control characters, without U+10FF00..U+10FF1F and without references to
+ * them. Changes are local to the characters they replace, so protecting a prefix that ends at
+ * an ASCII '>' gives a prefix of the protected whole.
+ */
+char *hv_selector_protect_controls(const char *s, size_t len, size_t *out_len);
+
+/**
+ * Map the placeholders in the `len` bytes at `s` back to what they stand for, in place
+ * (the text only shrinks). Returns the new length; when it is shorter, s[new length] is set
+ * to NUL. For text read from a tree parsed from protected input by other means than the
+ * functions here, which restore what they return themselves.
+ */
+size_t hv_selector_restore_controls(char *s, size_t len);
 
 #endif

@@ -1201,6 +1201,8 @@ FRAGMENTS = [
     "<hr>", "<param>", "<dialog>", "<details>", "<summary>", "<rp>", "<rtc>", "<rb>", "<optgroup>",
     "<menu>", "</head><title>", "</p>", "</td>", "</tr>", "</select>", "</frameset>", "</svg></math>",
     "<title>A</title>", "<head><title>H</title>",
+    # Control characters, and the private-use characters harvestd carries them as through gumbo.
+    "\x1b", "\x01", "\x0b", "\U0010ff00", "\U0010ff1b", "&#x10FF1B;", "&#1113856;",
 ]
 TITLE_ENDS = ["</title>", "</TITLE >", "</title/>", '</title x=">">', "</title\n>"]
 

@@ -488,6 +488,55 @@ def test_80_21_attribute_html_and_first_match(run_harvestd, origin):
     }, rec
 
 
+SERIALISED_PAGE = """<!DOCTYPE html><html><head><title>Serialised</title></head><body>
+<div id="mis"><p><b>one<p>two</b></p></div>
+<div id="stray"></p>after</div>
+<div id="esc" title='a&amp;b "q" &nbsp;'>1 < 2 &amp; 3&nbsp;<br/><IMG SRC=x><!-- c --></div>
+<div id="raw"><script>if (a < b && c) {}</script><noscript><i>1 > 0</i></noscript></div>
+<svg viewbox="0 0 1 1"><clippath id=c><rect width=1 /></clippath></svg>
+<template id="t"><b>t</b></template>
+</body></html>
+"""
+
+
+def test_80_21b_html_is_serialised_from_the_tree(run_harvestd, origin):
+    """::html gives what browsers' outerHTML gives, whatever the source spelled."""
+    url = serve(origin, SERIALISED_PAGE)
+    run = run_harvestd([url], "--extract-all", "b=#mis b ::html", "--extract", "stray=#stray ::html",
+                       "--extract", "esc=#esc ::html", "--extract", "raw=#raw ::html",
+                       "--extract", "svg=svg ::html", "--extract", "t=template ::html")
+    rec = one_ok(run)
+    assert rec["fields"] == {
+        "b": ["<b>one</b>", "<b>two</b>"],
+        "stray": '<div id="stray"><p></p>after</div>',
+        "esc": '<div id="esc" title="a&amp;b &quot;q&quot; &nbsp;">1 &lt; 2 &amp; 3&nbsp;<br>'
+               '<img src="x"><!-- c --></div>',
+        "raw": '<div id="raw"><script>if (a < b && c) {}</script>'
+               '<noscript><i>1 &gt; 0</i></noscript></div>',
+        "svg": '<svg viewBox="0 0 1 1"><clipPath id="c"><rect width="1"></rect></clipPath></svg>',
+        "t": '<template id="t"><b>t</b></template>',
+    }, rec
+
+
+@pytest.mark.parametrize("charset", ["utf-8", "windows-1252"])
+def test_80_21c_control_characters_are_kept(run_harvestd, origin, charset):
+    """C0 controls (ESC in vim's help pages) stay in the title, text, attributes and ::html, as
+    browsers keep them; NUL in the title is U+FFFD, as the HTML standard says."""
+    page = ('<!DOCTYPE html><html><head><title>help \x1b[1m caf\u00e9\x00</title></head><body>'
+            '<pre title="\x1b\x01">\x1b[1mbold\x1b[0m &#x10FF1B;</pre></body></html>\n')
+    url = serve(origin, page.encode(charset), HTML + "; charset=" + charset)
+    run = run_harvestd([url], "--extract", "text=pre", "--extract", "attr=pre @title",
+                       "--extract", "html=pre ::html")
+    rec = one_ok(run)
+    assert rec["charset"] == charset
+    assert rec["title"] == "help \x1b[1m caf\u00e9\ufffd", rec
+    assert rec["fields"] == {
+        "text": "\x1b[1mbold\x1b[0m \U0010ff1b",
+        "attr": "\x1b\x01",
+        "html": '<pre title="\x1b\x01">\x1b[1mbold\x1b[0m \U0010ff1b</pre>',
+    }, rec
+
+
 def test_80_22_extract_all(run_harvestd, origin):
     page = """<!DOCTYPE html><html><head><title>Lists</title></head><body>
     <h2>One</h2><section><h2>Two

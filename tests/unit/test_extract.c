@@ -1,10 +1,12 @@
 /* test_extract.c: rule sets evaluated over gumbo trees, and the bounds of what they keep. */
 #include "harvestd/extract.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 
 #include "harvestd/buf.h"
 #include "harvestd/common.h"
+#include "harvestd/html.h"
 #include "harvestd/utf8.h"
 #include "test.h"
 
@@ -138,13 +140,12 @@ TEST_IMPL(extract_budget_is_the_printed_size)
         }
         free(doc);
     }
-    /* Escapes count: a control character (kept in the source that ::html copies; gumbo
-     * replaces it in text) prints as six bytes. One value of 1 MiB of them is 6 MiB, two are
-     * 12. */
+    /* Escapes count: a control character (from a character reference, which the parser
+     * keeps) prints as six bytes. One value of 1 MiB of them is 6 MiB, two are 12. */
     doc_t d;
     hv_buf_init(&d.b, SIZE_MAX / 2);
     PUTS(&d, "<p>", 1);
-    PUTS(&d, "\x01", (size_t)3 << 19);
+    PUTS(&d, "&#1;", (size_t)3 << 19);
     PUTS(&d, "</p>", 1);
     size_t len;
     char *doc = finish(&d, &len);
@@ -232,4 +233,83 @@ TEST_IMPL(extract_links_stop_at_the_budget)
         }
         free(doc);
     }
+}
+
+/* The fields `kv` take from `doc` through the whole analysis (html.c: the text gumbo parses
+ * is prepared there); malloc'd JSON. */
+static char *analysed_fields(const char *doc, size_t len, const char *const *kv)
+{
+    hv_ruleset_t *rs = rules(kv);
+    hv_html_result_t r;
+    ASSERT_OK(hv_html_analyse_rules(doc, len, rs, "http://127.0.0.1/", &r));
+    char *fields = r.fields;
+    r.fields = NULL;
+    hv_html_result_free(&r);
+    hv_ruleset_free(rs);
+    ASSERT_NOT_NULL(fields);
+    return fields;
+}
+
+TEST_IMPL(extract_fields_keep_control_characters)
+{
+    static const char *const kv[] = {"t", "p", "a", "p @title", "h", "div ::html",
+                                     "m", "p[title='x\xF4\x8F\xBC\x9By'] @id", NULL};
+    /* Text, attribute values, names from the source and outer HTML keep them. */
+    static const char doc[] = "<div><p title='x\x1by' id=one>a\x1b" "b<x\x1b>c</x\x1b></p>"
+                              "<script>\x02<</script><!--\x03--></div>"
+                              "<p title='x&#x10FF1B;y' id=two>d</p>";
+    char *json = analysed_fields(doc, sizeof(doc) - 1, kv);
+    ASSERT_STR_EQ("{\"t\":\"a\\u001bbc\",\"a\":\"x\\u001by\","
+                  "\"h\":\"<div><p title=\\\"x\\u001by\\\" id=\\\"one\\\">a\\u001bb<x\\u001b>c"
+                  "</x\\u001b></p><script>\\u0002<</script><!--\\u0003--></div>\","
+                  "\"m\":\"two\"}",
+                  json);
+    free(json);
+
+    /* The private-use characters of the page itself come out as they went in: in text, in
+     * attributes, literal or as references (decoded where the tokenizer decodes them). */
+    static const char *const kv2[] = {"t", "p", "a", "p @title", "h", "p ::html", NULL};
+    static const char doc2[] = "<p title='\xF4\x8F\xBC\x80&#x10FF1B;\x1b'>\xF4\x8F\xBC\x9B"
+                               "&#x10FF00;\x1b<style>&#x10FF1B;\xF4\x8F\xBC\x81</style></p>";
+    json = analysed_fields(doc2, sizeof(doc2) - 1, kv2);
+    ASSERT_STR_EQ("{\"t\":\"\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80\\u001b&#x10FF1B;\xF4\x8F\xBC\x81\","
+                  "\"a\":\"\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\\u001b\","
+                  "\"h\":\"<p title=\\\"\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\\u001b\\\">"
+                  "\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80\\u001b<style>&#x10FF1B;\xF4\x8F\xBC\x81"
+                  "</style></p>\"}",
+                  json);
+    free(json);
+}
+
+/* The value limit counts the characters that come out, not the placeholders they travel as. */
+TEST_IMPL(extract_control_characters_cut_at_the_value_limit)
+{
+    doc_t d;
+    hv_buf_init(&d.b, SIZE_MAX / 2);
+    PUTS(&d, "<p title=\"", 1);
+    PUTS(&d, "\x1b", HV_EXTRACT_VALUE_MAX + 10);
+    PUTS(&d, "\">", 1);
+    PUTS(&d, "\x1b", HV_EXTRACT_VALUE_MAX + 10);
+    PUTS(&d, "</p>", 1);
+    size_t len;
+    char *doc = finish(&d, &len);
+    static const char *const attr[] = {"v", "p @title", NULL};
+    static const char *const text[] = {"v", "p", NULL};
+    static const char *const html[] = {"v", "p ::html", NULL};
+    const char *const *const sets[] = {attr, text, html};
+    for (size_t k = 0; k < HV_ARRAY_SIZE(sets); k++) {
+        char *json = analysed_fields(doc, len, sets[k]);
+        cJSON *obj = cJSON_Parse(json);
+        ASSERT_NOT_NULL(obj);
+        const char *v = cJSON_GetObjectItem(obj, "v")->valuestring;
+        size_t n = strlen(v), m = strlen(HV_EXTRACT_CUT_MARK);
+        ASSERT_EQ(HV_EXTRACT_VALUE_MAX + m, n);
+        ASSERT_STR_EQ(HV_EXTRACT_CUT_MARK, v + n - m);
+        size_t from = k == 2 ? strlen("<p title=\"") : 0;
+        for (size_t i = from; i < n - m; i++)
+            ASSERT_EQ('\x1b', v[i]);
+        cJSON_Delete(obj);
+        free(json);
+    }
+    free(doc);
 }

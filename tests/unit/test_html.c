@@ -142,6 +142,70 @@ TEST_IMPL(html_title_nul_bytes)
     hv_html_result_free(&r); /* twice is fine */
 }
 
+/* The text gumbo alone puts in the title of `doc`, with no harvestd pass before or after
+ * (nor whitespace collapsed); malloc'd. */
+static char *gumbo_title(const char *doc)
+{
+    GumboOutput *g = gumbo_parse(doc);
+    GumboNode *t = hv_html_find_title(g->document);
+    ASSERT_NOT_NULL(t);
+    ASSERT_EQ(1, t->v.element.children.length);
+    const GumboNode *k = t->v.element.children.data[0];
+    char *text = hv_xstrdup(k->v.text.text);
+    gumbo_destroy_output(&kGumboDefaultOptions, g);
+    return text;
+}
+
+TEST_IMPL(html_title_keeps_control_characters)
+{
+    /* The HTML Standard keeps C0 control characters in text (html5lib and browsers do; vim's
+     * help pages are full of ESC); gumbo 0.10 alone would make them U+FFFD. */
+    ASSERT_TITLE("<title>a\x1b[1mb</title>", "a\x1b[1mb");
+    ASSERT_TITLE("<title>\x01\x02\x03\x04\x05\x06\x07\x08-\x0b-\x0e\x0f\x10\x11\x12\x13\x14\x15"
+                 "\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f</title>",
+                 "\x01\x02\x03\x04\x05\x06\x07\x08-\x0b-\x0e\x0f\x10\x11\x12\x13\x14\x15"
+                 "\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f");
+    /* TAB, LF, FF and CR are whitespace and collapse; VT is not whitespace in HTML. */
+    ASSERT_TITLE("<title>\x0b a\t\n\x0c\r b \x0b</title>", "\x0b a b \x0b");
+    /* In a page decoded from another charset too. */
+    ASSERT_TITLE("<title>caf\xC3\xA9 \x1b</title>", "caf\xC3\xA9 \x1b");
+    /* A character reference to a control character was kept already. */
+    ASSERT_TITLE("<title>&#27;&#x1B;\x1b</title>", "\x1b\x1b\x1b");
+}
+
+TEST_IMPL(html_title_placeholders_never_collide)
+{
+    /* Pages without control characters: exactly what gumbo alone makes of them, whatever
+     * they hold of the private-use characters the control characters are carried as (single
+     * spaces only, so that collapsing whitespace changes nothing). */
+    static const char *const pages[] = {
+        "<title>\xF4\x8F\xBC\x80\xF4\x8F\xBC\x81\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x9F\xF4\x8F\xBC\xA0"
+        "\xF4\x8F\xBF\xBD</title>",
+        "<title>&#x10FF00;&#x10ff1b;&#X10FF1F;&#1113883;&#1113856;&#x0010FF1B;&#x10FF1B.</title>",
+        "<title>&#x1000000010FF1B; &#4296081179; &#x110000; &#99999999999999999999;</title>",
+        "<title>&#; &#x; &#xZ; & # &amp;#x10FF1B;</title>",
+        "<title>\xF4\x8F\xBC\x80&#x10FF1B;\xF4\x8F\xBC\x80\xF4\x8F\xBC\x80</title>",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(pages); i++) {
+        char *want = gumbo_title(pages[i]);
+        ASSERT_NOT_NULL(want);
+        ASSERT_TITLE(pages[i], want);
+        free(want);
+    }
+    /* With control characters beside them, they still come out as they went in. */
+    ASSERT_TITLE("<title>\x1b\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B&#x10FF1B;&#x10FF00;\x1b</title>",
+                 "\x1b\xF4\x8F\xBC\x80\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80\x1b");
+    /* A number gumbo wraps around to a space is whitespace like any other. */
+    ASSERT_TITLE("<title>&#x100000020;\x1b&#4294967328;&#x100000020;\x1b&#x100000020;</title>",
+                 "\x1b \x1b");
+    /* NUL is not a control character the standard keeps: U+FFFD, beside one it keeps. */
+    static const char nul[] = "<title>\x1b\0</title>";
+    hv_html_result_t r;
+    ASSERT_OK(hv_html_analyse(nul, sizeof(nul) - 1, &r));
+    ASSERT_STR_EQ("\x1b\xEF\xBF\xBD", r.title);
+    hv_html_result_free(&r);
+}
+
 TEST_IMPL(html_prescan_counts)
 {
     ASSERT_EQ(0, scan(""));

@@ -41,6 +41,16 @@ TEST_IMPL(title_fast_plain_page_is_accepted)
     ASSERT_EQ(1, SAME("<title>bad \xff\xfe utf-8</title><p>\xc3"));
 }
 
+TEST_IMPL(title_fast_keeps_control_characters)
+{
+    static const char doc[] = "<title>a\x1b[1m&#x10FF1B;\xF4\x8F\xBC\x80</title><p>\x1b</p>";
+    ASSERT_EQ(1, SAME(doc));
+    hv_html_result_t r;
+    ASSERT_EQ(1, hv_html_title_fast(doc, sizeof(doc) - 1, &r));
+    ASSERT_STR_EQ("a\x1b[1m\xF4\x8F\xBC\x9B\xF4\x8F\xBC\x80", r.title);
+    hv_html_result_free(&r);
+}
+
 TEST_IMPL(title_fast_traps_fall_back_or_agree)
 {
     /* Each of these must either fall back to the full parse or agree with it. */
