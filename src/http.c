@@ -192,8 +192,9 @@ static int on_header_field_complete(llhttp_t *p)
     hv_http_t *h = from_parser(p);
     if (count_head(h, 4) != 0)
         return -1;
-    if (h->_header == H_SKIP) {
-        /* unknown, over-long name */
+    if (h->_header == H_SKIP || h->_in_trailers) {
+        /* unknown, over-long name; or a trailer field, which the head's results ignore */
+        h->_header = H_SKIP;
     } else if (field_is(&h->_field, "content-type")) {
         h->_header = h->content_type.len == 0 ? H_CONTENT_TYPE : H_SKIP;
     } else if (field_is(&h->_field, "content-encoding")) {
@@ -224,9 +225,12 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
             return fail(h, HV_EPROTO, HV_D_LOCATION_TOO_LONG, NULL);
         break;
     case H_RETRY_AFTER:
-        /* Only advice: an absurd value is dropped, never an error. */
-        if (hv_buf_append(&h->retry_after, at, len) != 0)
+        /* Only advice: an absurd value is dropped, never an error; dropped whole, whatever
+         * part of it arrived in earlier reads. */
+        if (hv_buf_append(&h->retry_after, at, len) != 0) {
+            hv_buf_reset(&h->retry_after);
             h->_header = H_SKIP;
+        }
         break;
     case H_CONTENT_ENCODING:
         /* Collected in _field (free again once the name is classified). */
@@ -296,6 +300,7 @@ static int on_headers_complete(llhttp_t *p)
     if (p->flags & F_CONTENT_LENGTH)
         h->content_length = (int64_t)p->content_length;
 
+    h->_in_trailers = 1; /* what follows the body is trailer fields, not the head's */
     h->_body_mode = h->_on_head(h);
     if (h->_body_mode == HV_HTTP_BODY_ABORT)
         return fail(h, HV_ECANCELLED, HV_D_BODY_ABORTED, NULL);

@@ -71,6 +71,7 @@ struct hv_http_s {
     uint64_t _drained;
     int _err;                  /* error raised inside a callback */
     int _header;               /* which header's value is being collected */
+    int _in_trailers;          /* the final head is complete: header callbacks are trailers */
     hv_buf_t _field;
     z_stream _z;
     int _z_init;

@@ -19,6 +19,7 @@ typedef struct {
     size_t body_len;
     char body[4096];
     int head_calls;
+    int64_t retry_after_ms;
 } outcome_t;
 
 static hv_http_body_t mode_for_test = HV_HTTP_BODY_KEEP;
@@ -61,6 +62,7 @@ static outcome_t run(const char *resp, size_t len, size_t split, size_t step, in
     if (h.location.len)
         snprintf(o.location, sizeof(o.location), "%.*s", (int)h.location.len, h.location.data);
     snprintf(o.error, sizeof(o.error), "%s", h.error);
+    o.retry_after_ms = hv_http_retry_after_ms(&h, 0);
     o.body_len = h.body.len;
     if (h.body.len < sizeof(o.body))
         memcpy(o.body, h.body.data ? h.body.data : "", h.body.len);
@@ -76,6 +78,7 @@ static void assert_same(const outcome_t *a, const outcome_t *b)
     ASSERT_STR_EQ(a->content_type, b->content_type);
     ASSERT_STR_EQ(a->location, b->location);
     ASSERT_STR_EQ(a->error, b->error);
+    ASSERT_EQ(a->retry_after_ms, b->retry_after_ms);
     if (a->rc == 1) { /* a failed body is partial, at whatever point the limit hit */
         ASSERT_EQ(a->body_len, b->body_len);
         ASSERT_MEM_EQ(a->body, b->body, a->body_len < sizeof(a->body) ? a->body_len : 0);
@@ -97,6 +100,36 @@ static outcome_t trace(const char *resp, size_t len, int eof, uint64_t max_body)
 }
 
 #define TRACE(s, eof) trace((s), sizeof(s) - 1, (eof), 1024)
+
+/* A Retry-After too long to keep is no advice, however the reads cut it. */
+TEST_IMPL(http_overlong_retry_after_is_dropped_at_any_split)
+{
+    outcome_t o = TRACE("HTTP/1.1 503 Busy\r\nRetry-After: 5"
+                        "0000000000000000000000000000000000000000000000000000000000000000000000"
+                        "\r\nContent-Length: 0\r\n\r\n",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(-1, o.retry_after_ms);
+    o = TRACE("HTTP/1.1 503 Busy\r\nRetry-After: 5\r\nContent-Length: 0\r\n\r\n", 0);
+    ASSERT_EQ(5000, o.retry_after_ms);
+}
+
+/* Trailer fields after a chunked body are not the head's: they neither fill what the head
+ * left empty nor change how the body already decoded was encoded. */
+TEST_IMPL(http_trailers_do_not_count_as_headers)
+{
+    outcome_t o = TRACE("HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "5\r\nhello\r\n0\r\n"
+                        "Content-Type: text/plain\r\nLocation: /elsewhere\r\n"
+                        "Retry-After: 9\r\nContent-Encoding: gzip\r\n\r\n",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_STR_EQ("", o.content_type);
+    ASSERT_STR_EQ("", o.location);
+    ASSERT_EQ(-1, o.retry_after_ms);
+    ASSERT_EQ(5, o.body_len);
+    ASSERT_MEM_EQ("hello", o.body, 5);
+}
 
 TEST_IMPL(http_content_length_body)
 {
