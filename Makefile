@@ -1,7 +1,8 @@
 # harvestd: one Makefile. `make` builds, `make check` runs every test, `make run` tries it out.
 #
 # Knobs: BUILD (output directory), SANITIZER (address,undefined | thread), ERR=0 (no -Werror),
-# OPT, CFLAGS/LDFLAGS (appended, never clobbered), PREFIX/DESTDIR (install), PYTEST_ARGS.
+# OPT, CFLAGS/LDFLAGS (appended, never clobbered), PREFIX/DESTDIR (install), PYTEST_ARGS,
+# FUZZ_SECONDS (per target, `make fuzz`), FUZZ_CC (the clang that builds the fuzz targets).
 
 VERSION    := 0.1.0
 BUILD      ?= build
@@ -19,6 +20,11 @@ WARN  = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
         -Wpointer-arith -Wcast-qual -Wwrite-strings -Wundef -Wimplicit-fallthrough
 ifeq ($(ERR),1)
 WARN += -Werror
+endif
+# clang (it builds the fuzz targets) warns about the fall-throughs inside uthash's macros,
+# which gcc rightly files under the system header that defines them.
+ifneq ($(findstring clang,$(CC)),)
+WARN += -Wno-implicit-fallthrough
 endif
 
 ifneq ($(SANITIZER),)
@@ -59,7 +65,8 @@ TOOLS     = $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tools/%)
 BIN       = $(BUILD)/harvestd
 UNIT_BIN  = $(BUILD)/unit-tests
 
-.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench
+.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench \
+        fuzz fuzz-replay fuzz-build fuzz-toolchain fuzz-bins
 all: $(BIN)
 
 deps:
@@ -114,6 +121,80 @@ check: deps
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory integration
 
+# ---- fuzzing (tests/fuzz): libFuzzer targets, built with clang into their own directory ----
+#
+# The project's sources are compiled again with -fsanitize=fuzzer-no-link,address,undefined
+# into $(FUZZ_BUILD) (the rules above, run by a second make with BUILD, CC and SANITIZER set),
+# and each target links them with libFuzzer. `make fuzz` fuzzes every target for FUZZ_SECONDS,
+# keeping what it finds out of the committed corpus; `make fuzz-replay` runs each committed
+# corpus file once and fails on any crash or sanitizer report.
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SAN      = fuzzer-no-link,address,undefined
+FUZZ_TARGETS  = http_response
+FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+# Seconds one input may run before libFuzzer reports it as a hang.
+FUZZ_TIMEOUT ?= 30
+# libFuzzer's own leak check covers leaks; the suppressions are those of `make asan`.
+FUZZ_ENV      = ASAN_OPTIONS=detect_leaks=1 \
+                UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+                LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0
+
+fuzz-toolchain:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
+	    echo "fuzz: $(FUZZ_CC) not found; 'make deps' installs it (clang-14, libclang-rt-14-dev)" >&2; exit 1; }
+	@mkdir -p $(FUZZ_BUILD)
+	@printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d == 0 && n; }\n' \
+	    > $(FUZZ_BUILD)/.probe.c
+	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined $(FUZZ_BUILD)/.probe.c -o $(FUZZ_BUILD)/.probe \
+	    2>$(FUZZ_BUILD)/.probe.log || { cat $(FUZZ_BUILD)/.probe.log >&2; \
+	    echo "fuzz: $(FUZZ_CC) cannot link libFuzzer and the sanitizers; 'make deps' installs libclang-rt-14-dev" >&2; exit 1; }
+
+fuzz-build: fuzz-toolchain
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZER=$(FUZZ_SAN) fuzz-bins
+
+fuzz-bins: $(FUZZ_BINS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(FINAL_CFLAGS) -MMD -MP -fsanitize=fuzzer $(FINAL_LDFLAGS) \
+	    -o $@ $< $(filter-out $(FUZZ_OWN_OBJS),$(LIB_OBJS)) $(DEPS_LIBS)
+
+# Each corpus file once: any crash, leak or sanitizer report fails the replay.
+fuzz-replay: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	    n=$$(find tests/fuzz/corpus/$$t -type f | wc -l); \
+	    echo "fuzz-replay: $$t ($$n inputs)"; \
+	    find tests/fuzz/corpus/$$t -type f -print0 | sort -z | \
+	        $(FUZZ_ENV) xargs -0 -r $(FUZZ_BUILD)/fuzz/$$t -runs=1 -timeout=$(FUZZ_TIMEOUT) \
+	        >$(FUZZ_BUILD)/replay-$$t.log 2>&1 \
+	        || { tail -n 60 $(FUZZ_BUILD)/replay-$$t.log >&2; echo "fuzz-replay: $$t failed (log: $(FUZZ_BUILD)/replay-$$t.log)" >&2; exit 1; }; \
+	done
+
+# `make fuzz FUZZ_SECONDS=N` (`make -j2 fuzz`: two targets at a time). libFuzzer runs in fork
+# mode and goes on past a crash, so that a known defect whose reproducer sits in the corpus
+# does not end every run at its first input; new inputs go to $(FUZZ_BUILD)/corpus/<target>/,
+# crashes, leaks, timeouts and OOMs to $(FUZZ_BUILD)/crashes/<target>-*, and the target fails
+# at the end if it left any there.
+fuzz: $(FUZZ_TARGETS:%=fuzz-run-%)
+
+fuzz-run-%: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/crashes
+	@echo "fuzz: $* for $(FUZZ_SECONDS)s (log: $(FUZZ_BUILD)/fuzz-$*.log)"
+	@before=$$(ls $(FUZZ_BUILD)/crashes | grep -c '^$*-'); \
+	$(FUZZ_ENV) $(FUZZ_BUILD)/fuzz/$* -fork=1 -ignore_crashes=1 -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=$(FUZZ_BUILD)/crashes/$*- \
+	    $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
+	    $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$* >$(FUZZ_BUILD)/fuzz-$*.log 2>&1; \
+	grep -E '^#[0-9]+: cov:' $(FUZZ_BUILD)/fuzz-$*.log | tail -n 1 | sed 's/^/fuzz: $*: /'; \
+	after=$$(ls $(FUZZ_BUILD)/crashes | grep -c '^$*-'); \
+	if [ "$$after" -ne "$$before" ]; then \
+	    echo "fuzz: $*: $$((after - before)) new crash file(s) in $(FUZZ_BUILD)/crashes/:" >&2; \
+	    ls -t $(FUZZ_BUILD)/crashes | grep '^$*-' | head -n $$((after - before)) | sed 's/^/    /' >&2; \
+	    exit 1; \
+	fi
+
 # Calls we keep out of the code base (see README, "Code rules").
 lint:
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' src/*.c src/*.h include/harvestd/*.h \
@@ -151,6 +232,6 @@ install: $(BIN)
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 
 clean:
-	rm -rf build build-asan build-ubsan build-tsan
+	rm -rf build build-asan build-ubsan build-tsan $(FUZZ_BUILD)
 
--include $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d) $(FUZZ_BINS:=.d)
