@@ -66,7 +66,7 @@ BIN       = $(BUILD)/harvestd
 UNIT_BIN  = $(BUILD)/unit-tests
 
 .PHONY: all deps run test check integration asan ubsan tsan lint clean install bench \
-        fuzz fuzz-replay fuzz-build fuzz-toolchain fuzz-bins
+        fuzz fuzz-replay fuzz-build fuzz-toolchain fuzz-bins fuzz-tls-seeds
 all: $(BIN)
 
 deps:
@@ -132,7 +132,7 @@ FUZZ_CC      ?= clang-14
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = fuzzer-no-link,address,undefined
-FUZZ_TARGETS  = http_response url config select html charset robots
+FUZZ_TARGETS  = http_response url config select charset robots html tls_client
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 # Seconds one input may run before libFuzzer reports it as a hang.
 FUZZ_TIMEOUT ?= 30
@@ -159,6 +159,23 @@ fuzz-bins: $(FUZZ_BINS)
 $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(FINAL_CFLAGS) -MMD -MP -fsanitize=fuzzer $(FINAL_LDFLAGS) \
+	    -o $@ $< $(filter-out $(FUZZ_OWN_OBJS),$(LIB_OBJS)) $(DEPS_LIBS)
+
+# A target that includes a module's source (to reach its statics) links without its object.
+$(BUILD)/fuzz/tls_client $(BUILD)/fuzz/tls_client-record: FUZZ_OWN_OBJS = $(BUILD)/src/tls.o
+
+# `make fuzz-tls-seeds`: record real handshakes against an in-memory mbedtls server as the
+# tls_client corpus seeds (see tests/fuzz/tls_client.c); needed again when the ClientHello
+# changes, since a recording replays only against the same client.
+fuzz-tls-seeds: fuzz-toolchain
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZER=$(FUZZ_SAN) \
+	    $(FUZZ_BUILD)/fuzz/tls_client-record
+	@mkdir -p tests/fuzz/corpus/tls_client
+	$(FUZZ_ENV) $(FUZZ_BUILD)/fuzz/tls_client-record tests/fuzz/corpus/tls_client
+
+$(BUILD)/fuzz/tls_client-record: tests/fuzz/tls_client.c tests/fuzz/fuzz.h $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(FINAL_CFLAGS) -DHV_FUZZ_RECORD -MMD -MP $(FINAL_LDFLAGS) \
 	    -o $@ $< $(filter-out $(FUZZ_OWN_OBJS),$(LIB_OBJS)) $(DEPS_LIBS)
 
 # Each corpus file once: any crash, leak or sanitizer report fails the replay.
@@ -234,4 +251,4 @@ install: $(BIN)
 clean:
 	rm -rf build build-asan build-ubsan build-tsan $(FUZZ_BUILD)
 
--include $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d) $(FUZZ_BINS:=.d) $(BUILD)/fuzz/tls_client-record.d
