@@ -12,7 +12,8 @@
  * The response is parsed three ways: in one piece, cut at the chosen offsets and (if asked)
  * one byte at a time. http.h promises the same outcome whatever the read boundaries, as the
  * unit tests' traces check for their cases: the same result, status, headers, error detail and,
- * for a complete response, the same body.
+ * for a complete response, the same body. The head's results are "valid from the head
+ * callback on": a complete response must still show the values the callback saw.
  */
 #include <string.h>
 
@@ -27,18 +28,23 @@ static const uint64_t max_heads[16] = {0,   1,   16,   64,   100,  128,  256,  5
                                        600, 1024, 2000, 4096, 8192, 16384, 65536, 1048576};
 static const uint64_t max_drains[4] = {0, 64, 4096, 1048576};
 
+/* The results of the head, as the head callback sees them. */
 typedef struct {
-    int rc;
     int status;
     int64_t content_length;
+    hv_http_enc_t encoding;
+    char *content_type, *location, *retry_after;
+    size_t ct_len, loc_len, ra_len;
+} head_t;
+
+typedef struct {
+    int rc;
     int complete;
     int keep_alive;
     int truncated;
-    hv_http_enc_t encoding;
     char error[64];
     hv_detail_t fault;
-    char *content_type, *location, *retry_after;
-    size_t ct_len, loc_len, ra_len;
+    head_t head;     /* at the last head callback */
     char *body;
     size_t body_len;
     uint64_t bytes_in;
@@ -49,7 +55,53 @@ typedef struct {
 typedef struct {
     hv_http_body_t mode;
     int heads;
+    head_t head;
 } owner_t;
+
+static char *copy_buf(const hv_buf_t *b, size_t *len)
+{
+    *len = b->len;
+    return fuzz_strndup(b->data != NULL ? b->data : "", b->len);
+}
+
+static void head_free(head_t *hd)
+{
+    free(hd->content_type);
+    free(hd->location);
+    free(hd->retry_after);
+    memset(hd, 0, sizeof(*hd));
+}
+
+static void head_take(head_t *hd, const hv_http_t *h)
+{
+    head_free(hd);
+    hd->status = h->status;
+    hd->content_length = h->content_length;
+    hd->encoding = h->encoding;
+    hd->content_type = copy_buf(&h->content_type, &hd->ct_len);
+    hd->location = copy_buf(&h->location, &hd->loc_len);
+    hd->retry_after = copy_buf(&h->retry_after, &hd->ra_len);
+}
+
+static int same_bytes(const char *a, size_t alen, const char *b, size_t blen)
+{
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+static void compare_heads(const char *how, const head_t *a, const head_t *b)
+{
+    FUZZ_CHECK(a->status == b->status, "%s: status %d vs %d", how, a->status, b->status);
+    FUZZ_CHECK(a->content_length == b->content_length, "%s: content_length %lld vs %lld", how,
+               (long long)a->content_length, (long long)b->content_length);
+    FUZZ_CHECK(a->encoding == b->encoding, "%s: encoding %d vs %d", how, a->encoding,
+               b->encoding);
+    FUZZ_CHECK(same_bytes(a->content_type, a->ct_len, b->content_type, b->ct_len),
+               "%s: content type \"%s\" vs \"%s\"", how, a->content_type, b->content_type);
+    FUZZ_CHECK(same_bytes(a->location, a->loc_len, b->location, b->loc_len),
+               "%s: location \"%s\" vs \"%s\"", how, a->location, b->location);
+    FUZZ_CHECK(same_bytes(a->retry_after, a->ra_len, b->retry_after, b->ra_len),
+               "%s: retry-after \"%s\" vs \"%s\"", how, a->retry_after, b->retry_after);
+}
 
 static hv_http_body_t on_head(hv_http_t *h)
 {
@@ -69,20 +121,15 @@ static hv_http_body_t on_head(hv_http_t *h)
         FUZZ_CHECK(h->content_type.data[h->content_type.len] == '\0', "content type not ended");
     if (h->location.len > 0)
         FUZZ_CHECK(h->location.data[h->location.len] == '\0', "location not ended");
+    head_take(&o->head, h);
     return o->mode;
-}
-
-static char *copy_buf(const hv_buf_t *b, size_t *len)
-{
-    *len = b->len;
-    return fuzz_strndup(b->data != NULL ? b->data : "", b->len);
 }
 
 /* Feed `len` bytes cut before each offset in `cuts` (sorted, within [0, len]). */
 static void run(const char *data, size_t len, const size_t *cuts, size_t ncuts, int eof,
                 const hv_http_limits_t *lim, hv_http_body_t mode, outcome_t *o)
 {
-    owner_t owner = {mode, 0};
+    owner_t owner = {mode, 0, {0}};
     hv_http_t h;
     size_t off = 0;
     int rc = 0;
@@ -99,7 +146,14 @@ static void run(const char *data, size_t len, const size_t *cuts, size_t ncuts, 
     o->fed = off;
     if (rc == 0 && eof)
         rc = hv_http_eof(&h);
-    /* Once complete, more calls say so and change nothing. */
+    /* Once complete, more calls say so and change nothing; and what the head callback saw
+     * is still what the response says (fetch.c reads Retry-After and Location only then). */
+    if (rc == 1 && owner.heads > 0) {
+        head_t now = {0};
+        head_take(&now, &h);
+        compare_heads("after the head callback", &owner.head, &now);
+        head_free(&now);
+    }
     if (rc == 1) {
         FUZZ_CHECK(h.complete, "rc 1 but not complete");
         FUZZ_CHECK(hv_http_feed(&h, "X", 1) == 1, "feed after completion");
@@ -117,17 +171,12 @@ static void run(const char *data, size_t len, const size_t *cuts, size_t ncuts, 
     FUZZ_CHECK(h.bytes_in <= len, "bytes_in %llu of %zu", (unsigned long long)h.bytes_in, len);
 
     o->rc = rc;
-    o->status = h.status;
-    o->content_length = h.content_length;
     o->complete = h.complete;
     o->keep_alive = h.keep_alive;
     o->truncated = h.truncated;
-    o->encoding = h.encoding;
     memcpy(o->error, h.error, sizeof(o->error));
     o->fault = h.fault.code;
-    o->content_type = copy_buf(&h.content_type, &o->ct_len);
-    o->location = copy_buf(&h.location, &o->loc_len);
-    o->retry_after = copy_buf(&h.retry_after, &o->ra_len);
+    o->head = owner.head;
     o->body = copy_buf(&h.body, &o->body_len);
     o->bytes_in = h.bytes_in;
     o->heads = owner.heads;
@@ -136,15 +185,8 @@ static void run(const char *data, size_t len, const size_t *cuts, size_t ncuts, 
 
 static void outcome_free(outcome_t *o)
 {
-    free(o->content_type);
-    free(o->location);
-    free(o->retry_after);
+    head_free(&o->head);
     free(o->body);
-}
-
-static int same_bytes(const char *a, size_t alen, const char *b, size_t blen)
-{
-    return alen == blen && memcmp(a, b, alen) == 0;
 }
 
 static void compare(const char *how, const outcome_t *a, const outcome_t *b, size_t len)
@@ -154,7 +196,7 @@ static void compare(const char *how, const outcome_t *a, const outcome_t *b, siz
      * reaches max_body (an error, or for robots.txt a truncated success) before it is found
      * corrupt depends on where the reads end. Nothing above the decoder can make that
      * boundary-free, so such outcomes are not compared. */
-    if (a->heads > 0 && a->encoding == HV_ENC_BROTLI &&
+    if (a->heads > 0 && a->head.encoding == HV_ENC_BROTLI &&
         (a->fault == HV_D_DECODE_CORRUPT || b->fault == HV_D_DECODE_CORRUPT))
         return;
     FUZZ_CHECK(a->rc == b->rc, "%s: result %d vs %d (errors \"%s\" vs \"%s\")", how, a->rc, b->rc,
@@ -168,24 +210,14 @@ static void compare(const char *how, const outcome_t *a, const outcome_t *b, siz
     if (!head_error_either)
         FUZZ_CHECK(strcmp(a->error, b->error) == 0, "%s: error \"%s\" vs \"%s\"", how, a->error,
                    b->error);
-    FUZZ_CHECK(a->status == b->status, "%s: status %d vs %d", how, a->status, b->status);
     FUZZ_CHECK(a->heads == b->heads, "%s: %d vs %d head callbacks", how, a->heads, b->heads);
     FUZZ_CHECK(a->complete == b->complete, "%s: complete %d vs %d", how, a->complete, b->complete);
     FUZZ_CHECK(a->truncated == b->truncated, "%s: truncated %d vs %d", how, a->truncated,
                b->truncated);
-    if (a->heads > 0) {
-        /* Headers are settled once the head callback ran; before that an error can stop
-         * the two runs at different points of a header value. */
-        FUZZ_CHECK(a->content_length == b->content_length, "%s: content_length", how);
-        FUZZ_CHECK(a->encoding == b->encoding, "%s: encoding %d vs %d", how, a->encoding,
-                   b->encoding);
-        FUZZ_CHECK(same_bytes(a->content_type, a->ct_len, b->content_type, b->ct_len),
-                   "%s: content type", how);
-        FUZZ_CHECK(same_bytes(a->location, a->loc_len, b->location, b->loc_len), "%s: location",
-                   how);
-        FUZZ_CHECK(same_bytes(a->retry_after, a->ra_len, b->retry_after, b->ra_len),
-                   "%s: retry-after", how);
-    }
+    /* What the head callback saw; before it, an error can stop the two runs at different
+     * points of a header value. */
+    if (a->heads > 0)
+        compare_heads(how, &a->head, &b->head);
     if (a->rc == 1)
         FUZZ_CHECK(same_bytes(a->body, a->body_len, b->body, b->body_len),
                    "%s: body of %zu vs %zu bytes", how, a->body_len, b->body_len);
