@@ -136,6 +136,10 @@ FUZZ_TARGETS  = http_response url config select charset robots html tls_client
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 # Seconds one input may run before libFuzzer reports it as a hang.
 FUZZ_TIMEOUT ?= 30
+# Longest input libFuzzer makes up (its default: 4096, or the largest corpus file). Pages must
+# be able to pass the nesting bound (HV_PRESCAN_MAX_DEPTH elements).
+FUZZ_MAX_LEN_html   = 65536
+FUZZ_MAX_LEN_select = 65536
 # libFuzzer's own leak check covers leaks; the suppressions are those of `make asan`.
 FUZZ_ENV      = ASAN_OPTIONS=detect_leaks=1 \
                 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -178,16 +182,16 @@ $(BUILD)/fuzz/tls_client-record: tests/fuzz/tls_client.c tests/fuzz/fuzz.h $(LIB
 	$(CC) $(FINAL_CFLAGS) -DHV_FUZZ_RECORD -MMD -MP $(FINAL_LDFLAGS) \
 	    -o $@ $< $(filter-out $(FUZZ_OWN_OBJS),$(LIB_OBJS)) $(DEPS_LIBS)
 
-# Each corpus file once: any crash, leak or sanitizer report fails the replay.
+# Each corpus file once (tests/fuzz/replay.sh): any crash, leak or sanitizer report fails the
+# replay. Every file of every target is replayed even after one failed, so that one open
+# defect does not hide another.
 fuzz-replay: fuzz-build
-	@for t in $(FUZZ_TARGETS); do \
-	    n=$$(find tests/fuzz/corpus/$$t -type f | wc -l); \
-	    echo "fuzz-replay: $$t ($$n inputs)"; \
-	    find tests/fuzz/corpus/$$t -type f -print0 | sort -z | \
-	        $(FUZZ_ENV) xargs -0 -r $(FUZZ_BUILD)/fuzz/$$t -runs=1 -timeout=$(FUZZ_TIMEOUT) \
-	        >$(FUZZ_BUILD)/replay-$$t.log 2>&1 \
-	        || { tail -n 60 $(FUZZ_BUILD)/replay-$$t.log >&2; echo "fuzz-replay: $$t failed (log: $(FUZZ_BUILD)/replay-$$t.log)" >&2; exit 1; }; \
-	done
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+	    echo "fuzz-replay: $$t ($$(find tests/fuzz/corpus/$$t -type f | wc -l) inputs)"; \
+	    $(FUZZ_ENV) tests/fuzz/replay.sh $(FUZZ_BUILD)/fuzz/$$t tests/fuzz/corpus/$$t \
+	        $(FUZZ_BUILD)/replay-$$t.log -timeout=$(FUZZ_TIMEOUT) || failed="$$failed $$t"; \
+	done; \
+	[ -z "$$failed" ] || { echo "fuzz-replay: failed:$$failed (logs: $(FUZZ_BUILD)/replay-<target>.log)" >&2; exit 1; }
 
 # `make fuzz FUZZ_SECONDS=N` (`make -j2 fuzz`: two targets at a time). libFuzzer runs in fork
 # mode and goes on past a crash, so that a known defect whose reproducer sits in the corpus
@@ -202,6 +206,7 @@ fuzz-run-%: fuzz-build
 	@before=$$(ls $(FUZZ_BUILD)/crashes | grep -c '^$*-'); \
 	$(FUZZ_ENV) $(FUZZ_BUILD)/fuzz/$* -fork=1 -ignore_crashes=1 -max_total_time=$(FUZZ_SECONDS) \
 	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=$(FUZZ_BUILD)/crashes/$*- \
+	    $(if $(FUZZ_MAX_LEN_$*),-max_len=$(FUZZ_MAX_LEN_$*)) \
 	    $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
 	    $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$* >$(FUZZ_BUILD)/fuzz-$*.log 2>&1; \
 	grep -E '^#[0-9]+: cov:' $(FUZZ_BUILD)/fuzz-$*.log | tail -n 1 | sed 's/^/fuzz: $*: /'; \
