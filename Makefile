@@ -116,10 +116,16 @@ integration: $(BIN) $(TOOLS)
 	HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) HARVESTD_SANITIZER=$(SANITIZER) \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
 
+# Also the sanitizer suites: unit and integration tests under ASan+UBSan (build-asan/), and
+# every fuzz target over its committed corpus (build-fuzz/). The fuzz toolchain is checked
+# first, so that a machine without clang fails at once rather than after the other suites.
 check: deps
+	@$(MAKE) --no-print-directory fuzz-toolchain
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory fuzz-replay
 
 # ---- fuzzing (tests/fuzz): libFuzzer targets, built with clang into their own directory ----
 #
