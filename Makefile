@@ -1,7 +1,8 @@
 # harvestd: one Makefile. `make` builds, `make check` runs every test, `make run` tries it out.
 #
 # Knobs: BUILD (output directory), SANITIZER (address,undefined | thread), ERR=0 (no -Werror),
-# OPT, CFLAGS/LDFLAGS (appended, never clobbered), PREFIX/DESTDIR (install), PYTEST_ARGS.
+# OPT, CFLAGS/LDFLAGS (appended, never clobbered), PREFIX/DESTDIR (install), PYTEST_ARGS,
+# FUZZ_SECONDS (per target, `make fuzz`), FUZZ_CC (the clang that builds the fuzz targets).
 
 VERSION    := 0.1.0
 BUILD      ?= build
@@ -19,6 +20,11 @@ WARN  = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
         -Wpointer-arith -Wcast-qual -Wwrite-strings -Wundef -Wimplicit-fallthrough
 ifeq ($(ERR),1)
 WARN += -Werror
+endif
+# clang (it builds the fuzz targets) warns about the fall-throughs inside uthash's macros,
+# which gcc rightly files under the system header that defines them.
+ifneq ($(findstring clang,$(CC)),)
+WARN += -Wno-implicit-fallthrough
 endif
 
 ifneq ($(SANITIZER),)
@@ -59,7 +65,8 @@ TOOLS     = $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tools/%)
 BIN       = $(BUILD)/harvestd
 UNIT_BIN  = $(BUILD)/unit-tests
 
-.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench
+.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench \
+        fuzz fuzz-replay fuzz-build fuzz-toolchain fuzz-bins fuzz-tls-seeds
 all: $(BIN)
 
 deps:
@@ -109,10 +116,112 @@ integration: $(BIN) $(TOOLS)
 	HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) HARVESTD_SANITIZER=$(SANITIZER) \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
 
+# Also the sanitizer suites: unit and integration tests under ASan+UBSan (build-asan/), and
+# every fuzz target over its committed corpus (build-fuzz/). The fuzz toolchain is checked
+# first, so that a machine without clang fails at once rather than after the other suites.
 check: deps
+	@$(MAKE) --no-print-directory fuzz-toolchain
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory test
 	@$(MAKE) --no-print-directory integration
+	@$(MAKE) --no-print-directory asan
+	@$(MAKE) --no-print-directory fuzz-replay
+
+# ---- fuzzing (tests/fuzz): libFuzzer targets, built with clang into their own directory ----
+#
+# The project's sources are compiled again with -fsanitize=fuzzer-no-link,address,undefined
+# into $(FUZZ_BUILD) (the rules above, run by a second make with BUILD, CC and SANITIZER set),
+# and each target links them with libFuzzer. `make fuzz` fuzzes every target for FUZZ_SECONDS,
+# keeping what it finds out of the committed corpus; `make fuzz-replay` runs each committed
+# corpus file once and fails on any crash or sanitizer report.
+FUZZ_CC      ?= clang-14
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SAN      = fuzzer-no-link,address,undefined
+FUZZ_TARGETS  = http_response url config select charset robots html tls_client
+FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
+# Seconds one input may run before libFuzzer reports it as a hang.
+FUZZ_TIMEOUT ?= 30
+# Longest input libFuzzer makes up (its default: 4096, or the largest corpus file). Pages must
+# be able to pass the nesting bound (HV_PRESCAN_MAX_DEPTH elements).
+FUZZ_MAX_LEN_html   = 65536
+FUZZ_MAX_LEN_select = 65536
+# libFuzzer's own leak check covers leaks; the suppressions are those of `make asan`.
+FUZZ_ENV      = ASAN_OPTIONS=detect_leaks=1 \
+                UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+                LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp):print_suppressions=0
+
+fuzz-toolchain:
+	@command -v $(FUZZ_CC) >/dev/null 2>&1 || { \
+	    echo "fuzz: $(FUZZ_CC) not found; 'make deps' installs it (clang-14, libclang-rt-14-dev)" >&2; exit 1; }
+	@mkdir -p $(FUZZ_BUILD)
+	@printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return d == 0 && n; }\n' \
+	    > $(FUZZ_BUILD)/.probe.c
+	@$(FUZZ_CC) -fsanitize=fuzzer,address,undefined $(FUZZ_BUILD)/.probe.c -o $(FUZZ_BUILD)/.probe \
+	    2>$(FUZZ_BUILD)/.probe.log || { cat $(FUZZ_BUILD)/.probe.log >&2; \
+	    echo "fuzz: $(FUZZ_CC) cannot link libFuzzer and the sanitizers; 'make deps' installs libclang-rt-14-dev" >&2; exit 1; }
+
+fuzz-build: fuzz-toolchain
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZER=$(FUZZ_SAN) fuzz-bins
+
+fuzz-bins: $(FUZZ_BINS)
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(FINAL_CFLAGS) -MMD -MP -fsanitize=fuzzer $(FINAL_LDFLAGS) \
+	    -o $@ $< $(filter-out $(FUZZ_OWN_OBJS),$(LIB_OBJS)) $(DEPS_LIBS)
+
+# A target that includes a module's source (to reach its statics) links without its object.
+$(BUILD)/fuzz/tls_client $(BUILD)/fuzz/tls_client-record: FUZZ_OWN_OBJS = $(BUILD)/src/tls.o
+
+# `make fuzz-tls-seeds`: record real handshakes against an in-memory mbedtls server as the
+# tls_client corpus seeds (see tests/fuzz/tls_client.c); needed again when the ClientHello
+# changes, since a recording replays only against the same client.
+fuzz-tls-seeds: fuzz-toolchain
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SANITIZER=$(FUZZ_SAN) \
+	    $(FUZZ_BUILD)/fuzz/tls_client-record
+	@mkdir -p tests/fuzz/corpus/tls_client
+	$(FUZZ_ENV) $(FUZZ_BUILD)/fuzz/tls_client-record tests/fuzz/corpus/tls_client
+
+$(BUILD)/fuzz/tls_client-record: tests/fuzz/tls_client.c tests/fuzz/fuzz.h $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(FINAL_CFLAGS) -DHV_FUZZ_RECORD -MMD -MP $(FINAL_LDFLAGS) \
+	    -o $@ $< $(filter-out $(FUZZ_OWN_OBJS),$(LIB_OBJS)) $(DEPS_LIBS)
+
+# Each corpus file once (tests/fuzz/replay.sh): any crash, leak or sanitizer report fails the
+# replay. Every file of every target is replayed even after one failed, so that one open
+# defect does not hide another.
+fuzz-replay: fuzz-build
+	@failed=""; for t in $(FUZZ_TARGETS); do \
+	    echo "fuzz-replay: $$t ($$(find tests/fuzz/corpus/$$t -type f | wc -l) inputs)"; \
+	    $(FUZZ_ENV) tests/fuzz/replay.sh $(FUZZ_BUILD)/fuzz/$$t tests/fuzz/corpus/$$t \
+	        $(FUZZ_BUILD)/replay-$$t.log -timeout=$(FUZZ_TIMEOUT) || failed="$$failed $$t"; \
+	done; \
+	[ -z "$$failed" ] || { echo "fuzz-replay: failed:$$failed (logs: $(FUZZ_BUILD)/replay-<target>.log)" >&2; exit 1; }
+
+# `make fuzz FUZZ_SECONDS=N` (`make -j2 fuzz`: two targets at a time). libFuzzer runs in fork
+# mode and goes on past a crash, so that a known defect whose reproducer sits in the corpus
+# does not end every run at its first input; new inputs go to $(FUZZ_BUILD)/corpus/<target>/,
+# crashes, leaks, timeouts and OOMs to $(FUZZ_BUILD)/crashes/<target>-*, and the target fails
+# at the end if it left any there.
+fuzz: $(FUZZ_TARGETS:%=fuzz-run-%)
+
+fuzz-run-%: fuzz-build
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/crashes
+	@echo "fuzz: $* for $(FUZZ_SECONDS)s (log: $(FUZZ_BUILD)/fuzz-$*.log)"
+	@before=$$(ls $(FUZZ_BUILD)/crashes | grep -c '^$*-'); \
+	$(FUZZ_ENV) $(FUZZ_BUILD)/fuzz/$* -fork=1 -ignore_crashes=1 -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=$(FUZZ_TIMEOUT) -artifact_prefix=$(FUZZ_BUILD)/crashes/$*- \
+	    $(if $(FUZZ_MAX_LEN_$*),-max_len=$(FUZZ_MAX_LEN_$*)) \
+	    $(if $(wildcard tests/fuzz/$*.dict),-dict=tests/fuzz/$*.dict) \
+	    $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$* >$(FUZZ_BUILD)/fuzz-$*.log 2>&1; \
+	grep -E '^#[0-9]+: cov:' $(FUZZ_BUILD)/fuzz-$*.log | tail -n 1 | sed 's/^/fuzz: $*: /'; \
+	after=$$(ls $(FUZZ_BUILD)/crashes | grep -c '^$*-'); \
+	if [ "$$after" -ne "$$before" ]; then \
+	    echo "fuzz: $*: $$((after - before)) new crash file(s) in $(FUZZ_BUILD)/crashes/:" >&2; \
+	    ls -t $(FUZZ_BUILD)/crashes | grep '^$*-' | head -n $$((after - before)) | sed 's/^/    /' >&2; \
+	    exit 1; \
+	fi
 
 # Calls we keep out of the code base (see README, "Code rules").
 lint:
@@ -151,6 +260,6 @@ install: $(BIN)
 	install -D -m 0644 README.md $(DESTDIR)$(DOCDIR)/README.md
 
 clean:
-	rm -rf build build-asan build-ubsan build-tsan
+	rm -rf build build-asan build-ubsan build-tsan $(FUZZ_BUILD)
 
--include $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(MAIN_OBJ:.o=.d) $(UNIT_OBJS:.o=.d) $(FUZZ_BINS:=.d) $(BUILD)/fuzz/tls_client-record.d
