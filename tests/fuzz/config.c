@@ -115,9 +115,10 @@ static void check_rules(const hv_config_t *cfg)
         FUZZ_CHECK(hv_config_ruleset(cfg, hv_ruleset_name(rs)) != NULL, "rule set lost");
         if (hv_ruleset_empty(rs))
             continue;
-        char *json = hv_ruleset_eval(rs, tree->document, page, sizeof(page) - 1,
-                                     "https://example.com/dir/page.html");
-        FUZZ_CHECK(json != NULL, "no fields");
+        char *json = NULL;
+        int rc = hv_ruleset_eval(rs, tree->document, page, sizeof(page) - 1,
+                                 "https://example.com/dir/page.html", &json);
+        FUZZ_CHECK(rc == 0 && json != NULL, "no fields (%d) on a small page", rc);
         FUZZ_CHECK(hv_utf8_valid(json, strlen(json)), "fields not UTF-8: %s", json);
         cJSON *parsed = cJSON_Parse(json);
         FUZZ_CHECK(parsed != NULL && cJSON_IsObject(parsed), "fields not an object: %s", json);

@@ -6,8 +6,9 @@
  *   - hv_prescan_depth() never answers above limit + 1, and a lower limit never finds a
  *     page shallower than a higher one did;
  *   - hv_prescan_read_attr() walks every tag's attributes within the bytes, always forward;
- *   - hv_html_analyse() returns 0 or HV_ENESTING (refused: no title, the depth above the
- *     bound), and a title that is trimmed, collapsed, non-empty UTF-8;
+ *   - hv_html_analyse() returns 0, or refuses the page (HV_ENESTING, HV_ETOOBIG, UV_EINVAL:
+ *     no title, a verdict other than HV_PRESCAN_OK, and for HV_PRESCAN_TOO_DEEP a depth above
+ *     the bound), and a title that is trimmed, collapsed, non-empty UTF-8;
  *   - the title fast path, where it answers (1), says exactly what the full parse says: both
  *     titles NULL or the same bytes, and the full parse does not refuse the page. Where it
  *     does not answer (0), it leaves nothing to free. tests/tools/title_equiv does the same
@@ -15,6 +16,8 @@
  * As in the daemon's parse workers, the fast path takes gumbo's memory from an arena.
  */
 #include <string.h>
+
+#include <uv.h>
 
 #include "fuzz.h"
 #include "harvestd/arena.h"
@@ -90,11 +93,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hv_html_result_t full, fast;
     memset(&fast, 0x5A, sizeof(fast));
     int rc = hv_html_analyse(page, size, &full);
-    FUZZ_CHECK(rc == 0 || rc == HV_ENESTING, "analyse: %d", rc);
+    FUZZ_CHECK(rc == 0 || rc == HV_ENESTING || rc == HV_ETOOBIG || rc == UV_EINVAL,
+               "analyse: %d", rc);
     FUZZ_CHECK(full.fields == NULL, "fields without rules");
-    if (rc == HV_ENESTING) {
+    if (rc != 0) {
         FUZZ_CHECK(full.title == NULL, "a refused page has a title");
-        FUZZ_CHECK(full.depth > HV_HTML_MAX_DEPTH, "refused at depth %zu", full.depth);
+        FUZZ_CHECK(full.refusal != HV_PRESCAN_OK, "refused (%d) without a verdict", rc);
+        if (full.refusal == HV_PRESCAN_TOO_DEEP)
+            FUZZ_CHECK(full.depth > HV_HTML_MAX_DEPTH, "refused at depth %zu", full.depth);
     } else {
         FUZZ_CHECK(full.depth == depth, "analyse depth %zu, pre-scan %zu", full.depth, depth);
         check_title(full.title);
