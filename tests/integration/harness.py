@@ -73,8 +73,13 @@ SANITIZER_MARKERS = ["ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime
 FAST_DEFAULTS = [("--connect-timeout", "2s"), ("--read-timeout", "3s"), ("--total-timeout", "10s")]
 
 # Failures are retried by default (with seconds of backoff); tests that are not about retries
-# want one attempt per URL. A test that passes --retries itself keeps its value.
-ALWAYS_DEFAULTS = [("--retries", "0")]
+# want one attempt per URL. A test that passes --retries itself keeps its value. Likewise
+# --allow-addresses, below.
+# The test servers all listen on loopback, which the address guard refuses by default: every
+# run allows loopback explicitly. Tests of the guard pass --allow-addresses themselves ("" for
+# the default, no exception), daemons allow_addresses=None.
+LOOPBACK_RANGES = "127.0.0.0/8, ::1/128"
+ALWAYS_DEFAULTS = [("--retries", "0"), ("--allow-addresses", LOOPBACK_RANGES)]
 
 SUMMARY_PREFIX = "harvestd: summary "
 
@@ -592,6 +597,7 @@ DAEMON_DEFAULTS = {
     "total_timeout": "10s",
     "flush_ms": "50ms",
     "log_level": "info",
+    "allow_addresses": LOOPBACK_RANGES,
 }
 
 SUMMARY_KEYS = {"batch", "records", "ok", "failed", "resumed", "error_types", "http_statuses",
