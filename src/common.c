@@ -23,6 +23,7 @@ static const struct {
     {HV_ENESTING, "HV_ENESTING", "document nested too deeply"},
     {HV_ETLS, "HV_ETLS", "TLS failure"},
     {HV_ECERT, "HV_ECERT", "certificate verification failed"},
+    {HV_EBLOCKED, "HV_EBLOCKED", "address refused by the address guard"},
 };
 
 const char *hv_strerror(int err)

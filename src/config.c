@@ -11,6 +11,7 @@
  */
 #include "harvestd/config.h"
 
+#include <arpa/inet.h>
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
@@ -34,7 +35,8 @@ typedef enum {
     T_PATH,
     T_FSYNC,
     T_STATUSES,
-    T_FRACTION
+    T_FRACTION,
+    T_ADDRESSES
 } dtype_t;
 
 typedef struct {
@@ -139,6 +141,11 @@ static const directive_t directives[] = {
      "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
      "do not verify TLS certificates (never do this in production)"},
+    {"allow_addresses", T_ADDRESSES, F(allow_addresses), 0, 0, 0, "",
+     "address ranges connections may reach although the address guard refuses them "
+     "(comma-separated CIDRs: 127.0.0.1/32, fd00::/8); empty: none"},
+    {"allow_private_addresses", T_BOOL, F(allow_private_addresses), 0, 1, 0, "no",
+     "turn the address guard off: connect to loopback, private, link-local... addresses too"},
     {"default_rules", T_PATH, F(default_rules), 0, 0, 0, "",
      "the [rules \"NAME\"] set a batch uses when it names none (a spool file names one on its "
      "first line: #! rules=NAME); empty: title only"},
@@ -510,6 +517,39 @@ static int format_fraction(const directive_t *d, const void *field, char *out, s
     return rc;
 }
 
+static int set_addresses(const directive_t *d, void *field, const char *value, char *err,
+                         size_t errcap)
+{
+    char bad[256];
+    int rc = hv_allow_list_parse(value, field, bad, sizeof(bad));
+    if (rc == -2)
+        return set_error(err, errcap, UV_EINVAL, "%s: more than %d ranges", d->name,
+                         HV_GUARD_MAX_ALLOW);
+    if (rc != 0)
+        return set_error(err, errcap, UV_EINVAL,
+                         "%s: '%s' is not an address range (e.g. 10.0.0.0/8, fd00::/8, "
+                         "127.0.0.1)",
+                         d->name, bad);
+    return 0;
+}
+
+static int format_addresses(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    const hv_allow_list_t *list = field;
+    size_t n = 0;
+    int rc = 0;
+    (void)d;
+    if (cap > 0)
+        out[0] = '\0';
+    for (unsigned i = 0; i < list->count && rc == 0; i++) {
+        char one[INET6_ADDRSTRLEN + 8];
+        if (hv_cidr_format(&list->cidr[i], one, sizeof(one)) != 0)
+            return UV_ENOBUFS;
+        rc = appendf(out, cap, &n, "%s%s", i > 0 ? ", " : "", one);
+    }
+    return rc;
+}
+
 static const type_ops_t types[] = {
     [T_UINT] = {set_uint, format_uint},
     [T_SIZE] = {set_size, format_size},
@@ -521,6 +561,7 @@ static const type_ops_t types[] = {
     [T_FSYNC] = {set_fsync, format_fsync},
     [T_STATUSES] = {set_statuses, format_statuses},
     [T_FRACTION] = {set_fraction, format_fraction},
+    [T_ADDRESSES] = {set_addresses, format_addresses},
 };
 
 /* ---- directives by name ---- */

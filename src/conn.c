@@ -1,7 +1,7 @@
 /*
  * conn.c: TCP client connections.
  *
- * Closing: a connection owns three handles (tcp, timer, drain idle), registered with its
+ * Closing: a connection owns three handles (tcp, timer, an idle for reports from the loop), registered with its
  * hv_handles_t; hv_conn_close() closes them and the memory goes in the last close callback.
  * A connect attempt that fails with more addresses to try closes the tcp handle with
  * on_tcp_retry_close, which opens a new one, unless the connection was closed meanwhile:
@@ -11,6 +11,7 @@
  */
 #include "harvestd/conn.h"
 
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,14 +76,43 @@ static const struct sockaddr *current_addr(const hv_conn_t *c)
     return hv_dns_entry_addr(c->_dns_entry, c->_addr_idx);
 }
 
-/* Connect to the current address, moving past addresses that fail synchronously.
- * Returns 0 when a connect is under way, else the last error. */
+/* Why no connect is under way once the addresses ran out: the last tried address's error,
+ * or, when the guard refused every address, HV_EBLOCKED with the first refusal's class. */
+static int out_of_addresses(hv_conn_t *c)
+{
+    if (c->_tried > 0 || c->_blocked == HV_ADDR_PUBLIC)
+        return c->_last_err != 0 ? c->_last_err : UV_EADDRNOTAVAIL;
+    hv_fault_set(&c->_error, hv_addr_class_detail(c->_blocked), NULL);
+    return HV_EBLOCKED;
+}
+
+static void log_blocked(const hv_conn_t *c, const struct sockaddr *sa, hv_addr_class_t cls)
+{
+    char addr[INET6_ADDRSTRLEN] = "?";
+    const void *raw = sa->sa_family == AF_INET6
+                          ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                          : (const void *)&((const struct sockaddr_in *)sa)->sin_addr;
+    inet_ntop(sa->sa_family, raw, addr, sizeof(addr));
+    HV_LOG(HV_LOG_INFO, "event=address_blocked conn=%" PRIu64 " host=%s addr=%s class=%s", c->id,
+           c->_host, addr, hv_addr_class_name(cls));
+}
+
+/* Connect to the current address, moving past addresses that the guard refuses or that fail
+ * synchronously. Returns 0 when a connect is under way, else out_of_addresses(). The guard
+ * sees the very address handed to the kernel: nothing is connected that it did not allow. */
 static int try_connect(hv_conn_t *c)
 {
-    int rc = UV_EADDRNOTAVAIL;
     const struct sockaddr *sa;
 
-    while ((sa = current_addr(c)) != NULL) {
+    for (; (sa = current_addr(c)) != NULL; c->_addr_idx++) {
+        hv_addr_class_t cls = hv_guard_check(c->_env->guard, sa);
+        if (cls != HV_ADDR_PUBLIC) {
+            c->_env->stats->blocked[cls]++;
+            log_blocked(c, sa, cls);
+            if (c->_blocked == HV_ADDR_PUBLIC)
+                c->_blocked = cls;
+            continue;
+        }
         struct sockaddr_storage ss;
         size_t salen = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                  : sizeof(struct sockaddr_in);
@@ -93,12 +123,13 @@ static int try_connect(hv_conn_t *c)
         else
             ((struct sockaddr_in *)&ss)->sin_port = htons(c->_port);
         c->_connect_req.data = c;
-        rc = uv_tcp_connect(&c->_connect_req, &c->_tcp, (struct sockaddr *)&ss, on_connected);
-        if (rc == 0)
+        c->_tried++;
+        c->_last_err = uv_tcp_connect(&c->_connect_req, &c->_tcp, (struct sockaddr *)&ss,
+                                      on_connected);
+        if (c->_last_err == 0)
             return 0;
-        c->_addr_idx++;
     }
-    return rc;
+    return out_of_addresses(c);
 }
 
 static void fail_connect(hv_conn_t *c, int status)
@@ -115,6 +146,7 @@ static void on_connected(uv_connect_t *req, int status)
     if (status != 0) {
         HV_LOG(HV_LOG_DEBUG, "event=connect_failed conn=%" PRIu64 " addr_idx=%u err=%s", c->id,
                c->_addr_idx, uv_err_name(status));
+        c->_last_err = status;
         c->_addr_idx++;
         if (current_addr(c) != NULL) {
             /* A handle whose connect failed cannot connect again: replace it. */
@@ -148,7 +180,7 @@ static void on_tcp_retry_close(uv_handle_t *h)
         hv_handles_closed(&c->_handles);
         return;
     }
-    uv_tcp_init(c->_loop, &c->_tcp);
+    uv_tcp_init(c->_env->loop, &c->_tcp);
     c->_tcp.data = c;
     int rc = try_connect(c);
     if (rc != 0)
@@ -169,18 +201,25 @@ static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
         fail_connect(c, rc);
 }
 
-static void on_drain(uv_idle_t *h)
+static void on_later(uv_idle_t *h)
 {
     hv_conn_t *c = h->data;
     uv_idle_stop(h);
+    if (c->_deferred != 0) {
+        int status = c->_deferred;
+        c->_deferred = 0;
+        if (c->state == HV_CONN_CONNECTING)
+            fail_connect(c, status);
+        return;
+    }
     if (c->state == HV_CONN_OPEN && c->_reading)
         tls_progress(c);
 }
 
-int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const char *host,
-                    int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs, void *data,
-                    hv_conn_t **out)
+int hv_conn_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const char *host, int host_is_ip,
+                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out)
 {
+    uv_loop_t *loop = env->loop;
     hv_conn_t *c = hv_xcalloc(1, sizeof(*c));
     int rc = 0;
 
@@ -189,22 +228,21 @@ int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const cha
     c->state = HV_CONN_RESOLVING;
     c->cbs = cbs;
     c->data = data;
-    c->_loop = loop;
-    c->_dns = dns;
+    c->_env = env;
     c->_port = port;
     c->_host = hv_xstrdup(host);
     c->_dns_waiter.cb = on_dns;
     c->_tls_ctx = tls;
     uv_tcp_init(loop, &c->_tcp);
     uv_timer_init(loop, &c->_timer);
-    uv_idle_init(loop, &c->_drain);
+    uv_idle_init(loop, &c->_later);
     c->_tcp.data = c;
     c->_timer.data = c;
-    c->_drain.data = c;
+    c->_later.data = c;
     hv_handles_init(&c->_handles, on_closed);
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_tcp);
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_timer);
-    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_drain);
+    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_later);
 
     if (host_is_ip) {
         if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->_literal) == 0 ||
@@ -212,7 +250,7 @@ int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const cha
             c->_is_literal = 1;
     }
     if (!c->_is_literal) {
-        rc = hv_dns_lookup(dns, host, &c->_dns_waiter, &c->_dns_entry);
+        rc = hv_dns_lookup(env->dns, host, &c->_dns_waiter, &c->_dns_entry);
         if (rc == 0) {
             *out = c; /* on_dns continues */
             return 0;
@@ -222,6 +260,12 @@ int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const cha
     }
     set_state(c, HV_CONN_CONNECTING);
     rc = try_connect(c);
+    if (rc == HV_EBLOCKED) {
+        /* Reported like any connect failure, from the loop, with its detail. */
+        c->_deferred = rc;
+        uv_idle_start(&c->_later, on_later);
+        rc = 0;
+    }
     if (rc != 0)
         goto fail;
     *out = c;
@@ -399,12 +443,13 @@ void hv_conn_read_start(hv_conn_t *c)
     /* Records decrypted or received while paused produce no socket event: deliver them
      * from the loop (not from inside this call, which an owner may make mid-callback). */
     if (c->_reading && c->_tls != NULL && hv_tls_has_buffered(c->_tls))
-        uv_idle_start(&c->_drain, on_drain);
+        uv_idle_start(&c->_later, on_later);
 }
 
 void hv_conn_read_stop(hv_conn_t *c)
 {
-    uv_idle_stop(&c->_drain);
+    if (c->_deferred == 0)
+        uv_idle_stop(&c->_later);
     if (!c->_reading)
         return;
     uv_read_stop((uv_stream_t *)&c->_tcp);

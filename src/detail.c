@@ -41,6 +41,17 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_NO_TLS_HANDSHAKE_WITHIN] = "no_tls_handshake_within_<duration>",
     [HV_D_HTTPS_NOT_SUPPORTED] = "https_not_supported",
 
+    [HV_D_BLOCKED_UNSPECIFIED_ADDRESS] = "blocked_unspecified_address",
+    [HV_D_BLOCKED_LOOPBACK_ADDRESS] = "blocked_loopback_address",
+    [HV_D_BLOCKED_PRIVATE_ADDRESS] = "blocked_private_address",
+    [HV_D_BLOCKED_SHARED_ADDRESS] = "blocked_shared_address",
+    [HV_D_BLOCKED_LINK_LOCAL_ADDRESS] = "blocked_link_local_address",
+    [HV_D_BLOCKED_SPECIAL_PURPOSE_ADDRESS] = "blocked_special_purpose_address",
+    [HV_D_BLOCKED_BENCHMARKING_ADDRESS] = "blocked_benchmarking_address",
+    [HV_D_BLOCKED_MULTICAST_ADDRESS] = "blocked_multicast_address",
+    [HV_D_BLOCKED_RESERVED_ADDRESS] = "blocked_reserved_address",
+    [HV_D_BLOCKED_BROADCAST_ADDRESS] = "blocked_broadcast_address",
+
     [HV_D_CERTIFICATE_UNTRUSTED] = "certificate_untrusted",
     [HV_D_CERTIFICATE_EXPIRED] = "certificate_expired",
     [HV_D_CERTIFICATE_NOT_YET_VALID] = "certificate_not_yet_valid",

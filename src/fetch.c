@@ -62,7 +62,8 @@ typedef struct hv_req_s {
 struct hv_fetch_s {
     uv_loop_t *loop;
     const hv_config_t *cfg;
-    hv_dns_t *dns;
+    hv_conn_env_t conn_env;
+    hv_guard_t guard;
     hv_tls_ctx_t *tls;
     hv_fetch_end_cb on_end;
     void *ud;
@@ -99,7 +100,12 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     f->tls = tls;
     f->loop = loop;
     f->cfg = cfg;
-    f->dns = dns;
+    f->guard.off = cfg->allow_private_addresses;
+    f->guard.allow = &cfg->allow_addresses;
+    f->conn_env.loop = loop;
+    f->conn_env.dns = dns;
+    f->conn_env.guard = &f->guard;
+    f->conn_env.stats = &f->stats.conn;
     f->on_end = on_end;
     f->ud = ud;
     f->limits.max_body = cfg->max_bytes;
@@ -330,6 +336,9 @@ static void fail_connect(hv_req_t *r, int status)
         return;
     }
     switch (status) {
+    case HV_EBLOCKED:
+        finish_fault(r, HV_ET_BLOCKED_ADDRESS, hv_conn_error(r->conn));
+        return;
     case UV_EAI_NONAME:
         finish_fail(r, HV_ET_DNS, HV_D_NAME_NOT_RESOLVED, NULL);
         return;
@@ -408,7 +417,7 @@ static void open_conn(hv_req_t *r, int allow_pool)
         return;
     }
     hv_tls_ctx_t *tls = h->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
-    int rc = hv_conn_connect(f->loop, f->dns, tls, h->name, h->is_ip, h->port, &req_cbs, r, &c);
+    int rc = hv_conn_connect(&f->conn_env, tls, h->name, h->is_ip, h->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
         return;

@@ -771,6 +771,10 @@ int main(int argc, char **argv)
     if (app.cfg.insecure)
         fprintf(stderr, "harvestd: warning: --insecure: TLS certificates are NOT verified; "
                         "any server can impersonate any site\n");
+    if (app.cfg.allow_private_addresses)
+        HV_LOG(HV_LOG_WARNING, "event=address_guard_off reason=allow_private_addresses "
+                               "(connections may reach loopback, private and link-local "
+                               "addresses)");
     size_threadpool(app.cfg.parse_jobs);
     hv_charset_preload();
     raise_nofile();

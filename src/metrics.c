@@ -111,6 +111,12 @@ void hv_metrics_render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                        "Requests retried because a pooled connection had been closed.",
                        f->stale_retries);
     hv_metrics_counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
+    appendf(out, "# HELP harvestd_blocked_addresses_total Addresses the address guard refused "
+                 "to connect to, by class.\n"
+                 "# TYPE harvestd_blocked_addresses_total counter\n");
+    for (int c = 1; c < HV_ADDR__COUNT; c++)
+        appendf(out, "harvestd_blocked_addresses_total{class=\"%s\"} %" PRIu64 "\n",
+                hv_addr_class_name((hv_addr_class_t)c), f->conn.blocked[c]);
     hv_metrics_counter(out, "harvestd_retries_total", "Retries scheduled after a transient failure.",
                        s->retries);
     hv_metrics_counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);

@@ -263,6 +263,8 @@ static int fails_the_pages_too(const hv_job_t *job)
         return rec->detail == HV_D_NAME_NOT_RESOLVED || rec->detail == HV_D_NO_ADDRESS_FOR_NAME;
     case HV_ET_CERTIFICATE:
         return rec->detail != HV_D_NONE && !hv_detail_has_arg(rec->detail);
+    case HV_ET_BLOCKED_ADDRESS:
+        return 1; /* the guard refuses the page's own connection just the same */
     default:
         return 0;
     }

@@ -35,6 +35,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_UNPARSABLE_DOCUMENT] = "UnparsableDocument",
     [HV_ET_TOO_MANY_ATTRIBUTES] = "TooManyAttributes",
     [HV_ET_EXTRACTION_TOO_LARGE] = "ExtractionTooLarge",
+    [HV_ET_BLOCKED_ADDRESS] = "BlockedAddress",
 };
 
 /* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that

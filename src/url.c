@@ -236,6 +236,87 @@ static int dns_name_ok(const char *name, size_t len)
     return label > 0 && label <= 63;
 }
 
+/* One part of an IPv4 host: decimal, octal after a leading 0, hex after "0x" ("0x" alone is
+ * 0). -1 if it is not a number; values past 2^32 saturate (and are then too large). */
+static int64_t ipv4_number(const char *s, size_t len)
+{
+    unsigned base = 10;
+    if (len >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        s += 2;
+        len -= 2;
+    } else if (len >= 2 && s[0] == '0') {
+        base = 8;
+        s++;
+        len--;
+    }
+    if (len == 0 && base != 16)
+        return -1;
+    int64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        int d = hv_ascii_is_digit(c) ? c - '0'
+                : base == 16 && hv_ascii_is_hex(c) ? (hv_ascii_lower(c) - 'a' + 10)
+                : -1;
+        if (d < 0 || (unsigned)d >= base)
+            return -1;
+        v = v * base + d;
+        if (v > UINT32_MAX)
+            v = (int64_t)UINT32_MAX + 1;
+    }
+    return v;
+}
+
+/*
+ * The WHATWG URL Standard's IPv4 host parser: a host whose last label is a number (all
+ * digits, or "0x" and hex digits; a trailing dot is ignored) is an IPv4 address of 1 to 4
+ * parts, where the last part fills the bytes the others leave ("127.1", "2130706433"). That
+ * is how inet_aton(), and so getaddrinfo(), read such hosts too. 1 with *out set (network
+ * order); 0 for a host that does not end in a number (a name); -1 for one that does but is no
+ * address ("1.2.3.4.5", "256.0.0.1", "example.123"), which is an invalid host.
+ */
+static int ipv4_parse(const char *host, size_t len, uint32_t *out)
+{
+    const char *part[5];
+    size_t plen[5], n = 0;
+    if (len > 0 && host[len - 1] == '.')
+        len--;
+    if (len == 0)
+        return 0;
+    const char *last = host + len;
+    while (last > host && last[-1] != '.')
+        last--;
+    size_t last_len = (size_t)(host + len - last), digits = 0, xdigits = 0;
+    for (size_t i = 0; i < last_len; i++) {
+        digits += hv_ascii_is_digit((unsigned char)last[i]) != 0;
+        xdigits += i >= 2 && hv_ascii_is_hex((unsigned char)last[i]);
+    }
+    int hex = last_len >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X') &&
+              xdigits == last_len - 2;
+    if (!hex && (last_len == 0 || digits != last_len))
+        return 0;
+    for (const char *p = host, *end = host + len;;) {
+        const char *dot = memchr(p, '.', (size_t)(end - p));
+        if (n == 4)
+            return -1;
+        part[n] = p;
+        plen[n++] = dot != NULL ? (size_t)(dot - p) : (size_t)(end - p);
+        if (dot == NULL)
+            break;
+        p = dot + 1;
+    }
+    uint64_t addr = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = ipv4_number(part[i], plen[i]);
+        uint64_t room = i + 1 < n ? 256 : UINT64_C(1) << (8 * (5 - n));
+        if (v < 0 || (uint64_t)v >= room)
+            return -1;
+        addr = i + 1 < n ? addr | (uint64_t)v << (8 * (3 - i)) : addr + (uint64_t)v;
+    }
+    *out = htonl((uint32_t)addr);
+    return 1;
+}
+
 /*
  * Turn a parsed, resolved and normalised absolute URI into `u`. The host is taken from the
  * original text, lower-cased: uriparser would print an IPv6 literal fully expanded.
@@ -287,19 +368,23 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
         *reason = HV_D_INVALID_HOST;
         return HV_EURL;
     }
+    const char *host_src = uri->hostText.first;
+    char v4text[INET_ADDRSTRLEN];
     if (!is_ipv6 && !is_ipv4) {
-        /* "127.0.0.1." is that address, as the WHATWG IPv4 parser reads it. */
-        char quad[INET_ADDRSTRLEN];
+        /* "2130706433", "0x7f.1", "0177.0.0.1", "127.0.0.1.": the addresses resolvers read
+         * them as, spelled the one way the address guard and the Host header expect. */
         struct in_addr a;
-        if (host_len > 1 && host_len <= sizeof(quad) && uri->hostText.first[host_len - 1] == '.') {
-            memcpy(quad, uri->hostText.first, host_len - 1);
-            quad[host_len - 1] = '\0';
-            if (inet_pton(AF_INET, quad, &a) == 1) {
-                host_len--;
-                is_ipv4 = 1;
-            }
+        int v4 = ipv4_parse(host_src, host_len, &a.s_addr);
+        if (v4 < 0) {
+            *reason = HV_D_INVALID_HOST;
+            return HV_EURL;
         }
-        if (!is_ipv4 && !dns_name_ok(uri->hostText.first, host_len)) {
+        if (v4 > 0) {
+            inet_ntop(AF_INET, &a, v4text, sizeof(v4text));
+            host_src = v4text;
+            host_len = strlen(v4text);
+            is_ipv4 = 1;
+        } else if (!dns_name_ok(host_src, host_len)) {
             *reason = HV_D_INVALID_HOST;
             return HV_EURL;
         }
@@ -356,7 +441,7 @@ static int hv_url_from_uri(hv_url_t *u, const UriUriA *uri, hv_detail_t *reason)
 
     char *host = hv_xmalloc(host_len + 1);
     for (size_t i = 0; i < host_len; i++)
-        host[i] = (char)hv_ascii_lower((unsigned char)uri->hostText.first[i]);
+        host[i] = (char)hv_ascii_lower((unsigned char)host_src[i]);
     host[host_len] = '\0';
 
     char *authority = hv_xmalloc(auth_len + 1);

@@ -29,6 +29,7 @@ enum {
     HV_ENESTING,        /* document nesting deeper than we agree to parse */
     HV_ETLS,            /* TLS handshake or record failure */
     HV_ECERT,           /* the peer's certificate did not verify */
+    HV_EBLOCKED,        /* the address guard refused every address of the host */
     HV_ERR_LAST
 };
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "harvestd/extract.h"
+#include "harvestd/guard.h"
 #include "harvestd/log.h"
 
 /** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
@@ -61,6 +62,8 @@ typedef struct {
     uint64_t dns_ttl_ms;
     char ca_file[1024];         /* PEM trust store; empty: the system bundle */
     int insecure;               /* no certificate verification */
+    hv_allow_list_t allow_addresses; /* ranges the address guard lets through */
+    int allow_private_addresses; /* the address guard is off */
 
     /* politeness */
     uint64_t host_delay_ms;      /* least time between request starts on one host */

@@ -13,6 +13,11 @@
  *
  * States: RESOLVING -> CONNECTING -> [HANDSHAKING] -> OPEN -> CLOSING.
  *
+ * The address guard (guard.h) is asked about every address just before it is connected to:
+ * a refused address is skipped as if it had failed, without a packet sent, and when the guard
+ * refused every address of the host the connection fails with HV_EBLOCKED (the class in
+ * hv_conn_error()).
+ *
  * TLS: with a TLS context the connection runs the handshake after connecting and reports
  * on_connect only once it is complete; from then on it carries plaintext like any other.
  * Ciphertext is read straight into the session's inbound buffer and decrypted only while
@@ -29,6 +34,7 @@
 
 #include "harvestd/detail.h"
 #include "harvestd/dns.h"
+#include "harvestd/guard.h"
 #include "harvestd/handles.h"
 #include "harvestd/tls.h"
 
@@ -38,9 +44,22 @@
 typedef struct hv_conn_s hv_conn_t;
 
 typedef struct {
+    uint64_t blocked[HV_ADDR__COUNT]; /* addresses the guard refused, by class */
+} hv_conn_stats_t;
+
+/** What an owner's connections share. It must outlive every connection made with it. */
+typedef struct {
+    uv_loop_t *loop;
+    hv_dns_t *dns;
+    const hv_guard_t *guard; /* NULL: every address may be connected to */
+    hv_conn_stats_t *stats;
+} hv_conn_env_t;
+
+typedef struct {
     /** The connection is open (0), or failed: a UV_EAI_* code from the lookup, the last
-     * address's connect error, or HV_ETLS / HV_ECERT from the handshake (detail in
-     * hv_conn_error()). The owner closes a failed connection. */
+     * tried address's connect error, HV_EBLOCKED when the guard refused every address, or
+     * HV_ETLS / HV_ECERT from the handshake (detail of the last three in hv_conn_error()).
+     * The owner closes a failed connection. */
     void (*on_connect)(hv_conn_t *c, int status);
     /** Bytes arrived. The callee may pause reads, write, or close the connection. */
     void (*on_read)(hv_conn_t *c, const char *data, size_t len);
@@ -72,14 +91,15 @@ struct hv_conn_s {
     TAILQ_ENTRY(hv_conn_s) active_link;
 
     /* private */
-    uv_loop_t *_loop;
-    hv_dns_t *_dns;
+    hv_conn_env_t *_env;
     uv_tcp_t _tcp;
     uv_timer_t _timer;
-    uv_idle_t _drain;           /* delivers TLS data buffered while reading was paused */
+    uv_idle_t _later;           /* reports from the loop: TLS data buffered while reading was
+                                   paused, a failure known inside hv_conn_connect() */
+    int _deferred;              /* that failure, until _later reports it */
     hv_tls_ctx_t *_tls_ctx;
     hv_tls_t *_tls;
-    hv_fault_t _error;          /* the last TLS failure */
+    hv_fault_t _error;          /* the last TLS failure, or the guard's refusal */
     uv_connect_t _connect_req;
     hv_dns_waiter_t _dns_waiter;
     hv_dns_entry_t *_dns_entry;
@@ -87,6 +107,9 @@ struct hv_conn_s {
     struct sockaddr_storage _literal; /* the address when the host is an IP literal */
     int _is_literal;
     unsigned _addr_idx;
+    unsigned _tried;            /* addresses a connect was started to */
+    int _last_err;              /* the last of those connects' errors */
+    hv_addr_class_t _blocked;   /* the first address the guard refused, HV_ADDR_PUBLIC if none */
     uint16_t _port;
     int _reading;
     hv_handles_t _handles;      /* tcp, timer, drain: the memory goes when all have closed */
@@ -94,16 +117,17 @@ struct hv_conn_s {
 
 /**
  * Start a connection to host:port: look the name up (skipped when `host_is_ip`), then connect
- * to each address in turn until one accepts, then (with `tls` non-NULL) run the handshake. Returns 0 with *out set, after which
- * `cbs->on_connect` reports the outcome (never from inside this call); or a negative error
- * known at once (a remembered lookup failure, EMFILE...) with *out NULL and nothing to free.
+ * to each address the guard allows in turn until one accepts, then (with `tls` non-NULL) run
+ * the handshake. Returns 0 with *out set, after which `cbs->on_connect` reports the outcome
+ * (never from inside this call); or a negative error known at once (a remembered lookup
+ * failure, EMFILE...) with *out NULL and nothing to free.
  */
-int hv_conn_connect(uv_loop_t *loop, hv_dns_t *dns, hv_tls_ctx_t *tls, const char *host,
-                    int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs, void *data,
-                    hv_conn_t **out);
+int hv_conn_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const char *host, int host_is_ip,
+                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out);
 
-/** Detail of the last TLS failure (HV_D_CERTIFICATE_EXPIRED...), code HV_D_NONE if none.
- *  Valid as long as the connection. */
+/** Detail of the last TLS failure (HV_D_CERTIFICATE_EXPIRED...) or of the guard's refusal
+ *  (HV_D_BLOCKED_LOOPBACK_ADDRESS...), code HV_D_NONE if none. Valid as long as the
+ *  connection. */
 const hv_fault_t *hv_conn_error(const hv_conn_t *c);
 
 /** Whether this connection runs TLS. */

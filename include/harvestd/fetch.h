@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "harvestd/config.h"
+#include "harvestd/conn.h"
 #include "harvestd/dns.h"
 #include "harvestd/job.h"
 #include "harvestd/tls.h"
@@ -41,6 +42,7 @@ typedef struct {
     uint64_t connections_reused;
     uint64_t stale_retries;
     uint64_t redirects;
+    hv_conn_stats_t conn;       /* what the connections counted (the guard's refusals) */
 } hv_fetch_stats_t;
 
 /** `tls` (shared, outlives the stage) serves https URLs. */

@@ -52,6 +52,7 @@ typedef enum {
     HV_ET_UNPARSABLE_DOCUMENT,
     HV_ET_TOO_MANY_ATTRIBUTES,
     HV_ET_EXTRACTION_TOO_LARGE,
+    HV_ET_BLOCKED_ADDRESS,
     HV_ET__COUNT
 } hv_error_type_t;
 

@@ -516,6 +516,8 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
         if os.path.exists(p):
             os.unlink(p)
     cmd = [bin_path, "--once", urls_file, "-o", out_path] + extra_args
+    if "--allow-addresses" not in extra_args:
+        cmd += ["--allow-addresses", "127.0.0.0/8"]  # the bench's servers are on loopback
     log("harvestd %s: %d URLs %s" % (name, len(urls), " ".join(extra_args)))
     timed_out = threading.Event()
     with open(err_path, "wb") as err:

@@ -138,6 +138,7 @@ def test_62_06_missing_config_file(harvestd, tmp_path):
 def test_62_07_command_line_overrides_the_file(harvestd, spool, tmp_path, fresh_origin):
     o = fresh_origin
     path = write(tmp_path / "d.conf", ["spool_dir = %s" % (tmp_path / "nowhere"), "concurrency = 1",
+                                       "allow_addresses = 127.0.0.1",
                                        "per_host = 1", "log_level = info", "rescan_interval = 300ms"])
     # The file alone is refused (no spool); the command line fixes it.
     assert harvestd.command("--check-config", "-c", path).returncode == 2

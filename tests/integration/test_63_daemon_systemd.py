@@ -56,6 +56,13 @@ class NotifySocket:
                 return i
         return None
 
+    def wait_for(self, message, timeout=2.0):
+        """Wait until `message` has been read: one the daemon sent just before it exited may
+        still be in the socket's buffer when the test sees the exit."""
+        deadline = time.monotonic() + timeout
+        while message not in self.lines() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     def times(self, prefix):
         with self._lock:
             return [t for t, m in self.messages if m.startswith(prefix)]
@@ -92,6 +99,7 @@ def test_63_01_notify_ready_status_stopping(start_daemon, spool, origin, notify_
     assert "STOPPING=1" not in n.lines()
     d.send_signal(signal.SIGINT)
     assert d.wait(timeout=10) == 0
+    n.wait_for("STOPPING=1")
     lines = n.lines()
     assert lines.count("READY=1") == 1, lines
     assert lines.count("STOPPING=1") == 1, lines

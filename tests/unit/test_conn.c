@@ -5,7 +5,8 @@
  * accepted connection, can send a greeting or a flood of bytes, echo what it reads, check a
  * byte pattern, and shut its side down after so many bytes. The client connects to the IP
  * literal with host_is_ip = 1, so no name is ever looked up: the dns cache it is given must
- * end with zero lookups. Callbacks record what happened and close what the scenario is done
+ * end with zero lookups. The address guard lets 127.0.0.1/32 through, as allow_addresses
+ * would; the guard tests take that exception away. Callbacks record what happened and close what the scenario is done
  * with; the test asserts after the loop has returned.
  */
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "harvestd/common.h"
 #include "harvestd/conn.h"
 #include "harvestd/dns.h"
+#include "harvestd/guard.h"
 #include "test.h"
 
 #define LOOPBACK "127.0.0.1"
@@ -185,6 +187,10 @@ typedef struct {
     uv_loop_t loop;
     server_t srv;
     hv_dns_t *dns;
+    hv_allow_list_t allow;
+    hv_guard_t guard;
+    hv_conn_stats_t stats;
+    hv_conn_env_t env;
     hv_conn_t *c;
     int in_connect;  /* inside hv_conn_connect() */
     int closed;      /* hv_conn_close() was called */
@@ -211,6 +217,12 @@ static void fixture_init(fixture_t *f)
     memset(f, 0, sizeof(*f));
     ASSERT_OK(uv_loop_init(&f->loop));
     f->dns = hv_dns_new(&f->loop, 1000, 8);
+    ASSERT_OK(hv_allow_list_parse(LOOPBACK "/32", &f->allow, NULL, 0));
+    f->guard.allow = &f->allow;
+    f->env.loop = &f->loop;
+    f->env.dns = f->dns;
+    f->env.guard = &f->guard;
+    f->env.stats = &f->stats;
 }
 
 /* Close what is still open (the client at most once) and stop the server. */
@@ -235,7 +247,7 @@ static void fixture_done(fixture_t *f)
 static int fixture_connect(fixture_t *f, uint16_t port, const hv_conn_cbs_t *cbs)
 {
     f->in_connect = 1;
-    int rc = hv_conn_connect(&f->loop, f->dns, NULL, LOOPBACK, 1, port, cbs, f, &f->c);
+    int rc = hv_conn_connect(&f->env, NULL, LOOPBACK, 1, port, cbs, f, &f->c);
     f->in_connect = 0;
     return rc;
 }
@@ -387,6 +399,65 @@ TEST_IMPL(conn_refused)
     ASSERT_EQ(UV_ECONNREFUSED, f.connect_status);
     ASSERT_EQ(0, f.connect_inside);
     ASSERT_EQ(0, f.reads + f.errors + f.timeouts);
+    fixture_done(&f);
+}
+
+/* ---- the address guard */
+
+/* Without the exception, 127.0.0.1 is refused before any packet: the server accepts nothing
+ * and the failure is reported from the loop, with its class, like any connect failure. */
+TEST_IMPL(conn_guard_refuses_loopback_before_connecting)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.allow.count = 0;
+    server_listen(&f.loop, &f.srv);
+    ASSERT_OK(fixture_connect(&f, f.srv.port, &echo_cbs));
+    ASSERT_NOT_NULL(f.c);
+    ASSERT_EQ(0, f.connects);
+    ASSERT_EQ(HV_D_BLOCKED_LOOPBACK_ADDRESS, hv_conn_error(f.c)->code);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(HV_EBLOCKED, f.connect_status);
+    ASSERT_EQ(0, f.connect_inside);
+    ASSERT_EQ(0, f.srv.accepted);
+    ASSERT_EQ(1, f.stats.blocked[HV_ADDR_LOOPBACK]);
+    ASSERT_EQ(0, f.reads + f.errors + f.timeouts);
+    fixture_done(&f);
+}
+
+/* The same refusal with the guard off connects, so the test above cannot pass for a broken
+ * server. */
+TEST_IMPL(conn_guard_off_connects_to_loopback)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.allow.count = 0;
+    f.guard.off = 1;
+    f.srv.echo = 1;
+    f.srv.shut_after = 5;
+    server_listen(&f.loop, &f.srv);
+    ASSERT_OK(fixture_connect(&f, f.srv.port, &echo_cbs));
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_STR_EQ("hello", f.got);
+    ASSERT_EQ(1, f.srv.accepted);
+    ASSERT_EQ(0, f.stats.blocked[HV_ADDR_LOOPBACK]);
+    fixture_done(&f);
+}
+
+/* Closing a refused connection before the loop reports it: no callback, nothing leaks. */
+TEST_IMPL(conn_guard_close_before_the_refusal_is_reported)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.allow.count = 0;
+    server_listen(&f.loop, &f.srv);
+    ASSERT_OK(fixture_connect(&f, f.srv.port, &echo_cbs));
+    close_all(&f);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(0, f.connects);
+    ASSERT_EQ(0, f.srv.accepted);
     fixture_done(&f);
 }
 

@@ -164,9 +164,63 @@ TEST_IMPL(url_parse_ip_literals)
     ASSERT_STR_EQ("192.0.2.7:81", u.authority);
     hv_url_free(&u);
 
-    ASSERT_OK(parse(&u, "http://192.0.2.300/", &why)); /* not an address: a name */
-    ASSERT_EQ(0, u.host_is_ip);
-    hv_url_free(&u);
+    /* It ends in a number, so it is an IPv4 address or nothing (WHATWG): not a name. */
+    ASSERT_PARSE_FAILS("http://192.0.2.300/", HV_EURL, "invalid_host");
+}
+
+/* Every spelling of an IPv4 address that inet_aton() (and so getaddrinfo()) accepts is read
+ * as that address and written as a dotted quad, so that the address guard and the Host
+ * header see what a connection would reach. */
+TEST_IMPL(url_parse_ipv4_in_every_spelling)
+{
+    static const struct {
+        const char *in, *href;
+    } cases[] = {
+        {"http://2130706433/", "http://127.0.0.1/"},
+        {"http://0x7f000001/", "http://127.0.0.1/"},
+        {"http://0X7F000001:8080/x", "http://127.0.0.1:8080/x"},
+        {"http://0x7f.1/", "http://127.0.0.1/"},
+        {"http://0177.0.0.1/", "http://127.0.0.1/"},
+        {"http://0177.1/", "http://127.0.0.1/"},
+        {"http://127.1/", "http://127.0.0.1/"},
+        {"http://127.0.1/", "http://127.0.0.1/"},
+        {"http://127.0.0.1./", "http://127.0.0.1/"},
+        {"http://0x7f.0.0.0x1/", "http://127.0.0.1/"},
+        {"http://0/", "http://0.0.0.0/"},
+        {"http://0x/", "http://0.0.0.0/"},
+        {"http://4294967295/", "http://255.255.255.255/"},
+        {"http://10.0x10.1/", "http://10.16.0.1/"},
+        {"http://169.254.43518/", "http://169.254.169.254/"},
+        {"http://00000000000000000000012.0.0.1/", "http://10.0.0.1/"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        hv_url_t u;
+        const char *why;
+        ASSERT_OK(parse(&u, cases[i].in, &why));
+        ASSERT_STR_EQ(cases[i].href, u.href);
+        ASSERT_EQ(1, u.host_is_ip);
+        ASSERT_EQ(0, u.host_is_ipv6);
+        hv_url_free(&u);
+    }
+    /* Hosts that end in a number but are no address are invalid, never looked up. */
+    static const char *const bad[] = {
+        "http://1.2.3.4.5/",    "http://4294967296/",  "http://0x100000000/", "http://256.0.0.1/",
+        "http://1.256.0.1/",    "http://1.2.65536/",   "http://1.16777216/",  "http://08.0.0.1/",
+        "http://0x7g.0.0.1/",   "http://example.123/", "http://1..2/",        "http://.1/",
+        "http://99999999999999999999/",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++)
+        ASSERT_PARSE_FAILS(bad[i], HV_EURL, "invalid_host");
+    /* Names that merely contain digits stay names. */
+    static const char *const names[] = {"http://1e100/", "http://123.example/",
+                                        "http://0x7f.example/", "http://1.2.3.x4/"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(names); i++) {
+        hv_url_t u;
+        const char *why;
+        ASSERT_OK(parse(&u, names[i], &why));
+        ASSERT_EQ(0, u.host_is_ip);
+        hv_url_free(&u);
+    }
 }
 
 /* Hosts no connection could use are refused at input, not left to fail as ConnectError. */
