@@ -965,9 +965,12 @@ static const hv_charset_enc_t *hv_charset_run(const hv_charset_enc_t *enc, const
 
     switch ((hv_charset_kind_t)enc->kind) {
     case HV_CS_KIND_UTF8:
-        if (keep_body && (valid_utf8 || hv_utf8_valid(s, n))) {
+        /* Declared UTF-8 is handed back unvalidated: the HTML analysis repairs what it parses,
+         * which for a title is often the first few KiB of a page (see `unchecked`). */
+        if (keep_body) {
             out->text = NULL;
             out->len = n;
+            out->unchecked = !valid_utf8;
         } else {
             out->text = hv_utf8_sanitize(s, n, &out->len);
         }

@@ -179,6 +179,7 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     out->depth = scan.depth;
     out->refusal = scan.verdict;
     out->bound = scan.bound;
+    out->parsed = len;
     if (scan.verdict != HV_PRESCAN_OK) {
         rc = hv_html_refusal_rc(scan.verdict);
         goto out;
@@ -198,12 +199,10 @@ int hv_html_analyse_rules(const char *body, size_t len, const hv_ruleset_t *rule
     /* The pre-scan follows gumbo closely but not exactly. Measure what gumbo built, and
      * refuse (and flatten before freeing) a tree that came out deeper than allowed. The
      * slack covers html, body, leaves and the odd implied element the estimate skips. */
-    deepest = hv_html_tree_depth(doc->document);
-    if (deepest > HV_HTML_MAX_DEPTH + HV_HTML_TREE_SLACK) {
+    if ((deepest = hv_html__too_deep(&opts, doc)) != 0) {
         out->depth = deepest;
         out->refusal = HV_PRESCAN_TOO_DEEP;
         out->bound = HV_HTML_MAX_DEPTH;
-        hv_html_flatten(&opts, doc->document);
         rc = HV_ENESTING;
         goto out;
     }
@@ -220,6 +219,15 @@ out:
     free(protected);
     free(clean);
     return rc;
+}
+
+size_t hv_html__too_deep(const GumboOptions *o, GumboOutput *doc)
+{
+    size_t deepest = hv_html_tree_depth(doc->document);
+    if (deepest <= HV_HTML_MAX_DEPTH + HV_HTML_TREE_SLACK)
+        return 0;
+    hv_html_flatten(o, doc->document);
+    return deepest;
 }
 
 void hv_html_result_free(hv_html_result_t *r)

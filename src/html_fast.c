@@ -5,8 +5,17 @@
  * that ends with the first "</title" end tag and accept the result only when the first HTML
  * <title> of that prefix sits in <head> and was closed by an explicit end tag inside it;
  * anything else (the end tag was inside a comment or a script, there is no title before it,
- * an SVG title, a title in the body...) falls back to the whole page. The pre-scan still
- * checks the whole page, so both paths refuse the same documents.
+ * an SVG title, a title in the body...) falls back to the whole page.
+ *
+ * The pre-scan checks the prefix, which is exactly what gumbo parses here. That keeps the
+ * guarantee of the full path: gumbo never sees bytes the pre-scan did not judge as gumbo will
+ * read them. The pre-scan runs gumbo's tokenizer and tree-builder rules, which only ever look
+ * at what came before (a prefix is a document that ends early, and both end a tag cut short
+ * or an open comment the same way), so its verdict on the prefix is its verdict on what gumbo
+ * builds from the prefix; what lies after the cut is never parsed and cannot make gumbo slow,
+ * deep or crash. A page whose body is refused (nested 10,000 deep, say) therefore has its
+ * title settled from the head in a title-only run, and is still refused wherever its whole
+ * tree is parsed (rules, or a title the prefix does not settle).
  */
 #include <gumbo.h>
 #include <stdlib.h>
@@ -89,12 +98,13 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     size_t cut = title_end_cut(body, len);
     if (cut == 0)
         return 0;
-    /* The whole page still goes through the pre-scan: the full path would refuse it. */
+    /* The bytes gumbo will parse, and no more (see the top of this file). */
     hv_prescan_result_t scan;
-    hv_prescan_check(body, len, HV_HTML_MAX_DEPTH, &scan);
+    hv_prescan_check(body, cut, HV_HTML_MAX_DEPTH, &scan);
     if (scan.verdict != HV_PRESCAN_OK)
         return 0;
     out->depth = scan.depth;
+    out->parsed = cut;
     const char *text = body;
     size_t tlen = cut;
     if (!hv_utf8_valid(body, cut)) {
@@ -109,7 +119,8 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     GumboOptions opts;
     hv_html__gumbo_options(&opts);
     g = gumbo_parse_with_options(&opts, text, tlen);
-    const GumboNode *t = first_title(g->document);
+    /* Like the full parse, keep nothing from a tree that came out too deep. */
+    const GumboNode *t = hv_html__too_deep(&opts, g) == 0 ? first_title(g->document) : NULL;
     /* Only a title inside <head> is settled by the prefix: later markup can neither move it
      * nor put another title before it in tree order (a title in the body can be displaced by
      * a later <frameset>, or preceded by one foster-parented out of a table). */
@@ -117,6 +128,9 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
         t->parent->type == GUMBO_NODE_ELEMENT && t->parent->v.element.tag == GUMBO_TAG_HEAD) {
         out->title = hv_selector_text(t); /* as the full parse reads it */
         accepted = 1;
+    } else {
+        out->depth = 0;
+        out->parsed = 0;
     }
     hv_html__gumbo_destroy(&opts, g);
     free(protected);

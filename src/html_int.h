@@ -11,4 +11,9 @@ void hv_html__gumbo_options(GumboOptions *o);
 /** Destroy a tree parsed with those options, and reset the arena it came from. */
 void hv_html__gumbo_destroy(GumboOptions *o, GumboOutput *doc);
 
+/* The check after every parse: the pre-scan follows gumbo closely but not exactly, so a tree
+ * that came out deeper than allowed (with some slack) is flattened, to be freed without deep
+ * recursion, and its depth returned; 0 for a tree within bounds. */
+size_t hv_html__too_deep(const GumboOptions *o, GumboOutput *doc);
+
 #endif

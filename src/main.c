@@ -547,9 +547,10 @@ static int start_once(app_t *app)
     }
     HV_LOG(HV_LOG_INFO,
            "event=start mode=once version=%s input=%s output=%s concurrency=%u per_host=%u "
-           "parse_jobs=%u",
+           "parse_jobs=%u address_guard=%s allowed_ranges=%u",
            HV_VERSION, app->cfg.input_path, app->cfg.output_path, app->cfg.concurrency,
-           app->cfg.per_host, app->cfg.parse_jobs);
+           app->cfg.per_host, app->cfg.parse_jobs, app->cfg.allow_private_addresses ? "off" : "on",
+           app->cfg.allow_addresses.count);
     return EXIT_OK;
 }
 
@@ -661,9 +662,10 @@ static int start_daemon(app_t *app)
     }
     HV_LOG(HV_LOG_NOTICE,
            "event=start mode=daemon version=%s config=%s spool_dir=%s concurrency=%u per_host=%u "
-           "max_active_batches=%u",
+           "max_active_batches=%u address_guard=%s allowed_ranges=%u",
            HV_VERSION, app->config_path, app->cfg.spool_dir, app->cfg.concurrency,
-           app->cfg.per_host, app->cfg.max_active_batches);
+           app->cfg.per_host, app->cfg.max_active_batches,
+           app->cfg.allow_private_addresses ? "off" : "on", app->cfg.allow_addresses.count);
     sd_notify(0, "READY=1");
     notify_status(app);
     return EXIT_OK;

@@ -2,6 +2,10 @@
  * allocation; runs on threadpool workers. */
 #include "harvestd/prescan.h"
 
+#include <assert.h>
+#include <gumbo.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +90,7 @@ typedef struct {
 #define ES T_END_SCOPE
 #define FM (T_FORMAT | T_BREAKOUT)
 
-/* Every tag name gumbo 0.10 knows, sorted in strcmp order for bsearch. The set matters: gumbo
+/* Every tag name gumbo 0.10 knows, sorted in strcmp order. The set matters: gumbo
  * lets any unknown end tag close any unknown element. */
 static const hv_prescan_tag_t hv_prescan_tags[] = {
     {"a", T_FORMAT, K_A},
@@ -373,22 +377,30 @@ typedef struct {
 /* skip_attrs() result when the input ends inside the tag: the tokenizer drops the tag. */
 #define HV_PRESCAN_EOF SIZE_MAX
 
-static int hv_prescan_cmp_tag(const void *key, const void *elem)
+/* Tag ids (1 + index into hv_prescan_tags) by gumbo's tag number, and back: the table holds
+ * exactly gumbo's tag names, so that a name is known here if and only if gumbo knows it. Built
+ * once, by the first pre-scan of the process (any thread). */
+static uint8_t hv_prescan_id_of[GUMBO_TAG_LAST + 1];
+static GumboTag hv_prescan_gumbo_of[HV_ARRAY_SIZE(hv_prescan_tags)];
+static pthread_once_t hv_prescan_ids_once = PTHREAD_ONCE_INIT;
+
+static void hv_prescan_build_ids(void)
 {
-    return strcmp(key, ((const hv_prescan_tag_t *)elem)->name);
+    _Static_assert(HV_ARRAY_SIZE(hv_prescan_tags) < 256, "ids are 8 bits");
+    for (size_t i = 0; i < HV_ARRAY_SIZE(hv_prescan_tags); i++) {
+        GumboTag g = gumbo_tag_enum(hv_prescan_tags[i].name);
+        assert(g != GUMBO_TAG_UNKNOWN); /* the table lists gumbo 0.10's names only */
+        hv_prescan_gumbo_of[i] = g;
+        hv_prescan_id_of[g] = (uint8_t)(i + 1);
+    }
 }
 
+/* The id of a tag name in any case, 0 for a name gumbo does not know. gumbo's own lookup is a
+ * perfect hash, O(1) where a search of the names cost a quarter of every pre-scan. */
 static int hv_prescan_lookup(const char *name, size_t len)
 {
-    char lower[HV_PRESCAN_NAME_MAX];
-    if (len == 0 || len >= sizeof(lower))
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        lower[i] = (char)hv_ascii_lower((unsigned char)name[i]);
-    lower[len] = '\0';
-    const hv_prescan_tag_t *t = bsearch(lower, hv_prescan_tags, HV_ARRAY_SIZE(hv_prescan_tags),
-                                        sizeof(hv_prescan_tags[0]), hv_prescan_cmp_tag);
-    return t != NULL ? (int)(t - hv_prescan_tags) + 1 : 0;
+    GumboTag g = gumbo_tagn_enum(name, (unsigned)HV_MIN(len, (size_t)UINT_MAX));
+    return g == GUMBO_TAG_UNKNOWN ? 0 : hv_prescan_id_of[g];
 }
 
 static unsigned hv_prescan_tag_flags(int id)
@@ -401,9 +413,9 @@ static int hv_prescan_tag_kind(int id)
     return id > 0 ? hv_prescan_tags[id - 1].kind : K_OTHER;
 }
 
-static int hv_prescan_is_named(int id, const char *name)
+static int hv_prescan_is(int id, GumboTag tag)
 {
-    return id > 0 && strcmp(hv_prescan_tags[id - 1].name, name) == 0;
+    return id > 0 && hv_prescan_gumbo_of[id - 1] == tag;
 }
 
 /* ---- tokenizer ---- */
@@ -892,11 +904,11 @@ static int hv_prescan_push(hv_prescan_scan_t *sc, const hv_prescan_token_t *t, u
 }
 
 /* Push an element the parser inserts on its own, such as the tbody of "<table><tr>". */
-static int hv_prescan_push_implied(hv_prescan_scan_t *sc, const char *name)
+static int hv_prescan_push_implied(hv_prescan_scan_t *sc, GumboTag tag)
 {
     hv_prescan_token_t t;
     memset(&t, 0, sizeof(t));
-    t.id = hv_prescan_lookup(name, strlen(name));
+    t.id = hv_prescan_id_of[tag];
     return hv_prescan_push(sc, &t, 0);
 }
 
@@ -1050,7 +1062,7 @@ static long hv_prescan_table_context(hv_prescan_scan_t *sc, int *kind)
         default:
             break;
         }
-        if (hv_prescan_is_named(e->id, "html"))
+        if (hv_prescan_is(e->id, GUMBO_TAG_HTML))
             break;
     }
     return -1;
@@ -1276,8 +1288,8 @@ static void hv_prescan_close_list_item(hv_prescan_scan_t *sc, int kind)
             continue;
         if (hv_prescan_foreign(e))
             return;
-        if (!hv_prescan_is_named(e->id, "address") && !hv_prescan_is_named(e->id, "div") &&
-            !hv_prescan_is_named(e->id, "p"))
+        if (!hv_prescan_is(e->id, GUMBO_TAG_ADDRESS) && !hv_prescan_is(e->id, GUMBO_TAG_DIV) &&
+            !hv_prescan_is(e->id, GUMBO_TAG_P))
             return;
     }
 }
@@ -1424,12 +1436,12 @@ static int hv_prescan_start_in_select(hv_prescan_scan_t *sc, const hv_prescan_to
     default:
         break;
     }
-    if (hv_prescan_is_named(t->id, "input") || hv_prescan_is_named(t->id, "keygen") ||
-        hv_prescan_is_named(t->id, "textarea")) {
+    if (hv_prescan_is(t->id, GUMBO_TAG_INPUT) || hv_prescan_is(t->id, GUMBO_TAG_KEYGEN) ||
+        hv_prescan_is(t->id, GUMBO_TAG_TEXTAREA)) {
         hv_prescan_pop_to(sc, hv_prescan_find_kind(sc, K_SELECT, S_SELECT));
         return -1;
     }
-    if (hv_prescan_is_named(t->id, "script") || hv_prescan_is_named(t->id, "template"))
+    if (hv_prescan_is(t->id, GUMBO_TAG_SCRIPT) || hv_prescan_is(t->id, GUMBO_TAG_TEMPLATE))
         return -1;
     return 0;
 }
@@ -1476,12 +1488,12 @@ static int hv_prescan_template_part(hv_prescan_scan_t *sc, long at, const hv_pre
         return -1;
     hv_prescan_pop_to(sc, at + 1);
     if (t->kind == K_COL)
-        return hv_prescan_push_implied(sc, "colgroup") ? 1 : -1;
+        return hv_prescan_push_implied(sc, GUMBO_TAG_COLGROUP) ? 1 : -1;
     if (mode == TM_TABLE && (t->kind == K_TCELL || t->kind == K_TROW) &&
-        hv_prescan_push_implied(sc, "tbody"))
+        hv_prescan_push_implied(sc, GUMBO_TAG_TBODY))
         return 1;
     if (mode != TM_ROW && t->kind == K_TCELL)
-        return hv_prescan_push_implied(sc, "tr");
+        return hv_prescan_push_implied(sc, GUMBO_TAG_TR);
     return 0;
 }
 
@@ -1534,18 +1546,18 @@ static int hv_prescan_start_table_part(hv_prescan_scan_t *sc, const hv_prescan_t
         case K_TSECTION:
             if (t->kind == K_TCELL || t->kind == K_TROW) {
                 hv_prescan_pop_to(sc, at + 1);
-                return t->kind == K_TCELL && hv_prescan_push_implied(sc, "tr");
+                return t->kind == K_TCELL && hv_prescan_push_implied(sc, GUMBO_TAG_TR);
             }
             hv_prescan_pop_to(sc, at);
             continue;
         case K_TABLE:
             hv_prescan_pop_to(sc, at + 1);
             if (t->kind == K_COL) /* a col directly in a table gets a colgroup */
-                return hv_prescan_push_implied(sc, "colgroup") ? 1 : -1;
+                return hv_prescan_push_implied(sc, GUMBO_TAG_COLGROUP) ? 1 : -1;
             if (t->kind == K_TCELL || t->kind == K_TROW) {
-                if (hv_prescan_push_implied(sc, "tbody"))
+                if (hv_prescan_push_implied(sc, GUMBO_TAG_TBODY))
                     return 1;
-                if (t->kind == K_TCELL && hv_prescan_push_implied(sc, "tr"))
+                if (t->kind == K_TCELL && hv_prescan_push_implied(sc, GUMBO_TAG_TR))
                     return 1;
             }
             return 0;
@@ -1556,11 +1568,11 @@ static int hv_prescan_start_table_part(hv_prescan_scan_t *sc, const hv_prescan_t
 }
 
 /* Nearest HTML element called `name` in scope, or -1. */
-static long hv_prescan_find_name_str(hv_prescan_scan_t *sc, const char *name)
+static long hv_prescan_find_name_str(hv_prescan_scan_t *sc, GumboTag tag)
 {
     hv_prescan_token_t t;
     memset(&t, 0, sizeof(t));
-    t.id = hv_prescan_lookup(name, strlen(name));
+    t.id = hv_prescan_id_of[tag];
     return hv_prescan_find_name(sc, &t, S_DEFAULT);
 }
 
@@ -1573,7 +1585,7 @@ static void hv_prescan_close_implied(hv_prescan_scan_t *sc, int keep_rtc)
         if (kind != K_P && kind != K_LI && kind != K_DDDT && kind != K_OPTION &&
             kind != K_OPTGROUP && kind != K_RUBYTEXT)
             return;
-        if (keep_rtc && hv_prescan_is_named(top->id, "rtc"))
+        if (keep_rtc && hv_prescan_is(top->id, GUMBO_TAG_RTC))
             return;
         hv_prescan_pop(sc);
     }
@@ -1582,17 +1594,15 @@ static void hv_prescan_close_implied(hv_prescan_scan_t *sc, int keep_rtc)
 /* Tags that the head keeps (inside a head noscript only the first group). */
 static int hv_prescan_head_tag(const hv_prescan_token_t *t, int in_noscript)
 {
-    static const char *const noscript_ok[] = {"basefont", "bgsound",  "html", "link",
-                                              "meta",     "noframes", "style"};
-    static const char *const head_ok[] = {"base",   "head",     "menuitem", "noscript",
-                                          "script", "template", "title"};
+    static const GumboTag noscript_ok[] = {GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND, GUMBO_TAG_HTML, GUMBO_TAG_LINK, GUMBO_TAG_META, GUMBO_TAG_NOFRAMES, GUMBO_TAG_STYLE};
+    static const GumboTag head_ok[] = {GUMBO_TAG_BASE, GUMBO_TAG_HEAD, GUMBO_TAG_MENUITEM, GUMBO_TAG_NOSCRIPT, GUMBO_TAG_SCRIPT, GUMBO_TAG_TEMPLATE, GUMBO_TAG_TITLE};
     for (size_t i = 0; i < HV_ARRAY_SIZE(noscript_ok); i++)
-        if (hv_prescan_is_named(t->id, noscript_ok[i]))
+        if (hv_prescan_is(t->id, noscript_ok[i]))
             return 1;
     if (in_noscript)
         return 0;
     for (size_t i = 0; i < HV_ARRAY_SIZE(head_ok); i++)
-        if (hv_prescan_is_named(t->id, head_ok[i]))
+        if (hv_prescan_is(t->id, head_ok[i]))
             return 1;
     return 0;
 }
@@ -1618,9 +1628,9 @@ static int hv_prescan_start_in_head(hv_prescan_scan_t *sc, const hv_prescan_toke
         hv_prescan_leave_head(sc);
         return -1;
     }
-    if (hv_prescan_is_named(t->id, "head"))
+    if (hv_prescan_is(t->id, GUMBO_TAG_HEAD))
         return 0;
-    if (hv_prescan_is_named(t->id, "noscript")) {
+    if (hv_prescan_is(t->id, GUMBO_TAG_NOSCRIPT)) {
         if (in_noscript)
             return 0;
         if (hv_prescan_push(sc, t, 0))
@@ -1635,7 +1645,7 @@ static int hv_prescan_start_in_head(hv_prescan_scan_t *sc, const hv_prescan_toke
 static int hv_prescan_hidden_input(hv_prescan_scan_t *sc, const hv_prescan_token_t *t)
 {
     hv_prescan_attr_t a;
-    return hv_prescan_is_named(t->id, "input") && hv_prescan_get_attr(sc, t, "type", &a) &&
+    return hv_prescan_is(t->id, GUMBO_TAG_INPUT) && hv_prescan_get_attr(sc, t, "type", &a) &&
            hv_ascii_case_is(sc->s + a.value, a.value_len, "hidden");
 }
 
@@ -1654,10 +1664,9 @@ static int hv_prescan_template_body(const hv_prescan_token_t *t)
     default:
         break;
     }
-    static const char *const head[] = {"base", "basefont", "bgsound", "col",   "link",
-                                       "meta", "noframes", "script",  "style", "title"};
+    static const GumboTag head[] = {GUMBO_TAG_BASE, GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND, GUMBO_TAG_COL, GUMBO_TAG_LINK, GUMBO_TAG_META, GUMBO_TAG_NOFRAMES, GUMBO_TAG_SCRIPT, GUMBO_TAG_STYLE, GUMBO_TAG_TITLE};
     for (size_t i = 0; i < HV_ARRAY_SIZE(head); i++)
-        if (hv_prescan_is_named(t->id, head[i]))
+        if (hv_prescan_is(t->id, head[i]))
             return 0;
     return 1;
 }
@@ -1671,7 +1680,7 @@ static int hv_prescan_start_html(hv_prescan_scan_t *sc, const hv_prescan_token_t
         /* In a frameset document only framesets nest; noframes holds raw text. */
         if (t->kind == K_FRAMESET && hv_prescan_kind(hv_prescan_top(sc)) == K_FRAMESET)
             return hv_prescan_push(sc, t, 0);
-        *raw = hv_prescan_is_named(t->id, "noframes");
+        *raw = hv_prescan_is(t->id, GUMBO_TAG_NOFRAMES);
         return 0;
     }
     if (sc->in_head && sc->templates == 0) {
@@ -1686,7 +1695,7 @@ static int hv_prescan_start_html(hv_prescan_scan_t *sc, const hv_prescan_token_t
     }
     hv_prescan_entry_t *top = hv_prescan_top(sc);
     if (hv_prescan_kind(top) == K_TEMPLATE) {
-        if (hv_prescan_tmode(top) == TM_NONE && hv_prescan_is_named(t->id, "col"))
+        if (hv_prescan_tmode(top) == TM_NONE && hv_prescan_is(t->id, GUMBO_TAG_COL))
             hv_prescan_set_tmode(top, TM_COLGROUP);
         else if (hv_prescan_tmode(top) == TM_NONE && hv_prescan_template_body(t))
             hv_prescan_set_tmode(top, TM_BODY);
@@ -1707,7 +1716,7 @@ static int hv_prescan_start_html(hv_prescan_scan_t *sc, const hv_prescan_token_t
     }
     /* In an open colgroup anything but col and template closes it. */
     if (hv_prescan_kind(hv_prescan_top(sc)) == K_COLGROUP && t->kind != K_COL &&
-        t->kind != K_TEMPLATE && !hv_prescan_is_named(t->id, "html"))
+        t->kind != K_TEMPLATE && !hv_prescan_is(t->id, GUMBO_TAG_HTML))
         hv_prescan_pop(sc);
     if (t->flags & T_IGNORE)
         return 0;
@@ -1764,9 +1773,9 @@ static int hv_prescan_start_html(hv_prescan_scan_t *sc, const hv_prescan_token_t
         break;
     case K_RUBYTEXT:
         /* Inside a ruby these close what has an implied end tag (p, li, dd, option...). */
-        if (hv_prescan_find_name_str(sc, "ruby") >= 0)
-            hv_prescan_close_implied(sc, hv_prescan_is_named(t->id, "rt") ||
-                                             hv_prescan_is_named(t->id, "rp"));
+        if (hv_prescan_find_name_str(sc, GUMBO_TAG_RUBY) >= 0)
+            hv_prescan_close_implied(sc, hv_prescan_is(t->id, GUMBO_TAG_RT) ||
+                                             hv_prescan_is(t->id, GUMBO_TAG_RP));
         break;
     case K_PLAINTEXT:
         /* Everything after <plaintext> is text. */
@@ -1941,7 +1950,7 @@ static int hv_prescan_start_tag(hv_prescan_scan_t *sc, const hv_prescan_token_t 
         if (top->flags & E_IP) /* a MathML text integration point keeps mglyph foreign */
             html = !(math && (hv_prescan_tag_flags(top->id) & T_MATH_TEXT) && t->kind == K_MGLYPH);
         else
-            html = math && hv_prescan_is_named(top->id, "annotation-xml") && t->kind == K_SVG;
+            html = math && hv_prescan_is(top->id, GUMBO_TAG_ANNOTATION_XML) && t->kind == K_SVG;
         if (!html) {
             if (!hv_prescan_breaks_out(sc, t)) {
                 /* In SVG and MathML "/>" does close, and raw-text rules do not apply. */
@@ -1965,17 +1974,17 @@ static int hv_prescan_end_tag(hv_prescan_scan_t *sc, const hv_prescan_token_t *t
     if (sc->in_head && sc->templates == 0) {
         /* In the head most end tags are ignored; </br>, </body> and </html> start the
          * body (the last two then do nothing more). */
-        if (sc->head_noscript != 0 && hv_prescan_is_named(t->id, "noscript")) {
+        if (sc->head_noscript != 0 && hv_prescan_is(t->id, GUMBO_TAG_NOSCRIPT)) {
             hv_prescan_pop_to(sc, hv_prescan_find_serial(sc, sc->head_noscript));
             sc->head_noscript = 0;
             return 0;
         }
-        if (hv_prescan_is_named(t->id, "head") && sc->head_noscript == 0) {
+        if (hv_prescan_is(t->id, GUMBO_TAG_HEAD) && sc->head_noscript == 0) {
             sc->in_head = 0;
             return 0;
         }
-        if (t->kind != K_BR && (sc->head_noscript != 0 || (!hv_prescan_is_named(t->id, "body") &&
-                                                           !hv_prescan_is_named(t->id, "html"))))
+        if (t->kind != K_BR && (sc->head_noscript != 0 || (!hv_prescan_is(t->id, GUMBO_TAG_BODY) &&
+                                                           !hv_prescan_is(t->id, GUMBO_TAG_HTML))))
             return 0;
         hv_prescan_leave_head(sc);
     }
@@ -2052,6 +2061,7 @@ void hv_prescan_check(const char *s, size_t len, size_t limit, hv_prescan_result
 {
     /* About 70 KiB: fine on any thread stack, and no allocation to fail. */
     hv_prescan_scan_t sc;
+    pthread_once(&hv_prescan_ids_once, hv_prescan_build_ids);
     sc.s = s;
     sc.len = len;
     sc.limit = limit;
@@ -2133,9 +2143,9 @@ void hv_prescan_check(const char *s, size_t len, size_t limit, hv_prescan_result
             size_t next = hv_prescan_read_tag(s, len, i + 1, &t);
             if (hv_prescan_tag_attrs(&sc, t.nattrs) || next == HV_PRESCAN_EOF)
                 break;
-            if ((t.flags & T_IGNORE) && !hv_prescan_is_named(t.id, "head") &&
+            if ((t.flags & T_IGNORE) && !hv_prescan_is(t.id, GUMBO_TAG_HEAD) &&
                 hv_prescan_merge_attrs(&sc,
-                                       hv_prescan_is_named(t.id, "html") ? &sc.html_attrs
+                                       hv_prescan_is(t.id, GUMBO_TAG_HTML) ? &sc.html_attrs
                                                                          : &sc.body_attrs,
                                        t.nattrs))
                 break;
@@ -2143,7 +2153,7 @@ void hv_prescan_check(const char *s, size_t len, size_t limit, hv_prescan_result
             stop = hv_prescan_start_tag(&sc, &t, &raw);
             i = next;
             size_t end_attrs = 0;
-            if (raw && hv_prescan_is_named(t.id, "script"))
+            if (raw && hv_prescan_is(t.id, GUMBO_TAG_SCRIPT))
                 i = hv_prescan_skip_script(s, len, i, &end_attrs);
             else if (raw)
                 i = hv_prescan_skip_raw(s, len, i, hv_prescan_tags[t.id - 1].name, &end_attrs);

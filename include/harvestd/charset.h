@@ -27,13 +27,18 @@
 
 typedef struct {
     char *text;         /* malloc'd UTF-8 (NUL-terminated), or NULL when `body` can be used
-                           as it is (already valid UTF-8, no BOM to drop; an empty body) */
+                           as it is (UTF-8, no BOM to drop; an empty body) */
     size_t len;         /* length of text (or of body when text is NULL) */
     char name[32];      /* the encoding used, WHATWG name in lower case: "utf-8",
                            "windows-1252", "shift_jis", "gbk", "utf-16le", ... If glibc
                            lacks a converter (no gconv modules), the page is decoded as
                            windows-1252 and the name says so. */
     int source;         /* which evidence decided: see HV_CHARSET_FROM_* */
+    int unchecked;      /* text is NULL and the body, declared UTF-8 (by its BOM-less header
+                           or <meta>), was not validated: it may hold invalid sequences,
+                           which its reader replaces with U+FFFD in the bytes it reads (as
+                           html.h does). A page read only in part (the title fast path) is
+                           then never validated whole. 0: the bytes are valid UTF-8. */
 } hv_charset_result_t;
 
 enum {

@@ -29,6 +29,8 @@ typedef struct {
                                      not): the pre-scan's verdict, or HV_PRESCAN_TOO_DEEP
                                      for a tree that came out too deep */
     size_t bound;        /* the bound a refused document exceeded (hv_prescan_result_t) */
+    size_t parsed;       /* bytes the pre-scan and gumbo read: all of them, or the title fast
+                            path's prefix */
 } hv_html_result_t;
 
 /**

@@ -4,7 +4,8 @@
  * Input: one flags byte; with bit 0 set, a Content-Type header value follows, up to the first
  * '\n' (a header value never holds one); the rest is the body. What charset.h promises:
  *   - the result is valid UTF-8: the decoded copy (NUL-terminated), or the body itself when
- *     no copy was needed, which is then valid UTF-8 without a BOM;
+ *     no copy was needed, which is then UTF-8 without a BOM, valid unless `unchecked` says
+ *     that declared UTF-8 was left to its reader to repair;
  *   - the encoding's name is a WHATWG name (a label of itself), the evidence one of the four;
  *   - decoding the result again as UTF-8 leaves it as it is (a leading BOM aside).
  * And of hv_utf8_sanitize(): valid output, equal to the input when that was valid.
@@ -73,7 +74,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text;
     if (r.text == NULL) {
         FUZZ_CHECK(r.len == len, "as is, but %zu of %zu bytes", r.len, len);
-        FUZZ_CHECK(hv_utf8_valid(body, len), "body used as is but not UTF-8 (%s)", r.name);
+        FUZZ_CHECK(strcmp(r.name, "utf-8") == 0, "body used as is for %s", r.name);
+        FUZZ_CHECK(r.unchecked ? r.source == HV_CHARSET_FROM_HEADER || r.source == HV_CHARSET_FROM_META
+                               : hv_utf8_valid(body, len),
+                   "body used as is but not UTF-8 (source %d)", r.source);
         FUZZ_CHECK(len < 3 || memcmp(body, bom, 3) != 0, "body used as is with its BOM");
         text = body != NULL ? body : "";
     } else {

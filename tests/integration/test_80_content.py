@@ -772,22 +772,32 @@ def test_80_29_daemon_rules_line(harvestd, spool, origin):
 
 # ---------------------------------------------------------------------------- limits with rules
 
-@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
+# How a page is parsed: the title fast path (gumbo reads the head only), the whole page for the
+# title, or the whole page for rules. The pre-scan judges what gumbo is about to read, so a page
+# refused for its body still has its title in the first mode.
+PARSE_MODES = {"title-fast-path": [], "title-full-parse": ["--title-fast-path=no"],
+               "with-rules": ["--extract", "first=div"]}
+
+
+@pytest.mark.parametrize("rules", [False, True, "full"], ids=["title-only", "with-rules", "title-full-parse"])
 def test_80_30_deep_nesting_fails_promptly(run_harvestd, origin, rules):
     deep = origin.url("/nested?depth=100000")   # 1.1 MB of nested <div>s
     fine = origin.url("/nested?depth=1000")
     others = [origin.url("/page?title=beside%d" % i) for i in range(5)]
     args = ["--extract-all", "divs=div div", "--extract", "first=div > div:first-child ::html",
-            "--links"] if rules else []
+            "--links"] if rules is True else ["--title-fast-path=no"] if rules == "full" else []
     run = run_harvestd([deep, fine] + others, *args)
     assert run.rc == 0
     recs = by_url(run.records)
     assert len(recs) == 7
-    assert_failed(recs[deep], "parse", "TooDeeplyNested")
+    if rules is False:
+        assert_ok(recs[deep], "Nested")   # its head alone was parsed
+    else:
+        assert_failed(recs[deep], "parse", "TooDeeplyNested")
     assert_ok(recs[fine], "Nested")
     for i, u in enumerate(others):
         assert_ok(recs[u], "beside%d" % i)
-    if rules:
+    if rules is True:
         assert recs[fine]["fields"]["divs"] == ["deep"] * 999, recs[fine]["fields"]["divs"][:3]
     assert run.elapsed < 5 * SLOWDOWN, "the run took %.1fs" % run.elapsed
 
@@ -824,6 +834,12 @@ def refused_page(body):
             + "</body></html>\n").encode()
 
 
+def refused_early(body):
+    """`body` before the only </title> of the page: inside what the fast path parses."""
+    return ("<!DOCTYPE html><html><head></head><body>" + body + "<title>Late</title>"
+            + "</body></html>\n").encode()
+
+
 REOPENED_BODY = ("<p>" + "".join("<b id=%d>" % i for i in range(200))
                  + "</p><p>x" * 2000)
 
@@ -847,18 +863,26 @@ PRESCAN_REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
-def test_80_32_prescan_refusals_say_what_they_refused(run_harvestd, origin, rules):
+@pytest.mark.parametrize("mode", list(PARSE_MODES))
+def test_80_32_prescan_refusals_say_what_they_refused(run_harvestd, origin, mode):
     urls = {name: serve(origin, refused_page(body)) for name, body, _, _ in PRESCAN_REFUSALS}
+    # The same shapes before </title>: gumbo would read them on every path.
+    early = {name: serve(origin, refused_early(body)) for name, body, _, _ in PRESCAN_REFUSALS}
     fine = origin.url("/page?title=fine")
-    args = ["--extract", "first=div"] if rules else []
-    run = run_harvestd(list(urls.values()) + [fine], *args)
+    run = run_harvestd(list(urls.values()) + list(early.values()) + [fine], *PARSE_MODES[mode])
     assert run.rc == 0, run.stderr[-2000:]
     recs = by_url(run.records)
     for name, body, error_type, error in PRESCAN_REFUSALS:
-        if error is None:   # half the page's length plus 4096
-            error = "formatting_elements_reopened_beyond_%d" % (len(refused_page(body)) // 2 + 4096)
-        assert_failed(recs[urls[name]], "parse", error_type, error)
+        if mode == "title-fast-path":
+            assert_ok(recs[urls[name]], "Refused")
+        else:
+            exact = error
+            if exact is None:   # half the page's length plus 4096
+                exact = "formatting_elements_reopened_beyond_%d" % (len(refused_page(body)) // 2 + 4096)
+            assert_failed(recs[urls[name]], "parse", error_type, exact)
+        rec = recs[early[name]]
+        assert rec["status"] == "failed" and rec["stage"] == "parse", (name, rec)
+        assert rec["error_type"] == error_type, (name, rec)
     assert_ok(recs[fine], "fine")
 
 
@@ -883,25 +907,30 @@ ATTRIBUTE_REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("rules", [False, True], ids=["title-only", "with-rules"])
-def test_80_33_too_many_attributes_fail_promptly(run_harvestd, origin, rules):
+@pytest.mark.parametrize("mode", list(PARSE_MODES))
+def test_80_33_too_many_attributes_fail_promptly(run_harvestd, origin, mode):
     urls = {name: serve(origin, refused_page(body)) for name, body, _ in ATTRIBUTE_REFUSALS}
     fine = {
         "256-attributes": serve(origin, refused_page("<div%s>x</div>" % attrs(256))),
         "html-twice": serve(origin, refused_page(("<html%s>" % attrs(100)) * 2 + "x")),
         "many-tags": serve(origin, refused_page(("<div%s>x</div>" % attrs(30)) * 2000)),
     }
-    # Without rules the title fast path parses only up to </title>; with them, whole pages.
-    args = ["--extract", "first=div"] if rules else []
+    early = {name: serve(origin, refused_early(body)) for name, body, _ in ATTRIBUTE_REFUSALS}
+    # The title fast path parses (and so judges) only up to </title>; the others, whole pages.
     started = time.monotonic()
-    run = run_harvestd(list(urls.values()) + list(fine.values()), *args)
+    run = run_harvestd(list(urls.values()) + list(early.values()) + list(fine.values()),
+                       *PARSE_MODES[mode])
     wall = time.monotonic() - started
     assert run.rc == 0, run.stderr[-2000:]
     recs = by_url(run.records)
     for name, body, error in ATTRIBUTE_REFUSALS:
-        if error is None:   # half the page's length plus 4096
-            error = "attribute_copies_exceed_%d" % (len(refused_page(body)) // 2 + 4096)
-        assert_failed(recs[urls[name]], "parse", "TooManyAttributes", error)
+        if mode == "title-fast-path":
+            assert_ok(recs[urls[name]], "Refused")
+        else:
+            if error is None:   # half the page's length plus 4096
+                error = "attribute_copies_exceed_%d" % (len(refused_page(body)) // 2 + 4096)
+            assert_failed(recs[urls[name]], "parse", "TooManyAttributes", error)
+        assert_failed(recs[early[name]], "parse", "TooManyAttributes")
     for name, url in fine.items():
         assert_ok(recs[url], "Refused")
     assert wall < 3 * SLOWDOWN, "the run took %.1fs" % wall

@@ -251,11 +251,25 @@ TEST_IMPL(charset_utf8_fallback)
     /* No declaration and valid UTF-8: the body is used as it is. */
     EXPECT_AS_IS("<p>caf\xC3\xA9</p>", NULL, "utf-8", HV_CHARSET_FROM_DEFAULT);
     EXPECT_AS_IS("plain ascii", "text/html", "utf-8", HV_CHARSET_FROM_DEFAULT);
-    /* Declared UTF-8, valid: as it is too; invalid: repaired. */
+    /* Declared UTF-8: as it is, unvalidated, whether valid or not (its reader repairs what
+     * it reads); after a BOM, which must go, repaired in the copy. */
     EXPECT_AS_IS("caf\xC3\xA9", CT("utf8"), "utf-8", HV_CHARSET_FROM_HEADER);
-    EXPECT_DECODE("a\xFF"
+    EXPECT_AS_IS("a\xFF"
+                 "b",
+                 CT("UTF-8"), "utf-8", HV_CHARSET_FROM_HEADER);
+    EXPECT_AS_IS("<meta charset=utf-8>a\xFF", NULL, "utf-8", HV_CHARSET_FROM_META);
+    EXPECT_DECODE("\xEF\xBB\xBF"
+                  "a\xFF"
                   "b",
-                  CT("UTF-8"), "a" FFFD "b", "utf-8", HV_CHARSET_FROM_HEADER);
+                  NULL, "a" FFFD "b", "utf-8", HV_CHARSET_FROM_BOM);
+    hv_charset_result_t r;
+    hv_charset_decode("a\xFF", 2, CT("utf-8"), &r);
+    ASSERT_EQ(1, r.unchecked);
+    hv_charset_decode("ab", 2, NULL, &r);
+    ASSERT_EQ(0, r.unchecked); /* validated to be chosen */
+    hv_charset_decode("a\xFF", 2, CT("latin1"), &r);
+    ASSERT_EQ(0, r.unchecked);
+    hv_charset_result_free(&r);
 }
 
 TEST_IMPL(charset_windows_1252_fallback)

@@ -88,19 +88,57 @@ TEST_IMPL(title_fast_comment_trap_is_not_taken_from_the_comment)
     }
 }
 
-TEST_IMPL(title_fast_refuses_what_the_full_parse_refuses)
+/* gumbo reads only the prefix, so only the prefix is judged: a page whose body nests too
+ * deep has its title settled from the head, while the full parse still refuses it. */
+TEST_IMPL(title_fast_judges_only_what_gumbo_reads)
 {
     size_t depth = HV_HTML_MAX_DEPTH + 10;
-    size_t len = 32 + depth * 5;
+    size_t len = 64 + depth * 5;
     char *doc = malloc(len);
     size_t n = (size_t)snprintf(doc, len, "<title>deep</title>");
+    size_t head = n;
     for (size_t i = 0; i < depth; i++) {
         memcpy(doc + n, "<div>", 5);
         n += 5;
     }
     hv_html_result_t r;
-    ASSERT_EQ(0, hv_html_title_fast(doc, n, &r));
+    ASSERT_EQ(1, hv_html_title_fast(doc, n, &r));
+    ASSERT_STR_EQ("deep", r.title);
+    ASSERT_EQ(head, r.parsed);
+    hv_html_result_free(&r);
     ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, n, &r));
+    ASSERT_EQ(n, r.parsed);
+    hv_html_result_free(&r);
+    free(doc);
+}
+
+/* The nesting before the cut is what gumbo would parse: the fast path refuses to settle it,
+ * leaving the page to the full parse, which refuses it. */
+TEST_IMPL(title_fast_refuses_a_prefix_the_full_parse_refuses)
+{
+    size_t depth = HV_HTML_MAX_DEPTH + 10;
+    size_t len = 64 + depth * 5;
+    char *doc = malloc(len);
+    size_t n = 0;
+    for (size_t i = 0; i < depth; i++) {
+        memcpy(doc + n, "<div>", 5);
+        n += 5;
+    }
+    n += (size_t)snprintf(doc + n, len - n, "<title>deep</title>");
+    hv_html_result_t r;
+    ASSERT_EQ(0, hv_html_title_fast(doc, n, &r));
+    ASSERT_NULL(r.title);
+    ASSERT_EQ(HV_ENESTING, hv_html_analyse(doc, n, &r));
+    hv_html_result_free(&r);
+
+    /* The same in the head: an attribute count the pre-scan refuses, before </title>. */
+    char big[HV_PRESCAN_MAX_ATTRS * 8 + 64];
+    size_t m = (size_t)snprintf(big, sizeof(big), "<head><meta");
+    for (int i = 0; i <= HV_PRESCAN_MAX_ATTRS; i++)
+        m += (size_t)snprintf(big + m, sizeof(big) - m, " a%d", i);
+    m += (size_t)snprintf(big + m, sizeof(big) - m, "><title>x</title>");
+    ASSERT_EQ(0, hv_html_title_fast(big, m, &r));
+    ASSERT_NE(0, hv_html_analyse(big, m, &r));
     hv_html_result_free(&r);
     free(doc);
 }
