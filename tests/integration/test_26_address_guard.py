@@ -671,6 +671,8 @@ def test_26_13_daemon_refuses_and_counts(start_daemon, spool, fresh_origin, list
     d = start_daemon(allow_addresses=None, metrics_listen="127.0.0.1:%d" % port, flush_ms="20ms")
     wait_listening(port, d.running)
     assert guard_events(d.stderr_text()) == []
+    (start,) = d.events("start")
+    assert (start["address_guard"], start["allowed_ranges"]) == ("on", "0"), start
     data = spool.drop("a.txt", lines)
     wait_complete(d, spool, ["a.txt"], timeout=10)
     recs = by_url(check_batch(spool, "a.txt", data))
@@ -688,6 +690,8 @@ def test_26_13_daemon_refuses_and_counts(start_daemon, spool, fresh_origin, list
 
     # The control: the same lines with their addresses allowed.
     d = start_daemon(allow_addresses="127.0.0.1/32, 127.0.0.2/32, 0.0.0.0/32", retries="0")
+    (start,) = d.events("start")
+    assert (start["address_guard"], start["allowed_ranges"]) == ("on", "3"), start
     data = spool.drop("b.txt", lines)
     wait_complete(d, spool, ["b.txt"], timeout=10)
     recs = by_url(check_batch(spool, "b.txt", data))
@@ -702,6 +706,8 @@ def test_26_14_daemon_guard_off_is_logged(start_daemon, spool, fresh_origin):
     d = start_daemon(allow_addresses=None, allow_private_addresses="yes")
     events = d.events("address_guard_off")
     assert len(events) == 1 and events[0]["level"] == "warning", d.stderr_text()
+    (start,) = d.events("start")
+    assert start["address_guard"] == "off", start
     url = fresh_origin.url("/page?title=off")
     data = spool.drop("a.txt", [url])
     wait_complete(d, spool, ["a.txt"])
