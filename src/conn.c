@@ -1,8 +1,9 @@
 /*
  * conn.c: TCP client connections.
  *
- * Closing: a connection owns three handles (tcp, timer, an idle for reports from the loop), registered with its
- * hv_handles_t; hv_conn_close() closes them and the memory goes in the last close callback.
+ * Closing: a connection owns three handles (tcp, timer, an idle for reports from the loop),
+ * registered with its hv_handles_t; hv_conn_close() closes them and the memory goes in the
+ * last close callback.
  * A connect attempt that fails with more addresses to try closes the tcp handle with
  * on_tcp_retry_close, which opens a new one, unless the connection was closed meanwhile:
  * then it counts as the tcp handle's final close.
@@ -123,7 +124,8 @@ static int try_connect(hv_conn_t *c)
         else
             ((struct sockaddr_in *)&ss)->sin_port = htons(c->_port);
         c->_connect_req.data = c;
-        c->_tried++;
+        if (c->_tried++ == 0)
+            c->_env->stats->opened++;
         c->_last_err = uv_tcp_connect(&c->_connect_req, &c->_tcp, (struct sockaddr *)&ss,
                                       on_connected);
         if (c->_last_err == 0)

@@ -422,7 +422,6 @@ static void open_conn(hv_req_t *r, int allow_pool)
         fail_connect(r, rc);
         return;
     }
-    f->stats.connections_opened++;
     r->conn = c;
     r->reused = 0;
     set_state(r, RQ_CONNECTING);

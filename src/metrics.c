@@ -102,8 +102,9 @@ void hv_metrics_render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                        "Times the page queue filled and every connection stopped reading.",
                        s->read_pauses);
     hv_metrics_gauge(out, "harvestd_batches_active", "Batches running.", s->batches);
-    hv_metrics_counter(out, "harvestd_connections_opened_total", "TCP connections opened.",
-                       f->connections_opened);
+    hv_metrics_counter(out, "harvestd_connections_opened_total",
+                       "TCP connects started (refused ones count, blocked addresses not).",
+                       f->conn.opened);
     hv_metrics_counter(out, "harvestd_connections_reused_total",
                        "Requests sent on a pooled keep-alive connection.",
                        f->connections_reused);
@@ -155,7 +156,7 @@ void hv_metrics_format_engine(char *out, size_t cap, const hv_engine_stats_t *s)
                      " dns_lookups=%" PRIu64 " dns_hits=%" PRIu64 " robots_fetches=%" PRIu64
                      " robots_disallowed=%" PRIu64 " throttle_decreases=%" PRIu64
                      " throttle_increases=%" PRIu64 " hosts_throttled=%u",
-                     s->queue.hwm_pages, s->queue.hwm_bytes, s->read_pauses, f->connections_opened,
+                     s->queue.hwm_pages, s->queue.hwm_bytes, s->read_pauses, f->conn.opened,
                      f->connections_reused, f->stale_retries, f->redirects, s->retries,
                      s->dns.lookups, s->dns.hits, p->robots_fetches, p->robots_disallowed,
                      p->decreases, p->increases, p->throttled);

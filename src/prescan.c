@@ -1594,8 +1594,13 @@ static void hv_prescan_close_implied(hv_prescan_scan_t *sc, int keep_rtc)
 /* Tags that the head keeps (inside a head noscript only the first group). */
 static int hv_prescan_head_tag(const hv_prescan_token_t *t, int in_noscript)
 {
-    static const GumboTag noscript_ok[] = {GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND, GUMBO_TAG_HTML, GUMBO_TAG_LINK, GUMBO_TAG_META, GUMBO_TAG_NOFRAMES, GUMBO_TAG_STYLE};
-    static const GumboTag head_ok[] = {GUMBO_TAG_BASE, GUMBO_TAG_HEAD, GUMBO_TAG_MENUITEM, GUMBO_TAG_NOSCRIPT, GUMBO_TAG_SCRIPT, GUMBO_TAG_TEMPLATE, GUMBO_TAG_TITLE};
+    static const GumboTag noscript_ok[] = {GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND,
+                                           GUMBO_TAG_HTML,     GUMBO_TAG_LINK,
+                                           GUMBO_TAG_META,     GUMBO_TAG_NOFRAMES,
+                                           GUMBO_TAG_STYLE};
+    static const GumboTag head_ok[] = {GUMBO_TAG_BASE,     GUMBO_TAG_HEAD,     GUMBO_TAG_MENUITEM,
+                                       GUMBO_TAG_NOSCRIPT, GUMBO_TAG_SCRIPT,   GUMBO_TAG_TEMPLATE,
+                                       GUMBO_TAG_TITLE};
     for (size_t i = 0; i < HV_ARRAY_SIZE(noscript_ok); i++)
         if (hv_prescan_is(t->id, noscript_ok[i]))
             return 1;
@@ -1664,7 +1669,10 @@ static int hv_prescan_template_body(const hv_prescan_token_t *t)
     default:
         break;
     }
-    static const GumboTag head[] = {GUMBO_TAG_BASE, GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND, GUMBO_TAG_COL, GUMBO_TAG_LINK, GUMBO_TAG_META, GUMBO_TAG_NOFRAMES, GUMBO_TAG_SCRIPT, GUMBO_TAG_STYLE, GUMBO_TAG_TITLE};
+    static const GumboTag head[] = {GUMBO_TAG_BASE,     GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND,
+                                    GUMBO_TAG_COL,      GUMBO_TAG_LINK,     GUMBO_TAG_META,
+                                    GUMBO_TAG_NOFRAMES, GUMBO_TAG_SCRIPT,   GUMBO_TAG_STYLE,
+                                    GUMBO_TAG_TITLE};
     for (size_t i = 0; i < HV_ARRAY_SIZE(head); i++)
         if (hv_prescan_is(t->id, head[i]))
             return 0;

@@ -44,6 +44,7 @@
 typedef struct hv_conn_s hv_conn_t;
 
 typedef struct {
+    uint64_t opened;                  /* connections that started a TCP connect */
     uint64_t blocked[HV_ADDR__COUNT]; /* addresses the guard refused, by class */
 } hv_conn_stats_t;
 

@@ -38,7 +38,6 @@ typedef struct hv_fetch_s hv_fetch_t;
 typedef void (*hv_fetch_end_cb)(void *ud, hv_job_t *job);
 
 typedef struct {
-    uint64_t connections_opened;
     uint64_t connections_reused;
     uint64_t stale_retries;
     uint64_t redirects;

@@ -476,7 +476,8 @@ class Harvestd:
                 if opt not in args:
                     argv += [opt, value]
         for opt, value in ALWAYS_DEFAULTS:
-            if opt not in args:
+            if opt not in args and not (opt == "--allow-addresses" and
+                                        "--allow-private-addresses" in args):
                 argv += [opt, value]
         argv += [str(a) for a in args]
         proc = Proc(self, argv, out, str(self.tmp_path / ("stdout-%d" % self.n)),

@@ -9,9 +9,11 @@ inside too. Where the namespace cannot be made (not root, no unshare or ip), the
 """
 
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -73,9 +75,11 @@ def run(argv, tmp_path, names=None, timeout=60):
     why = available()
     if why:
         pytest.skip("name lookups run in a private network namespace, which " + why)
-    resolv = tmp_path / "resolv.conf"
+    # Files of this call only: a second call must not read the first resolver's "ready".
+    own = pathlib.Path(tempfile.mkdtemp(prefix="netns-", dir=str(tmp_path)))
+    resolv = own / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
-    ready = tmp_path / "resolver.out"
+    ready = own / "resolver.out"
     specs = ["%s=%s" % (n, ",".join(a)) for n, a in (names or {}).items()]
     env = dict(os.environ, RESOLVER=os.path.join(HERE, "resolver.py"))
     cmd = (["unshare", "-m", "-n", "sh", "-c", SCRIPT, "sh", str(resolv), str(ready)] + specs

@@ -6,8 +6,8 @@
  * byte pattern, and shut its side down after so many bytes. The client connects to the IP
  * literal with host_is_ip = 1, so no name is ever looked up: the dns cache it is given must
  * end with zero lookups. The address guard lets 127.0.0.1/32 through, as allow_addresses
- * would; the guard tests take that exception away. Callbacks record what happened and close what the scenario is done
- * with; the test asserts after the loop has returned.
+ * would; the guard tests take that exception away. Callbacks record what happened and close
+ * what the scenario is done with; the test asserts after the loop has returned.
  */
 #include <stdlib.h>
 
@@ -422,6 +422,7 @@ TEST_IMPL(conn_guard_refuses_loopback_before_connecting)
     ASSERT_EQ(0, f.connect_inside);
     ASSERT_EQ(0, f.srv.accepted);
     ASSERT_EQ(1, f.stats.blocked[HV_ADDR_LOOPBACK]);
+    ASSERT_EQ(0, f.stats.opened); /* no socket was connected */
     ASSERT_EQ(0, f.reads + f.errors + f.timeouts);
     fixture_done(&f);
 }
@@ -443,6 +444,7 @@ TEST_IMPL(conn_guard_off_connects_to_loopback)
     ASSERT_STR_EQ("hello", f.got);
     ASSERT_EQ(1, f.srv.accepted);
     ASSERT_EQ(0, f.stats.blocked[HV_ADDR_LOOPBACK]);
+    ASSERT_EQ(1, f.stats.opened);
     fixture_done(&f);
 }
 

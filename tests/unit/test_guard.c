@@ -42,7 +42,7 @@ static hv_addr_class_t check(const hv_guard_t *g, const char *text)
     do {                                                                                           \
         hv_addr_class_t got_ = class_of(text);                                                     \
         if (got_ != (want))                                                                        \
-            hv_test_fail(__FILE__, __LINE__, "%s: class '%s', want '%s'", text,                   \
+            hv_test_fail(__FILE__, __LINE__, "%s: class '%s', want '%s'", text,                    \
                          hv_addr_class_name(got_), hv_addr_class_name(want));                      \
     } while (0)
 
@@ -58,8 +58,7 @@ TEST_IMPL(guard_ipv4_ranges_and_their_edges)
         {"10.0.0.0", "10.255.255.255", "9.255.255.255", "11.0.0.0", HV_ADDR_PRIVATE},
         {"100.64.0.0", "100.127.255.255", "100.63.255.255", "100.128.0.0", HV_ADDR_SHARED},
         {"127.0.0.0", "127.255.255.255", "126.255.255.255", "128.0.0.0", HV_ADDR_LOOPBACK},
-        {"169.254.0.0", "169.254.255.255", "169.253.255.255", "169.255.0.0",
-         HV_ADDR_LINK_LOCAL},
+        {"169.254.0.0", "169.254.255.255", "169.253.255.255", "169.255.0.0", HV_ADDR_LINK_LOCAL},
         {"172.16.0.0", "172.31.255.255", "172.15.255.255", "172.32.0.0", HV_ADDR_PRIVATE},
         {"192.0.0.0", "192.0.0.255", "191.255.255.255", "192.0.1.0", HV_ADDR_SPECIAL_PURPOSE},
         {"192.168.0.0", "192.168.255.255", "192.167.255.255", "192.169.0.0", HV_ADDR_PRIVATE},
@@ -108,11 +107,11 @@ TEST_IMPL(guard_ipv4_embedded_in_ipv6)
         const char *v4;
         hv_addr_class_t cls;
     } inner[] = {
-        {"127.0.0.1", HV_ADDR_LOOPBACK},       {"10.1.2.3", HV_ADDR_PRIVATE},
+        {"127.0.0.1", HV_ADDR_LOOPBACK},         {"10.1.2.3", HV_ADDR_PRIVATE},
         {"169.254.169.254", HV_ADDR_LINK_LOCAL}, {"100.64.0.1", HV_ADDR_SHARED},
-        {"192.168.1.1", HV_ADDR_PRIVATE},       {"172.16.0.1", HV_ADDR_PRIVATE},
+        {"192.168.1.1", HV_ADDR_PRIVATE},        {"172.16.0.1", HV_ADDR_PRIVATE},
         {"0.0.0.7", HV_ADDR_UNSPECIFIED},        {"224.0.0.1", HV_ADDR_MULTICAST},
-        {"255.255.255.255", HV_ADDR_BROADCAST}, {"8.8.8.8", HV_ADDR_PUBLIC},
+        {"255.255.255.255", HV_ADDR_BROADCAST},  {"8.8.8.8", HV_ADDR_PUBLIC},
     };
     for (size_t c = 0; c < HV_ARRAY_SIZE(carriers); c++) {
         for (size_t i = 0; i < HV_ARRAY_SIZE(inner); i++) {
@@ -194,11 +193,16 @@ TEST_IMPL(guard_cidr_parse_and_format)
     static const struct {
         const char *in, *out;
     } good[] = {
-        {"10.0.0.0/8", "10.0.0.0/8"},       {"10.1.2.3/8", "10.0.0.0/8"},
-        {"127.0.0.1", "127.0.0.1/32"},      {"0.0.0.0/0", "0.0.0.0/0"},
-        {"172.16.5.4/12", "172.16.0.0/12"}, {"::1", "::1/128"},
-        {"fd00::/8", "fd00::/8"},           {"FD12:3456::7/16", "fd12::/16"},
-        {"::/0", "::/0"},                   {"2001:db8::1/127", "2001:db8::/127"},
+        {"10.0.0.0/8", "10.0.0.0/8"},
+        {"10.1.2.3/8", "10.0.0.0/8"},
+        {"127.0.0.1", "127.0.0.1/32"},
+        {"0.0.0.0/0", "0.0.0.0/0"},
+        {"172.16.5.4/12", "172.16.0.0/12"},
+        {"::1", "::1/128"},
+        {"fd00::/8", "fd00::/8"},
+        {"FD12:3456::7/16", "fd12::/16"},
+        {"::/0", "::/0"},
+        {"2001:db8::1/127", "2001:db8::/127"},
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(good); i++) {
         hv_cidr_t c;
@@ -208,8 +212,9 @@ TEST_IMPL(guard_cidr_parse_and_format)
         ASSERT_STR_EQ(good[i].out, text);
     }
     static const char *const bad[] = {
-        "", "banana", "10.0.0.0/33", "::1/129", "1.2.3.4/", "1.2.3.4/-1", "1.2.3.4/8x",
-        "1.2.3", "2130706433", "10.0.0.0/08000", "1.2.3.4 /8", "[::1]", "fe80::1%lo",
+        "",           "banana",     "10.0.0.0/33", "::1/129",    "1.2.3.4/",
+        "1.2.3.4/-1", "1.2.3.4/8x", "1.2.3",       "2130706433", "10.0.0.0/08000",
+        "1.2.3.4 /8", "[::1]",      "fe80::1%lo",
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
         hv_cidr_t c;
