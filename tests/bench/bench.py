@@ -6,13 +6,15 @@ Environment (set by the Makefile):
   HARVESTD_TOOLS  directory of the tools built from tests/tools (parse_limit, delay_server)
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
-  QUICK           1 for the short run (smaller corpus and runs, under a minute)
+  QUICK           1 for the short run (smaller corpus and runs)
 
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
   2. parse_limit (tests/tools/parse_limit.c): gumbo alone on every core: the parse limit.
   3. harvestd --once over HTTP (1k, 20k, 100k URLs) and HTTPS (20k) against the same nginx,
-     and over HTTP with an extraction rule that needs the whole tree, on parse_limit's pages.
+     and over HTTP with an extraction rule that needs the whole tree, on parse_limit's pages;
+     then the same rule plus --links on a second corpus of 0.5-2 MB pages (1k and 10k URLs):
+     memory on large pages.
   4. harvestd --once against delay_server (tests/tools/delay_server.c: 100 ms per response,
      500 loopback hosts) at --concurrency 1000: the latency bound.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
@@ -61,6 +63,7 @@ if QUICK:
         "http_runs": [1_000, 5_000],
         "https_run": 2_000,
         "latency_urls": 5_000,
+        "big_runs": [300, 1_500],
     }
 else:
     CONFIG = {
@@ -70,6 +73,7 @@ else:
         "http_runs": [1_000, 20_000, 100_000],
         "https_run": 20_000,
         "latency_urls": 20_000,
+        "big_runs": [1_000, 10_000],
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -81,6 +85,10 @@ CONFIG.update({
     # be settled from a prefix: gumbo builds the whole tree, as parse_limit does.
     "rules_args": ["--extract", "updated=footer.footer p:nth-child(2)"],
     "rules_field": ("updated", "Last updated on "),
+    # The big-page runs: distinct pages of 0.5-2 MB (corpus.py's "big" kind; the URLs cycle
+    # through them), the rules run's field plus every link (big_args, below), so that the
+    # output is large too.
+    "big_pages": 300,
     "latency_concurrency": 1000,
     "latency_delay_s": 0.1,
     "latency_hosts": 500,
@@ -88,16 +96,21 @@ CONFIG.update({
     "latency_server_procs": 1,
     "selfcheck_seconds": 1 if QUICK else 2,
 })
+CONFIG["big_args"] = CONFIG["rules_args"] + ["--links"]
 
 TARGETS = {
     "http_pages_per_s": 3000,
-    "http_vs_wrk": 0.25,
+    "http_vs_wrk": 0.35,
+    "http_cpu_s_per_1k": 0.08,
     "rules_vs_parse": 0.85,
     "https_vs_http": 0.80,
     "latency_vs_bound": 0.90,
     "peak_rss_mib": 40,
     "rss_growth": 0.10,
+    "big_rss_growth": 0.10,
 }
+
+BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
 
 
 def log(msg):
@@ -314,15 +327,17 @@ http {{
         ssl_certificate_key {key};
         root {root};
         location / {{ }}
+        location /big/ {{ root {big_root}; }}
     }}
 }}
 """
 
 
 class Nginx:
-    def __init__(self, bench_dir, root, cert, key):
+    def __init__(self, bench_dir, root, big_root, cert, key):
         self.dir = os.path.join(bench_dir, "nginx")
         self.root = root
+        self.big_root = big_root
         self.cert = cert
         self.key = key
         self.proc = None
@@ -338,7 +353,7 @@ class Nginx:
         with open(conf, "w") as f:
             f.write(NGINX_CONF.format(dir=self.dir, http_port=self.http_port,
                                       https_port=self.https_port, cert=self.cert, key=self.key,
-                                      root=self.root))
+                                      root=self.root, big_root=self.big_root))
         errlog = os.path.join(self.dir, "error.log")
         self.proc = CHILDREN.popen(["nginx", "-e", errlog, "-p", self.dir, "-c", conf],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -587,6 +602,10 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
         return res
     ok, why, details = check_records(out_path, expected_count, expected_title, field)
     res.update(ok=ok, broke=False, why=why, records=details)
+    try:
+        res["output_bytes"] = os.path.getsize(out_path)
+    except OSError:
+        res["output_bytes"] = None
     if ok:
         os.unlink(out_path)   # up to 100k records: keep only failing outputs for inspection
     return res
@@ -858,16 +877,32 @@ class Bench:
         self.paths_file = os.path.join(self.dir, "paths-%d.txt" % len(self.paths))
         with open(self.paths_file, "w") as f:
             f.writelines(p + "\n" for p in self.paths)
+        t = time.monotonic()
+        self.big_root = os.path.join(self.dir, "corpus-big")
+        big = corpus.ensure(self.big_root, CONFIG["big_pages"], log=log, kind="big")
+        sizes = [r[1] for r in big]
+        self.results["corpus_big"] = {
+            "pages": len(big), "bytes": sum(sizes), "mean_bytes": statistics.mean(sizes),
+            "min_bytes": min(sizes), "max_bytes": max(sizes),
+            "generator_version": corpus.GENERATOR_VERSION, "seed": corpus.SEED,
+            "prepare_s": round(time.monotonic() - t, 2)}
+        self.header.append(
+            "big pages: %s pages, %.0f MB, %.2f-%.2f MB (mean %.2f MB), under /big/"
+            % (fmt_num(len(sizes)), sum(sizes) / 1e6, min(sizes) / 1e6, max(sizes) / 1e6,
+               statistics.mean(sizes) / 1e6))
+        self.big_paths = [r[0] for r in big]
+        self.big_sizes = {r[0]: r[1] for r in big}
+        self.big_titles = {r[0]: r[2] for r in big}
         self.ca, self.cert, self.key = make_pki(os.path.join(self.dir, "pki"))
 
     def nginx_phase(self):
-        nginx = Nginx(self.dir, self.root, self.cert, self.key)
+        nginx = Nginx(self.dir, self.root, self.big_root, self.cert, self.key)
         try:
             nginx.start()
         except BenchError as e:
             nginx.stop()
             for label in ("wrk HTTP", "wrk HTTPS", "harvestd HTTP", "harvestd HTTPS",
-                          "harvestd HTTP, rules"):
+                          "harvestd HTTP, rules", BIG_LABEL):
                 self.fail_row(label, None, str(e))
             return
         try:
@@ -927,6 +962,19 @@ class Bench:
         self._nginx_harvest(nginx, "harvestd HTTPS", "https-%d" % CONFIG["https_run"], https_base,
                             CONFIG["https_run"], ["--ca-file", self.ca], "https")
 
+        # 5. Memory on big pages, last, so as not to come between the runs compared above. No
+        #    ratio: wrk and the parse limit were measured on the small pages. The timeout allows
+        #    4 MB/s, as 120 s + 1 s per 100 pages does for the small ones.
+        for n in CONFIG["big_runs"]:
+            q, r = divmod(n, len(self.big_paths))
+            size = q * sum(self.big_sizes.values()) + sum(
+                self.big_sizes[p] for p in self.big_paths[:r])
+            res = self._nginx_harvest(nginx, BIG_LABEL, "big-%d" % n, http_base, n,
+                                      CONFIG["big_args"], "http", paths=self.big_paths,
+                                      field=CONFIG["rules_field"], titles=self.big_titles,
+                                      timeout=120 + size // 4_000_000, ratios=False)
+            res["page_bytes"] = size
+
     def _nginx_errors(self, nginx, before, res):
         """A run during which nginx logged errors did not measure harvestd (or wrk) alone."""
         new = nginx.error_count() - before
@@ -937,24 +985,27 @@ class Bench:
             res["why"] = ((res["why"] + "; ") if res.get("why") else "") + text
             self.broken.append(text)
 
-    def _nginx_harvest(self, nginx, label, name, base, n, extra, scheme, paths=None, field=None):
+    def _nginx_harvest(self, nginx, label, name, base, n, extra, scheme, paths=None, field=None,
+                       titles=None, timeout=None, ratios=True):
         paths = paths or self.paths
         urls = [base + paths[i % len(paths)] for i in range(n)]
         cut = len(base)
-        titles = self.titles
+        titles = titles or self.titles
         errors0 = nginx.error_count()
         res = run_harvestd(self.bin, self.runs_dir, name, urls, cycling_counts(n, base, paths),
                            lambda u: titles.get(u[cut:]), CONFIG["nginx_args"] + extra,
-                           timeout=120 + n // 100, field=field)
+                           timeout=timeout or 120 + n // 100, field=field)
         self._nginx_errors(nginx, errors0, res)
         wrk = self.wrk.get(scheme)
         rate = res["pages_per_s"]
-        res["vs_fetch"] = rate / wrk["pages_per_s"] if wrk and wrk["pages_per_s"] else None
-        res["vs_parse"] = rate / self.parse["pages_per_s"] if self.parse else None
+        res["vs_fetch"] = rate / wrk["pages_per_s"] if ratios and wrk and wrk["pages_per_s"] \
+            else None
+        res["vs_parse"] = rate / self.parse["pages_per_s"] if ratios and self.parse else None
         self.harvest[name] = res
         if res["broke"]:
             self.broken.append("%s %d: %s" % (label, n, res["why"]))
         self.rows.append(harvest_row(label, res, "ok" if res["ok"] else "FAIL: " + res["why"]))
+        return res
 
     def latency_phase(self):
         conc = CONFIG["latency_concurrency"]
@@ -1034,6 +1085,17 @@ class Bench:
                                                        wrk["pages_per_s"]))
         else:
             target(name, False, "not measured")
+        name = "CPU per 1,000 pages <= {:.2f} s on the HTTP title rows".format(
+            TARGETS["http_cpu_s_per_1k"])
+        titles_runs = [(n, self.harvest.get("http-%d" % n)) for n in CONFIG["http_runs"]]
+        if all(r and not r["broke"] for _, r in titles_runs):
+            target(name, all(r["ok"] and r["cpu_s_per_1k"] <= TARGETS["http_cpu_s_per_1k"]
+                             for _, r in titles_runs),
+                   "; ".join("{:.3f} s ({} URLs{})".format(r["cpu_s_per_1k"], fmt_num(n),
+                                                          "" if r["ok"] else ", run FAILED")
+                             for n, r in titles_runs))
+        else:
+            target(name, False, "not measured (a run broke)")
         name = "HTTPS >= {:.0%} of the HTTP rate".format(TARGETS["https_vs_http"])
         if http and https:
             ratio = https["pages_per_s"] / http["pages_per_s"]
@@ -1060,31 +1122,41 @@ class Bench:
                                                                 lat["bound"]))
         else:
             target(name, False, "not measured")
-        default_runs = [r for k, r in self.harvest.items() if k != "latency"]
+        # The big-page runs have a memory target of their own (below).
+        default_runs = [r for k, r in self.harvest.items()
+                        if k != "latency" and not k.startswith("big-")]
         rss = [r["peak_rss_mib"] for r in default_runs if r["peak_rss_mib"] is not None and r["ok"]]
         name = "peak RSS <= {} MiB at default limits".format(TARGETS["peak_rss_mib"])
         if rss and len(rss) == len(default_runs):
             target(name, max(rss) <= TARGETS["peak_rss_mib"],
-                   "{:.1f} MiB (largest of the {} nginx runs)".format(max(rss), len(rss)))
+                   "{:.1f} MiB (largest of the {} nginx runs on the corpus)".format(max(rss),
+                                                                                len(rss)))
         else:
             target(name, False, "not measured (a run failed)")
-        small = self.harvest.get("http-%d" % CONFIG["http_runs"][0])
-        large = self.harvest.get("http-%d" % CONFIG["http_runs"][-1])
-        name = "RSS at {} URLs within {:.0%} of RSS at {} URLs".format(
-            fmt_num(CONFIG["http_runs"][-1]), TARGETS["rss_growth"], fmt_num(CONFIG["http_runs"][0]))
+        self._growth_target(target, "", "http", CONFIG["http_runs"], TARGETS["rss_growth"])
+        self._growth_target(target, "big pages: ", "big", CONFIG["big_runs"],
+                            TARGETS["big_rss_growth"])
+        return out
+
+    def _growth_target(self, target, prefix, key, runs, limit):
+        """Peak RSS of the largest of `runs` (URL counts of the runs named KEY-N) against the
+        smallest's, the runs between shown too."""
+        small = self.harvest.get("%s-%d" % (key, runs[0]))
+        large = self.harvest.get("%s-%d" % (key, runs[-1]))
+        name = "{}RSS at {} URLs within {:.0%} of RSS at {} URLs".format(
+            prefix, fmt_num(runs[-1]), limit, fmt_num(runs[0]))
         if small and large and small["ok"] and large["ok"] and small["peak_rss_kib"] \
                 and large["peak_rss_kib"]:
             growth = large["peak_rss_kib"] / small["peak_rss_kib"] - 1.0
-            mids = [(n, self.harvest.get("http-%d" % n, {}).get("peak_rss_mib"))
-                    for n in CONFIG["http_runs"][1:-1]]
+            mids = [(n, self.harvest.get("%s-%d" % (key, n), {}).get("peak_rss_mib"))
+                    for n in runs[1:-1]]
             between = ["{} URLs: {:.1f} MiB".format(fmt_num(n), m) for n, m in mids if m is not None]
-            target(name, abs(growth) <= TARGETS["rss_growth"],
+            target(name, abs(growth) <= limit,
                    "{:+.1%} ({:.1f} vs {:.1f} MiB{})".format(
                        growth, large["peak_rss_mib"], small["peak_rss_mib"],
                        "".join("; " + b for b in between)))
         else:
             target(name, False, "not measured (a run failed)")
-        return out
 
     def report(self, started):
         targets = self.targets()
@@ -1105,6 +1177,15 @@ class Bench:
                 self.parse["raw"]["threads"], self.parse["mb_per_s"]))
         for note in self.delay_notes:
             notes.append("delay server: " + note)
+        big = [(n, self.harvest.get("big-%d" % n)) for n in CONFIG["big_runs"]]
+        big = [(n, r) for n, r in big if r and not r["broke"]]
+        if big:
+            notes.append("big pages: " + "; ".join(
+                "%s URLs, %s MB of pages in %.0f s (%.1f MB/s), %s MB of records" % (
+                    fmt_num(n), fmt_num(r["page_bytes"] / 1e6), r["wall_s"],
+                    r["page_bytes"] / 1e6 / r["wall_s"],
+                    fmt_num(r["output_bytes"] / 1e6 if r["output_bytes"] else None))
+                for n, r in big))
         notes.append("pages/s: URLs / wall time of the harvestd process (start-up and exit "
                      "included); CPU: user+sys per 1,000 pages; RSS: /usr/bin/time %M")
         notes.append("vs fetch: harvestd / wrk on the same scheme (latency run: / concurrency/"

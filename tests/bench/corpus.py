@@ -1,25 +1,30 @@
-"""The benchmark corpus: documentation-like HTML pages, generated deterministically.
+"""The benchmark corpora: documentation-like HTML pages, generated deterministically.
 
-Page i is a pure function of (SEED, GENERATOR_VERSION, i): the same page whatever the number of
-worker processes and whichever range is generated first, so a cached corpus of N pages can be
-extended to M > N pages by generating the missing ones only, and a QUICK corpus (the first
-2,000 pages) is a prefix of the full one.
+Page i of a kind is a pure function of (SEED, GENERATOR_VERSION, kind, i): the same page
+whatever the number of worker processes and whichever range is generated first, so a cached
+corpus of N pages can be extended to M > N pages by generating the missing ones only, and a
+QUICK corpus (the first 2,000 pages) is a prefix of the full one.
 
-Each page is UTF-8 HTML5 of 20-80 KB (log-normal around 40 KB, clipped) and looks like a page
-of a documentation site: <head> with a <title> (sometimes with non-ASCII text or an entity), a
-stylesheet link and a small inline style, a top navigation bar, a sidebar table of contents,
-an article of sections with headings, paragraphs with inline markup and non-ASCII text
-(German, French, Spanish, Russian, Greek, Japanese, Chinese, typographic punctuation), tables,
-<pre><code> blocks with escaped code, lists, notes, and a footer.
+Every page is UTF-8 HTML5 that looks like a page of a documentation site: <head> with a <title>
+(sometimes with non-ASCII text or an entity), a stylesheet link and a small inline style, a top
+navigation bar, a sidebar table of contents, an article of sections with headings, paragraphs
+with inline markup and non-ASCII text (German, French, Spanish, Russian, Greek, Japanese,
+Chinese, typographic punctuation), tables, <pre><code> blocks with escaped code, lists, notes,
+and a footer whose second <p> starts "Last updated on ". Two kinds differ in size only:
 
-Layout under the corpus directory:
-  docs/NN/page-IIIII.html   the pages, spread over 100 directories (NN = i % 100)
+  docs   20-80 KB, log-normal around 40 KB (clipped): the main corpus
+  big    0.5-2 MB, spread evenly, every page under 2,000,000 bytes (harvestd's default
+         max_bytes is 2 MiB): single-page manuals, for memory on large pages
+
+Layout under a corpus directory (KIND is docs or big, so that the URL path of a page is its
+path under the directory):
+  KIND/NN/page-IIIII.html   the pages, spread over 100 directories (NN = i % 100)
   index.tsv                 one line per page: i, URL path, size in bytes, expected title
                             (the <title> text after entity decoding and whitespace collapsing)
-  manifest.json             {"version", "seed", "count"}; written last, so a corpus without it
-                            (an interrupted generation) is regenerated
+  manifest.json             {"version", "seed", "kind", "count"}; written last, so a corpus
+                            without it (an interrupted generation) is regenerated
 
-Command line (for a look at the pages):  python3 corpus.py DIR COUNT
+Command line (for a look at the pages):  python3 corpus.py DIR COUNT [docs|big]
 """
 
 import html
@@ -38,6 +43,13 @@ MIN_SIZE = 20_000
 MAX_SIZE = 80_000
 MEDIAN_SIZE = 39_000
 SIZE_SIGMA = 0.35
+
+# A page ends with the section that reaches its target size: a few KB past it at most.
+BIG_MIN_SIZE = 500_000
+BIG_LIMIT = 2_000_000          # every big page is smaller (checked as it is written)
+BIG_MAX_TARGET = BIG_LIMIT - 40_000
+
+KINDS = ("docs", "big")
 
 WORDS = """
 the a an of to in and or for with on by from as is are be this that it its can may must should
@@ -195,26 +207,30 @@ def _pools():
     return _POOLS
 
 
-def page_path(i):
-    return "/docs/%02d/page-%05d.html" % (i % 100, i)
+def page_path(i, kind="docs"):
+    return "/%s/%02d/page-%05d.html" % (kind, i % 100, i)
 
 
-def _target_size(rng):
+def _target_size(rng, kind):
+    if kind == "big":
+        return rng.randint(BIG_MIN_SIZE, BIG_MAX_TARGET)
     size = int(MEDIAN_SIZE * math.exp(rng.gauss(0.0, SIZE_SIGMA)))
     return max(MIN_SIZE, min(MAX_SIZE - 4_000, size))
 
 
-def make_page(i):
-    """Page i: (URL path, HTML bytes, expected title)."""
+def make_page(i, kind="docs"):
+    """Page i of `kind`: (URL path, HTML bytes, expected title)."""
     pools = _pools()
-    rng = random.Random("%d-page-v%d-%d" % (SEED, GENERATOR_VERSION, i))
+    # The docs seed is the one of the first corpus, so that its pages stay as they were.
+    rng = random.Random("%d-%s-v%d-%d" % (SEED, "page" if kind == "docs" else kind,
+                                          GENERATOR_VERSION, i))
     project = rng.choice(PROJECTS)
     version = "%d.%d" % (rng.randint(1, 4), rng.randint(0, 12))
     topic = rng.choice(TOPICS)
     module = "%s.%s" % (rng.choice(WORDS), rng.choice(WORDS))
     raw_title = "%s: %s — %s %s documentation (p.%d)" % (topic, module, project, version, i)
     title = " ".join(html.unescape(raw_title).split())
-    target = _target_size(rng)
+    target = _target_size(rng, kind)
 
     out = []
     out.append('<!DOCTYPE html>\n<html lang="en" data-content_root="../../">\n<head>\n'
@@ -284,14 +300,16 @@ def make_page(i):
         size += len(parts[-1])
         out.extend(parts)
     out.append(footer)
-    return page_path(i), "".join(out).encode("utf-8"), title
+    return page_path(i, kind), "".join(out).encode("utf-8"), title
 
 
 def _generate_range(args):
-    root, lo, hi = args
+    root, kind, lo, hi = args
     rows = []
     for i in range(lo, hi):
-        path, data, title = make_page(i)
+        path, data, title = make_page(i, kind)
+        if kind == "big" and len(data) >= BIG_LIMIT:
+            raise RuntimeError("big page %d has %d bytes, not under %d" % (i, len(data), BIG_LIMIT))
         full = os.path.join(root, path.lstrip("/"))
         with open(full, "wb") as f:
             f.write(data)
@@ -307,24 +325,27 @@ def _read_manifest(root):
         return None
 
 
-def ensure(root, count, jobs=None, log=None):
-    """Make sure `root` holds pages 0..count-1 of the current generator version (generating
-    only what is missing) and return the first `count` rows of the index as a list of
-    (path, size, title). `log` (a print-like function) hears about generation."""
+def ensure(root, count, jobs=None, log=None, kind="docs"):
+    """Make sure `root` holds pages 0..count-1 of `kind` and of the current generator version
+    (generating only what is missing) and return the first `count` rows of the index as a list
+    of (path, size, title). `log` (a print-like function) hears about generation."""
+    if kind not in KINDS:
+        raise ValueError("unknown corpus kind %r" % kind)
     manifest = _read_manifest(root)
     have = 0
+    # Manifests older than the big pages name no kind: they are docs corpora.
     if manifest is not None and manifest.get("version") == GENERATOR_VERSION \
-            and manifest.get("seed") == SEED:
+            and manifest.get("seed") == SEED and manifest.get("kind", "docs") == kind:
         have = int(manifest.get("count", 0))
     elif os.path.exists(root):
         shutil.rmtree(root)
 
     if have < count:
         if log:
-            log("generating corpus pages %d..%d in %s (generator v%d)"
-                % (have, count - 1, root, GENERATOR_VERSION))
+            log("generating %s corpus pages %d..%d in %s (generator v%d)"
+                % (kind, have, count - 1, root, GENERATOR_VERSION))
         for b in range(100):
-            os.makedirs(os.path.join(root, "docs", "%02d" % b), exist_ok=True)
+            os.makedirs(os.path.join(root, kind, "%02d" % b), exist_ok=True)
         # The index is rewritten to exactly the pages generated so far before new ones are added.
         index_path = os.path.join(root, "index.tsv")
         rows = []
@@ -332,8 +353,9 @@ def ensure(root, count, jobs=None, log=None):
             with open(index_path, encoding="utf-8") as f:
                 rows = f.readlines()[:have]
         jobs = jobs or os.cpu_count() or 1
-        step = 250
-        chunks = [(root, lo, min(lo + step, count)) for lo in range(have, count, step)]
+        # Chunks of about 10 MB (25 MB for big pages), enough of them to keep every job busy.
+        step = 20 if kind == "big" else 250
+        chunks = [(root, kind, lo, min(lo + step, count)) for lo in range(have, count, step)]
         if jobs > 1 and len(chunks) > 1:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
                 for part in pool.imap(_generate_range, chunks):
@@ -347,7 +369,8 @@ def ensure(root, count, jobs=None, log=None):
         os.replace(tmp, index_path)
         tmp = os.path.join(root, "manifest.json.tmp")
         with open(tmp, "w") as f:
-            json.dump({"version": GENERATOR_VERSION, "seed": SEED, "count": count}, f)
+            json.dump({"version": GENERATOR_VERSION, "seed": SEED, "kind": kind, "count": count},
+                      f)
         os.replace(tmp, os.path.join(root, "manifest.json"))
 
     result = []
@@ -363,9 +386,10 @@ def ensure(root, count, jobs=None, log=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        sys.exit("usage: corpus.py DIR COUNT")
-    rows = ensure(sys.argv[1], int(sys.argv[2]), log=print)
+    if len(sys.argv) not in (3, 4) or (len(sys.argv) == 4 and sys.argv[3] not in KINDS):
+        sys.exit("usage: corpus.py DIR COUNT [docs|big]")
+    rows = ensure(sys.argv[1], int(sys.argv[2]), log=print,
+                  kind=sys.argv[3] if len(sys.argv) == 4 else "docs")
     sizes = sorted(r[1] for r in rows)
     print("pages=%d bytes=%d min=%d median=%d max=%d"
           % (len(rows), sum(sizes), sizes[0], sizes[len(sizes) // 2], sizes[-1]))
