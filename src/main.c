@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,31 @@ static void size_threadpool(unsigned parse_jobs)
     char n[16];
     snprintf(n, sizeof(n), "%u", HV_MIN(parse_jobs + 4, 1024u));
     setenv("UV_THREADPOOL_SIZE", n, 1);
+}
+
+/*
+ * glibc's malloc gives each thread that allocates an arena of its own (up to eight per CPU),
+ * which grows to that thread's peak and is seldom given back; and every time a large block
+ * is freed it raises its mmap threshold to that block's size (up to 32 MiB), after which
+ * multi-MiB page bodies come from the heap and fragment it. With parse threads handling pages
+ * of up to max_bytes, peak RSS was about four times what is in flight. Two arenas (the
+ * loop's, the workers') and a fixed threshold keep it near that: blocks above it (big page
+ * bodies) are mapped on their own and unmapped when freed. The threshold sits above the parse
+ * arena's largest chunk (1 MiB), which is reused from the heap: a lower one made every parse
+ * fault its tree's pages in afresh (2.5 s of system time per 300 pages of 0.5-2 MB).
+ * Measured on 300 such pages with rules and --links: peak RSS 159-164 MiB with glibc's
+ * defaults, 106-112 MiB with these, for 5-15% more CPU. Set before any thread starts;
+ * MALLOC_ARENA_MAX and MALLOC_MMAP_THRESHOLD_ in the environment win.
+ */
+#define MALLOC_ARENAS 2
+#define MALLOC_MMAP_THRESHOLD (1024 * 1024 + 64 * 1024)
+
+static void tune_malloc(void)
+{
+    if (getenv("MALLOC_ARENA_MAX") == NULL)
+        mallopt(M_ARENA_MAX, MALLOC_ARENAS);
+    if (getenv("MALLOC_MMAP_THRESHOLD_") == NULL)
+        mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD);
 }
 
 /* Use every file descriptor we are allowed: connections, outputs and inputs all need one. */
@@ -777,6 +803,7 @@ int main(int argc, char **argv)
         HV_LOG(HV_LOG_WARNING, "event=address_guard_off reason=allow_private_addresses "
                                "(connections may reach loopback, private and link-local "
                                "addresses)");
+    tune_malloc();
     size_threadpool(app.cfg.parse_jobs);
     hv_charset_preload();
     raise_nofile();
