@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -1138,3 +1139,31 @@ def require_runs_as(uid):
         why = str(e)
     if why:
         pytest.skip("cannot run harvestd as uid %d: %s" % (uid, why))
+
+
+def wait_listening(port, alive, timeout=10):
+    """Wait until 127.0.0.1:port accepts connections; `alive()` false fails at once."""
+    deadline = time.monotonic() + timeout * SLOWDOWN
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            pass
+        assert alive(), "harvestd exited before listening on 127.0.0.1:%d" % port
+        assert time.monotonic() < deadline, "nothing listens on 127.0.0.1:%d" % port
+        time.sleep(0.01)
+
+
+def refused_config(harvestd, spool, path, mode):
+    """Give a configuration that must be refused to `--check-config` (mode "check") or to the
+    daemon (any other mode): (exit status, stderr), having checked that nothing claimed it was
+    fine and that the daemon did not start on its spool."""
+    if mode == "check":
+        done = harvestd.command("--check-config", "-c", path)
+        assert "configuration OK" not in done.stdout
+        return done.returncode, done.stderr
+    d = harvestd.start_daemon(path)
+    rc = d.wait(timeout=5)
+    assert not os.path.exists(spool.path("incoming")), "the daemon started with a bad config"
+    return rc, d.stderr_text()

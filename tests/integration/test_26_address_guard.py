@@ -28,7 +28,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.parse
 
 import pytest
@@ -36,7 +35,8 @@ import pytest
 import netns
 from harness import (ALWAYS_DEFAULTS, FAST_DEFAULTS, HARVESTD_BIN, SLOWDOWN, assert_failed,
                      assert_key_order, assert_ok, by_url, check_batch, check_sanitizer,
-                     parse_log_line, parse_records, parse_summary, wait_complete)
+                     parse_log_line, parse_records, parse_summary, refused_config, wait_complete,
+                     wait_listening)
 from origin import free_port, html_page
 
 # The guard at its default: no exception.
@@ -298,20 +298,6 @@ def sample(samples, name, **labels):
     assert key in samples, "no sample %s%r in /metrics: %r" % (
         name, labels, sorted(k for k in samples if k[0] == name))
     return int(samples[key])
-
-
-def wait_listening(port, alive, timeout=10):
-    """Wait until 127.0.0.1:port accepts connections; `alive()` false fails at once."""
-    deadline = time.monotonic() + timeout * SLOWDOWN
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            pass
-        assert alive(), "harvestd exited before listening on 127.0.0.1:%d" % port
-        assert time.monotonic() < deadline, "nothing listens on 127.0.0.1:%d" % port
-        time.sleep(0.01)
 
 
 # ---------------------------------------------------------------------------- IP literals
@@ -731,15 +717,7 @@ def test_26_15_bad_config_line_names_file_and_line(harvestd, spool, tmp_path, ba
     lines.insert(3, bad)
     path = tmp_path / "d.conf"
     path.write_text("\n".join(lines) + "\n")
-    if mode == "check":
-        done = harvestd.command("--check-config", "-c", path)
-        rc, stderr = done.returncode, done.stderr
-        assert "configuration OK" not in done.stdout
-    else:
-        d = harvestd.start_daemon(path)
-        rc = d.wait(timeout=5)
-        stderr = d.stderr_text()
-        assert not os.path.exists(spool.path("incoming")), "the daemon started with a bad config"
+    rc, stderr = refused_config(harvestd, spool, path, mode)
     assert rc == 2, "exit status %r:\n%s" % (rc, stderr)
     assert re.search(r"^harvestd: %s:4: %s" % (re.escape(str(path)), message), stderr, re.M), stderr
 

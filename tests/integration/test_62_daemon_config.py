@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from harness import SLOWDOWN
+from harness import SLOWDOWN, refused_config
 
 # (id, the offending line, expected message after "FILE:LINE: ")
 BAD_LINES = [
@@ -56,15 +56,7 @@ def test_62_01_bad_line_names_file_and_line(harvestd, spool, tmp_path, bad, mess
     lines = good_lines(spool)
     lines.insert(5, bad)
     path = write(tmp_path / "d.conf", lines)
-    if mode == "check":
-        done = harvestd.command("--check-config", "-c", path)
-        rc, stderr = done.returncode, done.stderr
-        assert "configuration OK" not in done.stdout
-    else:
-        d = harvestd.start_daemon(path)
-        rc = d.wait(timeout=5)
-        stderr = d.stderr_text()
-        assert not os.path.exists(spool.path("incoming")), "the daemon started with a bad config"
+    rc, stderr = refused_config(harvestd, spool, path, mode)
     assert_config_error(rc, stderr, path, 6, message)
 
 

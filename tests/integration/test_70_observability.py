@@ -20,7 +20,7 @@ import pytest
 
 from harness import (ALWAYS_DEFAULTS, FAST_DEFAULTS, HARVESTD_BIN, HARVESTD_TOOLS, SLOWDOWN,
                      assert_ok, by_url, check_batch, check_sanitizer, count_by, parse_records,
-                     parse_summary, wait_complete)
+                     parse_summary, wait_complete, wait_listening)
 from origin import html_page, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -286,20 +286,6 @@ def check_matches_records(m, records):
             "class %dxx: %s" % (c, classes)
     assert m.int("harvestd_downloaded_bytes_total") == sum(r.get("bytes", 0) for r in records)
     assert m.int("harvestd_parse_duration_seconds_count") == len(parsed(records))
-
-
-def wait_listening(port, alive, timeout=10):
-    """Wait until 127.0.0.1:port accepts connections; `alive()` false fails at once."""
-    deadline = time.monotonic() + timeout * SLOWDOWN
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            pass
-        assert alive(), "harvestd exited before listening on 127.0.0.1:%d" % port
-        assert time.monotonic() < deadline, "nothing listens on 127.0.0.1:%d" % port
-        time.sleep(0.01)
 
 
 def start_once_with_metrics(harvestd, urls, *args):

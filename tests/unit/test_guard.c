@@ -11,31 +11,29 @@
 #include "harvestd/guard.h"
 #include "test.h"
 
-/* The class of a textual address (IPv4 or IPv6). */
+/* A textual address (IPv4 or IPv6) as a socket address. */
+static const struct sockaddr *to_sockaddr(const char *text, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (inet_pton(AF_INET, text, &((struct sockaddr_in *)ss)->sin_addr) == 1) {
+        ss->ss_family = AF_INET;
+    } else {
+        ASSERT_EQ(1, inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)ss)->sin6_addr));
+        ss->ss_family = AF_INET6;
+    }
+    return (const struct sockaddr *)ss;
+}
+
 static hv_addr_class_t class_of(const char *text)
 {
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    if (inet_pton(AF_INET, text, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-        ss.ss_family = AF_INET;
-    } else {
-        ASSERT_EQ(1, inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)&ss)->sin6_addr));
-        ss.ss_family = AF_INET6;
-    }
-    return hv_addr_classify((struct sockaddr *)&ss);
+    return hv_addr_classify(to_sockaddr(text, &ss));
 }
 
 static hv_addr_class_t check(const hv_guard_t *g, const char *text)
 {
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    if (inet_pton(AF_INET, text, &((struct sockaddr_in *)&ss)->sin_addr) == 1) {
-        ss.ss_family = AF_INET;
-    } else {
-        ASSERT_EQ(1, inet_pton(AF_INET6, text, &((struct sockaddr_in6 *)&ss)->sin6_addr));
-        ss.ss_family = AF_INET6;
-    }
-    return hv_guard_check(g, (struct sockaddr *)&ss);
+    return hv_guard_check(g, to_sockaddr(text, &ss));
 }
 
 #define ASSERT_CLASS(want, text)                                                                   \
