@@ -1,0 +1,64 @@
+/*
+ * redis.h: one connection to a Redis server on harvestd's own loop.
+ *
+ * hiredis is used for what it does well, its reply parser (redisReader) and its command
+ * formatter (redisFormatCommandArgv); the connection, its connect timeout and the timeout of
+ * every command are harvestd's own, on uv handles. (hiredis 0.14's async context never
+ * reports connect errors and has no timeouts.)
+ *
+ * Commands are pipelined: each is written as it is issued, and replies come back in the order
+ * the commands were sent, each to its own callback. A command that gets no reply within its
+ * timeout fails the connection: Redis answers in order, so every later reply would be late too.
+ *
+ * The address is the operator's (redis_url), not a fetched URL's: the address guard does not
+ * apply to it.
+ *
+ * Ownership: hv_redis_close() fails what is pending with UV_ECANCELED (from inside the call)
+ * and the memory goes once the handles have closed; the pointer must not be used after it.
+ */
+#ifndef HARVESTD_REDIS_H
+#define HARVESTD_REDIS_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct hv_redis_s hv_redis_t;
+
+/** A command's outcome: status 0 with `reply` (which may be a REDIS_REPLY_ERROR: the server
+ *  refused the command), or a UV_* error with `reply` NULL (UV_ETIMEDOUT, UV_ECANCELED, the
+ *  connection's error). The reply belongs to the connection: copy what must outlive the call. */
+typedef void (*hv_redis_reply_cb)(hv_redis_t *r, void *data, int status, const redisReply *reply);
+
+typedef struct {
+    /** Connected (0) or not (a UV_* error; UV_ETIMEDOUT after the connect timeout). The owner
+     *  closes a connection that failed. */
+    void (*on_connect)(hv_redis_t *r, int status);
+    /** The open connection broke (the server closed it, a reply did not parse, a command
+     *  timed out); every pending command has had its callback. The owner closes it. */
+    void (*on_error)(hv_redis_t *r, int err);
+} hv_redis_cbs_t;
+
+/** Connect to `host` (an IP literal or a name, looked up with uv_getaddrinfo) and `port`.
+ *  0 with *out set, after which cbs->on_connect reports (never from inside this call), or a
+ *  negative error with *out NULL. */
+int hv_redis_connect(uv_loop_t *loop, const char *host, uint16_t port, uint64_t timeout_ms,
+                     const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out);
+
+/** Send a command of `argc` arguments (binary-safe, `argvlen` bytes each). Its reply is due
+ *  within `timeout_ms` (for a blocking command, its block time and some slack). 0, or
+ *  UV_ENOTCONN (not connected, or broken) with the callback not called. */
+int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *argvlen,
+                     uint64_t timeout_ms, hv_redis_reply_cb cb, void *data);
+
+/** Commands sent whose reply has not come yet. */
+size_t hv_redis_pending(const hv_redis_t *r);
+
+/** The owner's pointer given at connect. */
+void *hv_redis_data(const hv_redis_t *r);
+
+/** Close; pending commands fail with UV_ECANCELED before this returns. Idempotent. */
+void hv_redis_close(hv_redis_t *r);
+
+#endif

@@ -1,0 +1,312 @@
+/*
+ * test_redis.c: the Redis connection against a server made in the test, on 127.0.0.1 only.
+ *
+ * The server parses requests with hiredis's reader, as Redis would read them, and answers
+ * PING with +PONG and ECHO with its argument; HANG gets no answer (for the timeouts), and
+ * QUIT makes it close the connection. The address is an IP literal, so the lookup the client
+ * makes is answered without any query.
+ */
+#include <hiredis/read.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+#include "harvestd/redis.h"
+#include "test.h"
+
+typedef struct {
+    uv_tcp_t listener;
+    uv_tcp_t peer;
+    int accepted;
+    int peer_open;
+    int hung; /* a HANG came: nothing more is answered, as behind a blocking command */
+    uint16_t port;
+    redisReader *reader;
+    char buf[4096];
+} server_t;
+
+typedef struct {
+    uv_write_t req;
+    char data[];
+} swrite_t;
+
+static void on_swritten(uv_write_t *req, int status)
+{
+    (void)status;
+    free(hv_container_of(req, swrite_t, req));
+}
+
+static void server_send(server_t *s, const char *data, size_t len)
+{
+    swrite_t *w = hv_xmalloc(sizeof(*w) + len);
+    memcpy(w->data, data, len);
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&s->peer, &b, 1, on_swritten) != 0)
+        free(w);
+}
+
+static void server_close_peer(server_t *s)
+{
+    if (s->peer_open) {
+        s->peer_open = 0;
+        uv_close((uv_handle_t *)&s->peer, NULL);
+    }
+}
+
+static void on_salloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    server_t *s = h->data;
+    (void)suggested;
+    buf->base = s->buf;
+    buf->len = sizeof(s->buf);
+}
+
+static void on_sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    server_t *s = st->data;
+    if (nread < 0) {
+        server_close_peer(s);
+        return;
+    }
+    redisReaderFeed(s->reader, buf->base, (size_t)nread);
+    void *req;
+    while (redisReaderGetReply(s->reader, &req) == REDIS_OK && req != NULL) {
+        redisReply *q = req;
+        ASSERT_EQ(REDIS_REPLY_ARRAY, q->type);
+        const char *cmd = q->element[0]->str;
+        if (s->hung) {
+            /* nothing */
+        } else if (strcmp(cmd, "PING") == 0) {
+            server_send(s, "+PONG\r\n", 7);
+        } else if (strcmp(cmd, "ECHO") == 0) {
+            char head[32];
+            int n = snprintf(head, sizeof(head), "$%zu\r\n", q->element[1]->len);
+            server_send(s, head, (size_t)n);
+            server_send(s, q->element[1]->str, q->element[1]->len);
+            server_send(s, "\r\n", 2);
+        } else if (strcmp(cmd, "QUIT") == 0) {
+            server_close_peer(s);
+        } else if (strcmp(cmd, "HANG") == 0) {
+            s->hung = 1;
+        }
+        freeReplyObject(q);
+        if (!s->peer_open)
+            return;
+    }
+}
+
+static void on_sconnection(uv_stream_t *l, int status)
+{
+    server_t *s = l->data;
+    ASSERT_OK(status);
+    ASSERT_EQ(0, s->accepted);
+    uv_tcp_init(l->loop, &s->peer);
+    s->peer.data = s;
+    ASSERT_OK(uv_accept(l, (uv_stream_t *)&s->peer));
+    s->accepted++;
+    s->peer_open = 1;
+    uv_read_start((uv_stream_t *)&s->peer, on_salloc, on_sread);
+}
+
+static void server_listen(uv_loop_t *loop, server_t *s)
+{
+    struct sockaddr_in addr;
+    struct sockaddr_storage bound;
+    int len = sizeof(bound);
+    memset(s, 0, sizeof(*s));
+    s->reader = redisReaderCreate();
+    ASSERT_OK(uv_ip4_addr("127.0.0.1", 0, &addr));
+    ASSERT_OK(uv_tcp_init(loop, &s->listener));
+    s->listener.data = s;
+    ASSERT_OK(uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0));
+    ASSERT_OK(uv_listen((uv_stream_t *)&s->listener, 8, on_sconnection));
+    ASSERT_OK(uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len));
+    s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+}
+
+static void server_stop(server_t *s)
+{
+    server_close_peer(s);
+    if (!uv_is_closing((uv_handle_t *)&s->listener))
+        uv_close((uv_handle_t *)&s->listener, NULL);
+}
+
+/* ---- the client */
+
+typedef struct {
+    uv_loop_t loop;
+    server_t srv;
+    hv_redis_t *r;
+    int connect_status;
+    int connects;
+    int errors;
+    int last_error;
+    int replies;
+    int status[8];
+    char text[8][32];
+    int close_on_reply; /* close the connection from the callback of this reply (1-based) */
+} fixture_t;
+
+static void on_reply(hv_redis_t *r, void *data, int status, const redisReply *reply)
+{
+    fixture_t *f = hv_redis_data(r);
+    int i = f->replies++;
+    ASSERT(i < 8);
+    ASSERT_EQ((intptr_t)i, (intptr_t)data); /* in the order sent */
+    f->status[i] = status;
+    if (status == 0) {
+        ASSERT(reply != NULL);
+        size_t n = HV_MIN(reply->len, sizeof(f->text[i]) - 1);
+        memcpy(f->text[i], reply->str, n);
+        f->text[i][n] = '\0';
+    } else {
+        ASSERT_NULL(reply);
+    }
+    if (f->close_on_reply == f->replies) {
+        hv_redis_close(r);
+        server_stop(&f->srv);
+    }
+}
+
+static void send_cmd(fixture_t *f, int n, const char *a, const char *b, size_t blen,
+                     uint64_t timeout)
+{
+    const char *argv[2] = {a, b};
+    size_t argvlen[2] = {strlen(a), blen};
+    ASSERT_OK(hv_redis_command(f->r, b != NULL ? 2 : 1, argv, argvlen, timeout, on_reply,
+                               (void *)(intptr_t)n));
+}
+
+static void on_connect_script(hv_redis_t *r, int status);
+
+static void on_error(hv_redis_t *r, int err)
+{
+    fixture_t *f = hv_redis_data(r);
+    f->errors++;
+    f->last_error = err;
+    hv_redis_close(r);
+    server_stop(&f->srv);
+}
+
+static int scenario;
+
+static void on_connect_script(hv_redis_t *r, int status)
+{
+    fixture_t *f = hv_redis_data(r);
+    f->connects++;
+    f->connect_status = status;
+    if (status != 0) {
+        hv_redis_close(r);
+        server_stop(&f->srv);
+        return;
+    }
+    static const char binary[] = {'a', '\0', 'b', '\r', '\n'};
+    switch (scenario) {
+    case 0: /* pipelined, binary-safe, in order */
+        send_cmd(f, 0, "PING", NULL, 0, 1000);
+        send_cmd(f, 1, "ECHO", binary, sizeof(binary), 1000);
+        send_cmd(f, 2, "ECHO", "", 0, 1000);
+        f->close_on_reply = 3;
+        break;
+    case 1: /* no answer in time: the connection breaks, and the later command fails too */
+        send_cmd(f, 0, "HANG", NULL, 0, 50);
+        send_cmd(f, 1, "PING", NULL, 0, 5000);
+        break;
+    case 2: /* the server goes away with a command pending */
+        send_cmd(f, 0, "PING", NULL, 0, 1000);
+        send_cmd(f, 1, "QUIT", NULL, 0, 1000);
+        send_cmd(f, 2, "PING", NULL, 0, 1000);
+        break;
+    case 3: /* closing with commands pending cancels them, inside the call */
+        send_cmd(f, 0, "HANG", NULL, 0, 1000);
+        send_cmd(f, 1, "HANG", NULL, 0, 1000);
+        hv_redis_close(r);
+        ASSERT_EQ(2, f->replies);
+        ASSERT_EQ(UV_ENOTCONN, hv_redis_command(r, 0, NULL, NULL, 10, on_reply, NULL));
+        server_stop(&f->srv);
+        break;
+    }
+}
+
+static const hv_redis_cbs_t cbs = {on_connect_script, on_error};
+
+static void run(fixture_t *f, int which, uint16_t port)
+{
+    scenario = which;
+    ASSERT_OK(hv_redis_connect(&f->loop, "127.0.0.1", port, 2000, &cbs, f, &f->r));
+    ASSERT_EQ(0, f->connects); /* reported from the loop */
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    redisReaderFree(f->srv.reader);
+    ASSERT_LOOP_CLOSE(&f->loop);
+}
+
+static void fixture_init(fixture_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    ASSERT_OK(uv_loop_init(&f->loop));
+    server_listen(&f->loop, &f->srv);
+}
+
+TEST_IMPL(redis_pipelined_replies_come_in_order)
+{
+    fixture_t f;
+    fixture_init(&f);
+    run(&f, 0, f.srv.port);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_EQ(3, f.replies);
+    ASSERT_EQ(0, f.status[0] + f.status[1] + f.status[2]);
+    ASSERT_STR_EQ("PONG", f.text[0]);
+    ASSERT_EQ(0, memcmp(f.text[1], "a\0b\r\n", 5));
+    ASSERT_STR_EQ("", f.text[2]);
+    ASSERT_EQ(0, f.errors);
+}
+
+TEST_IMPL(redis_a_late_reply_breaks_the_connection)
+{
+    fixture_t f;
+    fixture_init(&f);
+    uint64_t t0 = uv_now(&f.loop);
+    run(&f, 1, f.srv.port);
+    ASSERT_EQ(2, f.replies);
+    ASSERT_EQ(UV_ETIMEDOUT, f.status[0]);
+    ASSERT_EQ(UV_ETIMEDOUT, f.status[1]);
+    ASSERT_EQ(1, f.errors);
+    ASSERT_EQ(UV_ETIMEDOUT, f.last_error);
+    ASSERT_LT(uv_now(&f.loop) - t0, 2000);
+}
+
+TEST_IMPL(redis_the_server_going_away_fails_what_is_pending)
+{
+    fixture_t f;
+    fixture_init(&f);
+    run(&f, 2, f.srv.port);
+    ASSERT_EQ(3, f.replies);
+    ASSERT_EQ(0, f.status[0]);
+    ASSERT_STR_EQ("PONG", f.text[0]);
+    ASSERT(f.status[1] != 0 && f.status[2] != 0);
+    ASSERT_EQ(1, f.errors);
+}
+
+TEST_IMPL(redis_close_cancels_pending_commands)
+{
+    fixture_t f;
+    fixture_init(&f);
+    run(&f, 3, f.srv.port);
+    ASSERT_EQ(2, f.replies);
+    ASSERT_EQ(UV_ECANCELED, f.status[0]);
+    ASSERT_EQ(UV_ECANCELED, f.status[1]);
+    ASSERT_EQ(0, f.errors);
+}
+
+TEST_IMPL(redis_connect_refused)
+{
+    fixture_t f;
+    fixture_init(&f);
+    uint16_t port = f.srv.port;
+    server_stop(&f.srv); /* nothing listens there any more */
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    run(&f, 0, port);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(UV_ECONNREFUSED, f.connect_status);
+    ASSERT_EQ(0, f.replies);
+}
