@@ -310,3 +310,47 @@ TEST_IMPL(redis_connect_refused)
     ASSERT_EQ(UV_ECONNREFUSED, f.connect_status);
     ASSERT_EQ(0, f.replies);
 }
+
+/* ---- redis:// URLs */
+
+TEST_IMPL(redis_url_parse)
+{
+    static const struct {
+        const char *url, *host;
+        uint16_t port;
+        unsigned db;
+    } good[] = {
+        {"redis://127.0.0.1", "127.0.0.1", 6379, 0},
+        {"redis://127.0.0.1:7000", "127.0.0.1", 7000, 0},
+        {"redis://queue.internal:6380/3", "queue.internal", 6380, 3},
+        {"redis://localhost/2", "localhost", 6379, 2},
+        {"redis://[::1]:6390/1", "::1", 6390, 1},
+        {"redis://[::1]", "::1", 6379, 0},
+        {"redis://h/", "h", 6379, 0},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(good); i++) {
+        hv_redis_addr_t a;
+        char err[256];
+        if (hv_redis_url_parse(good[i].url, &a, err, sizeof(err)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "%s: %s", good[i].url, err);
+        ASSERT_STR_EQ(good[i].host, a.host);
+        ASSERT_EQ(good[i].port, a.port);
+        ASSERT_EQ(good[i].db, a.db);
+    }
+    static const char *const bad[] = {
+        "", "127.0.0.1:6379", "http://127.0.0.1", "redis://", "redis://:6379", "redis://h:0",
+        "redis://h:65536", "redis://h:x", "redis://h/x", "redis://h/16000", "redis://[::1",
+        "redis://h:1/2/3", "redis://user:pw@h", "redis://h?db=1", "rediss://h",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        hv_redis_addr_t a;
+        char err[256] = "";
+        if (hv_redis_url_parse(bad[i], &a, err, sizeof(err)) == 0)
+            hv_test_fail(__FILE__, __LINE__, "'%s' parsed", bad[i]);
+        ASSERT(strstr(err, bad[i]) != NULL || bad[i][0] == '\0');
+    }
+    hv_redis_addr_t a;
+    char err[256];
+    ASSERT_EQ(-1, hv_redis_url_parse("rediss://h", &a, err, sizeof(err)));
+    ASSERT(strstr(err, "TLS") != NULL);
+}
