@@ -37,6 +37,7 @@ import shutil
 import sys
 
 GENERATOR_VERSION = 1
+CHUNK_TIMEOUT_S = 300
 SEED = 20261129
 
 MIN_SIZE = 20_000
@@ -358,8 +359,15 @@ def ensure(root, count, jobs=None, log=None, kind="docs"):
         chunks = [(root, kind, lo, min(lo + step, count)) for lo in range(have, count, step)]
         if jobs > 1 and len(chunks) > 1:
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                for part in pool.imap(_generate_range, chunks):
-                    rows.extend(part)
+                # A worker that dies leaves its task unanswered for ever (imap would wait for
+                # it): a generous deadline per chunk turns that into an error.
+                parts = [pool.apply_async(_generate_range, (c,)) for c in chunks]
+                for part in parts:
+                    try:
+                        rows.extend(part.get(timeout=CHUNK_TIMEOUT_S))
+                    except multiprocessing.TimeoutError:
+                        raise RuntimeError("corpus generation: a chunk took over %d s (a "
+                                           "worker died?)" % CHUNK_TIMEOUT_S) from None
         else:
             for c in chunks:
                 rows.extend(_generate_range(c))
