@@ -1,10 +1,13 @@
 /*
  * redis.c: a Redis connection (see redis.h).
  *
- * Handles: the tcp handle and one timer, registered with an hv_handles_t; the memory goes in
- * the last close callback, so state can be checked after any owner callback, which may have
- * closed the connection. The timer serves the connect timeout, then the deadline of the
- * oldest command waiting for its reply (replies come in order, so it is the next one due).
+ * The connection is an hv_conn_t (conn.h): it does the lookup (through the dns cache), the
+ * connect with its address fallback, the owned writes and the one timer, which serves the
+ * connect timeout, then the deadline of the oldest command waiting for its reply (replies
+ * come in order, so it is the next one due). This file adds the RESP framing and the queue
+ * of commands. The hv_redis_t is freed by hv_redis_close(), after the connection is handed
+ * back to conn, which frees its own memory once its handles have closed; owner callbacks may
+ * close, so state is checked after each.
  */
 #include "harvestd/redis.h"
 
@@ -16,10 +19,10 @@
 #include <sys/queue.h>
 
 #include "harvestd/common.h"
-#include "harvestd/handles.h"
+#include "harvestd/conn.h"
 #include "harvestd/log.h"
 
-typedef enum { ST_RESOLVING, ST_CONNECTING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
+typedef enum { ST_CONNECTING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
 
 typedef struct pending_s {
     hv_redis_reply_cb cb;
@@ -28,27 +31,17 @@ typedef struct pending_s {
     TAILQ_ENTRY(pending_s) link;
 } pending_t;
 
-typedef struct {
-    uv_write_t req;
-    char *cmd;
-} write_t;
-
 struct hv_redis_s {
     uv_loop_t *loop;
     state_t state;
     const hv_redis_cbs_t *cbs;
     void *data;
-    uint16_t port;
-    uv_getaddrinfo_t gai;
-    int resolving;
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    uv_connect_t connect_req;
+    hv_conn_t *conn;
     redisReader *reader;
     TAILQ_HEAD(, pending_s) pending;
     size_t npending;
-    char buf[16 * 1024];
-    hv_handles_t handles;
+    int in_callback; /* an owner callback is running: close defers the free */
+    int dead;        /* closed during that callback */
 };
 
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap)
@@ -108,18 +101,22 @@ bad:
     return -1;
 }
 
-static void on_closed(hv_handles_t *hs)
+/* Free once no callback of ours is on the stack. */
+static void maybe_free(hv_redis_t *r)
 {
-    hv_redis_t *r = hv_container_of(hs, hv_redis_t, handles);
-    if (r->resolving)
-        return; /* the lookup's callback frees it */
+    if (r->state != ST_CLOSING || r->in_callback > 0)
+        return;
     redisReaderFree(r->reader);
     free(r);
 }
 
-/* Fail every pending command with `status`, oldest first. Stops if a callback closed the
- * connection (hv_redis_close() fails the rest itself). */
-static void fail_pending(hv_redis_t *r, int status)
+/* Run an owner callback; returns 0 if the connection was closed meanwhile (then freed). */
+#define CALL(r, expr)                                                                           \
+    ((r)->in_callback++, (expr), (r)->in_callback--,                                           \
+     (r)->state == ST_CLOSING ? (maybe_free(r), 0) : 1)
+
+/* Fail every pending command with `status`, oldest first. 0 if a callback closed us. */
+static int fail_pending(hv_redis_t *r, int status)
 {
     pending_t *p;
     while ((p = TAILQ_FIRST(&r->pending)) != NULL) {
@@ -128,22 +125,22 @@ static void fail_pending(hv_redis_t *r, int status)
         hv_redis_reply_cb cb = p->cb;
         void *data = p->data;
         free(p);
-        cb(r, data, status, NULL);
+        if (!CALL(r, cb(r, data, status, NULL)))
+            return 0;
     }
+    return 1;
 }
-
-static void on_timer(uv_timer_t *t);
 
 /* The timer follows the oldest pending command, or stops. */
 static void arm(hv_redis_t *r)
 {
     pending_t *p = TAILQ_FIRST(&r->pending);
-    if (r->state != ST_OPEN || p == NULL) {
-        uv_timer_stop(&r->timer);
+    if (p == NULL) {
+        hv_conn_set_timer(r->conn, 0);
         return;
     }
     uint64_t now = uv_now(r->loop);
-    uv_timer_start(&r->timer, on_timer, p->deadline > now ? p->deadline - now : 1, 0);
+    hv_conn_set_timer(r->conn, p->deadline > now ? p->deadline - now : 1);
 }
 
 /* The open connection cannot go on: fail what waits, then tell the owner. */
@@ -151,50 +148,53 @@ static void broken(hv_redis_t *r, int err)
 {
     if (r->state != ST_OPEN)
         return;
-    HV_LOG(HV_LOG_INFO, "event=redis_broken port=%u err=%s pending=%zu", (unsigned)r->port,
-           hv_err_name(err), r->npending);
+    HV_LOG(HV_LOG_INFO, "event=redis_broken err=%s pending=%zu", hv_err_name(err), r->npending);
     r->state = ST_BROKEN;
-    uv_read_stop((uv_stream_t *)&r->tcp);
-    uv_timer_stop(&r->timer);
-    fail_pending(r, err);
-    if (r->state == ST_BROKEN)
-        r->cbs->on_error(r, err);
+    hv_conn_read_stop(r->conn);
+    hv_conn_set_timer(r->conn, 0);
+    if (fail_pending(r, err))
+        CALL(r, r->cbs->on_error(r, err));
 }
 
-static void connect_failed(hv_redis_t *r, int status)
+static void on_conn_connect(hv_conn_t *c, int status)
 {
-    r->state = ST_BROKEN;
-    uv_timer_stop(&r->timer);
-    r->cbs->on_connect(r, status);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    hv_redis_t *r = t->data;
-    if (r->state == ST_RESOLVING || r->state == ST_CONNECTING)
-        connect_failed(r, UV_ETIMEDOUT);
-    else if (r->state == ST_OPEN)
-        broken(r, UV_ETIMEDOUT);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    hv_redis_t *r = h->data;
-    (void)suggested;
-    buf->base = r->buf;
-    buf->len = sizeof(r->buf);
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    hv_redis_t *r = s->data;
-    if (nread == 0 || r->state != ST_OPEN)
-        return;
-    if (nread < 0) {
-        broken(r, (int)nread);
+    hv_redis_t *r = c->data;
+    if (r->state != ST_CONNECTING)
+        return; /* the connect timed out first */
+    hv_conn_set_timer(c, 0);
+    if (status != 0) {
+        r->state = ST_BROKEN;
+        CALL(r, r->cbs->on_connect(r, status));
         return;
     }
-    if (redisReaderFeed(r->reader, buf->base, (size_t)nread) != REDIS_OK) {
+    r->state = ST_OPEN;
+    hv_conn_read_start(c);
+    if (CALL(r, r->cbs->on_connect(r, 0)))
+        arm(r);
+}
+
+static void on_conn_timeout(hv_conn_t *c)
+{
+    hv_redis_t *r = c->data;
+    if (r->state == ST_CONNECTING) {
+        r->state = ST_BROKEN;
+        CALL(r, r->cbs->on_connect(r, UV_ETIMEDOUT));
+    } else {
+        broken(r, UV_ETIMEDOUT);
+    }
+}
+
+static void on_conn_error(hv_conn_t *c, int err)
+{
+    broken(c->data, err);
+}
+
+static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
+{
+    hv_redis_t *r = c->data;
+    if (r->state != ST_OPEN)
+        return;
+    if (redisReaderFeed(r->reader, data, len) != REDIS_OK) {
         broken(r, HV_EPROTO);
         return;
     }
@@ -214,112 +214,47 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         TAILQ_REMOVE(&r->pending, p, link);
         r->npending--;
-        p->cb(r, p->data, 0, reply);
+        int alive = CALL(r, p->cb(r, p->data, 0, reply));
         free(p);
         freeReplyObject(reply);
+        if (!alive)
+            return;
         if (r->state != ST_OPEN)
-            return; /* the callback closed the connection */
+            return; /* a callback's command broke the connection */
     }
     arm(r);
 }
 
-static void on_connected(uv_connect_t *req, int status)
-{
-    hv_redis_t *r = req->data;
-    if (status == UV_ECANCELED || r->state != ST_CONNECTING)
-        return;
-    if (status != 0) {
-        connect_failed(r, status);
-        return;
-    }
-    uv_tcp_nodelay(&r->tcp, 1);
-    int rc = uv_read_start((uv_stream_t *)&r->tcp, on_alloc, on_read);
-    if (rc != 0) {
-        connect_failed(r, rc);
-        return;
-    }
-    r->state = ST_OPEN;
-    uv_timer_stop(&r->timer);
-    r->cbs->on_connect(r, 0);
-}
+static const hv_conn_cbs_t conn_cbs = {on_conn_connect, on_conn_read, on_conn_error,
+                                       on_conn_timeout};
 
-static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
-{
-    hv_redis_t *r = req->data;
-    r->resolving = 0;
-    if (r->state == ST_CLOSING) {
-        uv_freeaddrinfo(res);
-        if (r->handles.open == 0)
-            on_closed(&r->handles); /* the handles closed while the lookup ran */
-        return;
-    }
-    if (status != 0) {
-        connect_failed(r, status);
-        return;
-    }
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    memcpy(&ss, res->ai_addr, res->ai_addrlen);
-    uv_freeaddrinfo(res);
-    if (ss.ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(r->port);
-    else
-        ((struct sockaddr_in *)&ss)->sin_port = htons(r->port);
-    r->state = ST_CONNECTING;
-    r->connect_req.data = r;
-    int rc = uv_tcp_connect(&r->connect_req, &r->tcp, (struct sockaddr *)&ss, on_connected);
-    if (rc != 0)
-        connect_failed(r, rc);
-}
-
-int hv_redis_connect(uv_loop_t *loop, const char *host, uint16_t port, uint64_t timeout_ms,
+int hv_redis_connect(hv_conn_env_t *env, const char *host, uint16_t port, uint64_t timeout_ms,
                      const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out)
 {
     *out = NULL;
     hv_redis_t *r = hv_xcalloc(1, sizeof(*r));
-    r->loop = loop;
+    r->loop = env->loop;
     r->cbs = cbs;
     r->data = data;
-    r->port = port;
-    r->state = ST_RESOLVING;
+    r->state = ST_CONNECTING;
+    TAILQ_INIT(&r->pending);
     r->reader = redisReaderCreate();
     if (r->reader == NULL) {
         free(r);
         return UV_ENOMEM;
     }
-    TAILQ_INIT(&r->pending);
-    uv_tcp_init(loop, &r->tcp);
-    uv_timer_init(loop, &r->timer);
-    r->tcp.data = r;
-    r->timer.data = r;
-    hv_handles_init(&r->handles, on_closed);
-    hv_handles_own(&r->handles, (uv_handle_t *)&r->tcp);
-    hv_handles_own(&r->handles, (uv_handle_t *)&r->timer);
-
-    struct addrinfo hints;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    r->gai.data = r;
-    int rc = uv_getaddrinfo(loop, &r->gai, on_resolved, host, NULL, &hints);
+    struct sockaddr_in6 a6;
+    struct sockaddr_in a4;
+    int is_ip = uv_ip4_addr(host, 0, &a4) == 0 || uv_ip6_addr(host, 0, &a6) == 0;
+    int rc = hv_conn_connect(env, NULL, host, is_ip, port, &conn_cbs, r, &r->conn);
     if (rc != 0) {
-        hv_redis_close(r);
+        redisReaderFree(r->reader);
+        free(r);
         return rc;
     }
-    r->resolving = 1;
-    uv_timer_start(&r->timer, on_timer, timeout_ms > 0 ? timeout_ms : 1, 0);
+    hv_conn_set_timer(r->conn, timeout_ms > 0 ? timeout_ms : 1);
     *out = r;
     return 0;
-}
-
-static void on_written(uv_write_t *req, int status)
-{
-    write_t *w = hv_container_of(req, write_t, req);
-    hv_redis_t *r = req->data;
-    redisFreeCommand(w->cmd);
-    free(w);
-    if (status != 0 && status != UV_ECANCELED)
-        broken(r, status);
 }
 
 int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *argvlen,
@@ -327,20 +262,14 @@ int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *a
 {
     if (r->state != ST_OPEN)
         return UV_ENOTCONN;
-    write_t *w = hv_xmalloc(sizeof(*w));
-    int len = redisFormatCommandArgv(&w->cmd, argc, argv, argvlen);
-    if (len < 0) {
-        free(w);
+    char *cmd;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (len < 0)
         return UV_ENOMEM;
-    }
-    uv_buf_t b = uv_buf_init(w->cmd, (unsigned)len);
-    w->req.data = r;
-    int rc = uv_write(&w->req, (uv_stream_t *)&r->tcp, &b, 1, on_written);
-    if (rc != 0) {
-        redisFreeCommand(w->cmd);
-        free(w);
+    int rc = hv_conn_write(r->conn, cmd, (size_t)len); /* conn sends its own copy */
+    redisFreeCommand(cmd);
+    if (rc != 0)
         return rc;
-    }
     pending_t *p = hv_xmalloc(sizeof(*p));
     p->cb = cb;
     p->data = data;
@@ -366,9 +295,16 @@ void hv_redis_close(hv_redis_t *r)
     if (r->state == ST_CLOSING)
         return;
     r->state = ST_CLOSING;
-    if (r->resolving)
-        uv_cancel((uv_req_t *)&r->gai);
-    uv_timer_stop(&r->timer);
-    fail_pending(r, UV_ECANCELED);
-    hv_handles_close_all(&r->handles);
+    hv_conn_close(r->conn); /* no callback of conn's runs after this */
+    r->conn = NULL;
+    r->in_callback++;
+    pending_t *p;
+    while ((p = TAILQ_FIRST(&r->pending)) != NULL) {
+        TAILQ_REMOVE(&r->pending, p, link);
+        r->npending--;
+        p->cb(r, p->data, UV_ECANCELED, NULL);
+        free(p);
+    }
+    r->in_callback--;
+    maybe_free(r);
 }

@@ -2,19 +2,21 @@
  * redis.h: one connection to a Redis server on harvestd's own loop.
  *
  * hiredis is used for what it does well, its reply parser (redisReader) and its command
- * formatter (redisFormatCommandArgv); the connection, its connect timeout and the timeout of
- * every command are harvestd's own, on uv handles. (hiredis 0.14's async context never
- * reports connect errors and has no timeouts.)
+ * formatter (redisFormatCommandArgv); the connection is harvestd's own hv_conn_t (lookup
+ * through the dns cache, address fallback, owned writes, one timer for the connect timeout
+ * and the timeout of every command). hiredis 0.14's async context never reports connect
+ * errors and has no timeouts.
  *
  * Commands are pipelined: each is written as it is issued, and replies come back in the order
  * the commands were sent, each to its own callback. A command that gets no reply within its
  * timeout fails the connection: Redis answers in order, so every later reply would be late too.
  *
- * The address is the operator's (redis_url), not a fetched URL's: the address guard does not
- * apply to it.
+ * The address is the operator's (redis_url), not a fetched URL's: the connection environment
+ * given should have no address guard.
  *
  * Ownership: hv_redis_close() fails what is pending with UV_ECANCELED (from inside the call)
- * and the memory goes once the handles have closed; the pointer must not be used after it.
+ * and frees the hv_redis_t (once no callback of its own is running); the pointer must not be
+ * used after it. It may be called from any callback.
  */
 #ifndef HARVESTD_REDIS_H
 #define HARVESTD_REDIS_H
@@ -23,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "harvestd/conn.h"
 
 typedef struct hv_redis_s hv_redis_t;
 
@@ -51,10 +55,10 @@ typedef struct {
     void (*on_error)(hv_redis_t *r, int err);
 } hv_redis_cbs_t;
 
-/** Connect to `host` (an IP literal or a name, looked up with uv_getaddrinfo) and `port`.
- *  0 with *out set, after which cbs->on_connect reports (never from inside this call), or a
- *  negative error with *out NULL. */
-int hv_redis_connect(uv_loop_t *loop, const char *host, uint16_t port, uint64_t timeout_ms,
+/** Connect to `host` (an IP literal, or a name looked up through env's dns cache) and `port`,
+ *  within `timeout_ms`. 0 with *out set, after which cbs->on_connect reports (never from
+ *  inside this call), or a negative error with *out NULL. */
+int hv_redis_connect(hv_conn_env_t *env, const char *host, uint16_t port, uint64_t timeout_ms,
                      const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out);
 
 /** Send a command of `argc` arguments (binary-safe, `argvlen` bytes each). Its reply is due

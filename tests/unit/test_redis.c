@@ -3,14 +3,15 @@
  *
  * The server parses requests with hiredis's reader, as Redis would read them, and answers
  * PING with +PONG and ECHO with its argument; HANG gets no answer (for the timeouts), and
- * QUIT makes it close the connection. The address is an IP literal, so the lookup the client
- * makes is answered without any query.
+ * QUIT makes it close the connection. The address is an IP literal: the dns cache the client
+ * is given must end with zero lookups.
  */
 #include <hiredis/read.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harvestd/common.h"
+#include "harvestd/dns.h"
 #include "harvestd/redis.h"
 #include "test.h"
 
@@ -136,6 +137,8 @@ static void server_stop(server_t *s)
 typedef struct {
     uv_loop_t loop;
     server_t srv;
+    hv_conn_stats_t stats;
+    hv_conn_env_t env; /* no address guard: the server is the operator's */
     hv_redis_t *r;
     int connect_status;
     int connects;
@@ -233,8 +236,11 @@ static const hv_redis_cbs_t cbs = {on_connect_script, on_error};
 static void run(fixture_t *f, int which, uint16_t port)
 {
     scenario = which;
-    ASSERT_OK(hv_redis_connect(&f->loop, "127.0.0.1", port, 2000, &cbs, f, &f->r));
+    ASSERT_OK(hv_redis_connect(&f->env, "127.0.0.1", port, 2000, &cbs, f, &f->r));
     ASSERT_EQ(0, f->connects); /* reported from the loop */
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(0, hv_dns_stats(f->env.dns)->lookups);
+    hv_dns_close(f->env.dns);
     uv_run(&f->loop, UV_RUN_DEFAULT);
     redisReaderFree(f->srv.reader);
     ASSERT_LOOP_CLOSE(&f->loop);
@@ -244,6 +250,9 @@ static void fixture_init(fixture_t *f)
 {
     memset(f, 0, sizeof(*f));
     ASSERT_OK(uv_loop_init(&f->loop));
+    f->env.loop = &f->loop;
+    f->env.dns = hv_dns_new(&f->loop, 1000, 8);
+    f->env.stats = &f->stats;
     server_listen(&f->loop, &f->srv);
 }
 
