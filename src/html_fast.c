@@ -103,8 +103,6 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     hv_prescan_check(body, cut, HV_HTML_MAX_DEPTH, &scan);
     if (scan.verdict != HV_PRESCAN_OK)
         return 0;
-    out->depth = scan.depth;
-    out->parsed = cut;
     const char *text = body;
     size_t tlen = cut;
     if (!hv_utf8_valid(body, cut)) {
@@ -127,10 +125,9 @@ int hv_html_title_fast(const char *body, size_t len, hv_html_result_t *out)
     if (t != NULL && t->v.element.original_end_tag.length > 0 && t->parent != NULL &&
         t->parent->type == GUMBO_NODE_ELEMENT && t->parent->v.element.tag == GUMBO_TAG_HEAD) {
         out->title = hv_selector_text(t); /* as the full parse reads it */
+        out->depth = scan.depth;
+        out->parsed = cut;
         accepted = 1;
-    } else {
-        out->depth = 0;
-        out->parsed = 0;
     }
     hv_html__gumbo_destroy(&opts, g);
     free(protected);
