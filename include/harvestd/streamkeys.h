@@ -1,0 +1,61 @@
+/*
+ * streamkeys.h: what harvestd keeps in Redis for the stream source, and how a batch's name
+ * becomes part of a file name. One place, shared by the daemon's consumer (stream.c), the
+ * `enqueue` and `status` commands (streamcmd.c) and `merge` (merge.c).
+ *
+ * For a stream S (redis_stream, default "harvestd:urls"):
+ *   S                   the stream; one entry per input line, fields
+ *                       batch (name), line (1-based line number in the file), url, and
+ *                       optionally rules (a [rules "NAME"] set)
+ *   S:batches           a set: the names of every batch enqueued on S
+ *   S:batch:NAME        a hash, one per batch:
+ *                         added   lines added so far (enqueue, with the entries, atomically)
+ *                         total   the batch's line count, set when enqueue read the whole file
+ *                         rules   the rules name the batch was enqueued with ("" for none)
+ *                         done    entries acknowledged (the consumers' ack, atomically with
+ *                                 the XACK of each entry it removed from the group's pending
+ *                                 list), and of those:
+ *                         ok      ... with an ok record
+ *                         failed  ... with a failed record
+ * The consumer group (redis_group, default "harvestd") is created by the daemons.
+ */
+#ifndef HARVESTD_STREAMKEYS_H
+#define HARVESTD_STREAMKEYS_H
+
+#include <stddef.h>
+
+#define HV_STREAM_DEFAULT "harvestd:urls"
+#define HV_STREAM_GROUP_DEFAULT "harvestd"
+
+/** Longest batch name enqueue accepts (bytes). */
+#define HV_STREAM_BATCH_MAX 200
+
+/** "S:batches" into `out`: 0, or -1 when it does not fit. */
+int hv_streamkeys_batches(const char *stream, char *out, size_t cap);
+
+/** "S:batch:NAME" into `out`: 0, or -1 when it does not fit. */
+int hv_streamkeys_batch(const char *stream, const char *batch, char *out, size_t cap);
+
+/**
+ * `name` as part of a file name: bytes of [A-Za-z0-9_-] stay, and '.' when `keep_dots` (but
+ * never a leading one); every other byte becomes %XX (upper-case hex), so that no name can
+ * reach another directory or hide as a dotfile, and two names never share a spelling. 0, or
+ * -1 when it does not fit (up to 3 bytes per input byte, plus the NUL).
+ */
+int hv_streamkeys_file_part(const char *name, int keep_dots, char *out, size_t cap);
+
+/**
+ * The output file name of `batch`'s records written by `consumer`: "BATCH.CONSUMER.jsonl",
+ * both parts spelled by hv_streamkeys_file_part(), the consumer's with its dots encoded too,
+ * so that the last dot before ".jsonl" always separates the two. 0, or -1 (does not fit).
+ */
+int hv_streamkeys_output_name(const char *batch, const char *consumer, char *out, size_t cap);
+
+/** Whether `file_name` (a base name) is an output of `batch` (by any consumer). */
+int hv_streamkeys_is_output_of(const char *file_name, const char *batch);
+
+/** Whether `name` is a batch name enqueue accepts: 1 to HV_STREAM_BATCH_MAX bytes and no
+ *  control characters. */
+int hv_streamkeys_batch_name_ok(const char *name);
+
+#endif
