@@ -33,6 +33,12 @@ struct hv_writer_s {
     uint64_t last_sync_ms;
     int syncing;
     int dirty;                /* written since the last fsync */
+    uint64_t sync_want;       /* hv_writer_sync_soon(): records to fsync without waiting */
+    uint64_t pending_n;       /* records in `pending` */
+    uint64_t inflight_n;      /* records in `inflight` */
+    uint64_t written;         /* records wholly written to the file */
+    uint64_t sync_upto;       /* records the fsync in flight covers */
+    uint64_t durable;         /* records reported durable */
     hv_buf_t pending;
     hv_buf_t inflight;
     size_t inflight_off;
@@ -48,6 +54,22 @@ struct hv_writer_s {
 };
 
 static void start_write(hv_writer_t *w);
+
+/* Under the policy, the first `n` records are durable now. */
+static void report_durable(hv_writer_t *w, uint64_t n)
+{
+    if (n <= w->durable)
+        return;
+    w->durable = n;
+    if (w->cbs.on_durable != NULL)
+        w->cbs.on_durable(w->ud, n);
+}
+
+/* Whether the policy syncs while writing (else only at the end, or never for stdout). */
+static int syncs(const hv_writer_t *w)
+{
+    return !w->is_stdout && (w->fsync_always || w->fsync_interval_ms > 0);
+}
 
 int hv_writer_open(uv_loop_t *loop, const char *path, const hv_writer_opts_t *opts,
                    const hv_writer_cbs_t *cbs, void *ud, hv_writer_t **out)
@@ -114,6 +136,8 @@ static void on_timer_close(uv_handle_t *h)
 
 static void complete_finish(hv_writer_t *w)
 {
+    if (w->err == 0)
+        report_durable(w, w->written);
     if (!w->is_stdout) {
         uv_fs_t req;
         int rc = uv_fs_close(NULL, &req, w->fd, NULL);
@@ -192,10 +216,14 @@ static void on_write(uv_fs_t *req)
     w->writing = 0;
     hv_buf_reset(&w->inflight);
     w->inflight_off = 0;
+    w->written += w->inflight_n;
+    w->inflight_n = 0;
     w->dirty = !w->is_stdout;
-    if (w->dirty && !w->finishing && (w->fsync_always || w->fsync_interval_ms > 0)) {
+    if (!syncs(w))
+        report_durable(w, w->written); /* as durable as this policy makes them */
+    if (w->dirty && !w->finishing && syncs(w)) {
         uint64_t since = uv_now(w->loop) - w->last_sync_ms;
-        if (w->fsync_always || since >= w->fsync_interval_ms) {
+        if (w->fsync_always || w->sync_want > w->sync_upto || since >= w->fsync_interval_ms) {
             start_sync(w);
             if (w->syncing) {
                 w->cbs.on_drain(w->ud);
@@ -219,6 +247,7 @@ static void start_sync(hv_writer_t *w)
 {
     w->syncing = 1;
     w->dirty = 0;
+    w->sync_upto = w->written;
     w->sync_req.data = w;
     int rc = uv_fs_fsync(w->loop, &w->sync_req, w->fd, on_policy_fsync);
     if (rc != 0) {
@@ -236,6 +265,8 @@ static void on_policy_fsync(uv_fs_t *req)
     w->last_sync_ms = uv_now(w->loop);
     if (rc < 0)
         fail(w, rc);
+    else
+        report_durable(w, w->sync_upto);
     if (w->pending.len > 0)
         start_write(w);
     w->cbs.on_drain(w->ud);
@@ -265,6 +296,8 @@ static void start_write(hv_writer_t *w)
     hv_buf_t tmp = w->inflight;
     w->inflight = w->pending;
     w->pending = tmp;
+    w->inflight_n = w->pending_n;
+    w->pending_n = 0;
     w->inflight_off = 0;
     w->writing = 1;
     write_more(w);
@@ -282,6 +315,7 @@ int hv_writer_push(hv_writer_t *w, hv_record_t *rec)
         fail(w, rc);
         return rc;
     }
+    w->pending_n++;
     if (w->pending.len >= FLUSH_BYTES || w->flush_ms == 0) {
         start_write(w);
     } else if (!w->writing && !w->syncing &&
@@ -310,4 +344,27 @@ void hv_writer_finish(hv_writer_t *w, void (*done)(void *ud, int status))
 uint64_t hv_writer_bytes(const hv_writer_t *w)
 {
     return w->bytes;
+}
+
+void hv_writer_sync_soon(hv_writer_t *w)
+{
+    if (!syncs(w) || w->err != 0 || w->finishing)
+        return;
+    w->sync_want = w->written + w->inflight_n + w->pending_n;
+    if (w->writing || w->syncing || w->pending.len > 0) {
+        /* The writes in flight and pending end with an fsync. */
+        if (w->pending.len > 0)
+            start_write(w);
+    } else if (w->dirty) {
+        if (w->timer_armed) {
+            uv_timer_stop(&w->timer);
+            w->timer_armed = 0;
+        }
+        start_sync(w);
+    }
+}
+
+uint64_t hv_writer_unsynced(const hv_writer_t *w)
+{
+    return w->pending_n + w->inflight_n + (w->written - w->durable);
 }

@@ -24,6 +24,11 @@ typedef struct hv_writer_s hv_writer_t;
 typedef struct {
     void (*on_drain)(void *ud);
     void (*on_error)(void *ud, int err);
+    /** Optional: the first `records` records pushed are now durable under the policy: fsynced
+     * (fsync_always, fsync_interval_ms, and at the finish), or written to the kernel when
+     * the policy never syncs (and for standard output). Called with growing counts, never
+     * after an error, and before `done` for what the finish made durable. */
+    void (*on_durable)(void *ud, uint64_t records);
 } hv_writer_cbs_t;
 
 typedef struct {
@@ -51,5 +56,12 @@ int hv_writer_full(const hv_writer_t *w);
 void hv_writer_finish(hv_writer_t *w, void (*done)(void *ud, int status));
 
 uint64_t hv_writer_bytes(const hv_writer_t *w);
+
+/** With a policy that syncs: fsync as soon as what is written (and what is pending, which is
+ *  written at once) allows, without waiting for the interval. Someone waits for durability. */
+void hv_writer_sync_soon(hv_writer_t *w);
+
+/** Records pushed and not yet reported durable. */
+uint64_t hv_writer_unsynced(const hv_writer_t *w);
 
 #endif

@@ -60,6 +60,11 @@ typedef struct {
     uint64_t first_drain_ms; /* loop time of the first drain */
     int full_at_first_drain;
     void (*drain_hook)(void *f);
+    uint64_t durable;        /* the last count on_durable reported */
+    int durable_calls;
+    int durable_fsyncs;      /* fsyncs of the file made when it was last reported */
+    int durable_shrank;      /* a report went backwards (it must not) */
+    int durable_after_done;  /* a report came after the finish callback (it must not) */
 } fixture_t;
 
 static void on_drain(void *ud)
@@ -91,7 +96,19 @@ static void on_done(void *ud, int status)
     f->w = NULL; /* the writer frees itself after this returns */
 }
 
-static const hv_writer_cbs_t cbs = {on_drain, on_error};
+static void on_durable(void *ud, uint64_t records)
+{
+    fixture_t *f = ud;
+    if (records <= f->durable)
+        f->durable_shrank = 1;
+    if (f->done)
+        f->durable_after_done = 1;
+    f->durable = records;
+    f->durable_calls++;
+    f->durable_fsyncs = atomic_load(&fsyncs);
+}
+
+static const hv_writer_cbs_t cbs = {on_drain, on_error, on_durable};
 
 static void fixture_init(fixture_t *f)
 {
@@ -434,5 +451,102 @@ TEST_IMPL(writer_error_is_reported_once_and_sticks)
     fixture_finish(&f, UV_ENOSPC);
     ASSERT_EQ(1, f.errors);
     ASSERT_EQ(0, f.done_bytes);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
+
+/* ---- durability: what on_durable reports, under each policy */
+
+TEST_IMPL(writer_durable_after_each_fsync_with_fsync_always)
+{
+    fixture_t f;
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0, .fsync_always = 1});
+    watch_fsyncs(path);
+    f.drain_hook = push_next;
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    /* Three writes, each reported only once its own fsync had been made. */
+    ASSERT_EQ(3, f.durable);
+    ASSERT_GE(f.durable_calls, 3);
+    ASSERT_GE(f.durable_fsyncs, 3);
+    ASSERT_EQ(0, f.durable_shrank);
+    fixture_finish(&f, 0);
+    ASSERT_EQ(3, f.durable);
+    ASSERT_EQ(0, f.durable_after_done);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
+
+/* With an hour's interval nothing is durable before the finish... */
+TEST_IMPL(writer_durable_waits_for_the_interval_or_the_finish)
+{
+    fixture_t f;
+    const char *path =
+        fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0, .fsync_interval_ms = 3600000});
+    watch_fsyncs(path);
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
+    /* Run until the write is done; the hour-long fsync timer keeps the loop alive. */
+    while (f.drains == 0)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ASSERT_EQ(0, f.durable_calls);
+    ASSERT_EQ(2, hv_writer_unsynced(f.w));
+    ASSERT_EQ(0, atomic_load(&fsyncs));
+    fixture_finish(&f, 0);
+    ASSERT_EQ(2, f.durable);
+    ASSERT_EQ(1, f.durable_calls);
+    ASSERT_GE(f.durable_fsyncs, 1); /* reported after the finish's fsync */
+    ASSERT_EQ(0, f.durable_after_done);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
+
+/* ... unless someone waits for it: hv_writer_sync_soon() syncs at once. */
+static void sync_soon_once(void *ud)
+{
+    fixture_t *f = ud;
+    if (f->drains == 1)
+        hv_writer_sync_soon(f->w);
+}
+
+TEST_IMPL(writer_sync_soon_makes_written_records_durable_without_the_interval)
+{
+    fixture_t f;
+    const char *path =
+        fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0, .fsync_interval_ms = 3600000});
+    watch_fsyncs(path);
+    f.drain_hook = sync_soon_once;
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
+    /* What is written and pending is synced (the first record is being written alone), then
+     * reported. */
+    hv_writer_sync_soon(f.w);
+    while (f.durable < 2)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ASSERT_GE(f.durable_fsyncs, 1);
+    ASSERT_EQ(0, f.durable_shrank);
+    ASSERT_EQ(0, hv_writer_unsynced(f.w));
+    /* A third record, after the report: the hour's interval again holds it. */
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
+    while (f.drains < 3)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ASSERT_EQ(2, f.durable);
+    ASSERT_EQ(1, hv_writer_unsynced(f.w));
+    fixture_finish(&f, 0);
+    ASSERT_EQ(3, f.durable);
+    assert_file_is(path, LINE_A LINE_C LINE_C);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
+
+/* A policy that never syncs: durable as soon as the kernel has it. */
+TEST_IMPL(writer_durable_on_write_when_the_policy_never_syncs)
+{
+    fixture_t f;
+    const char *path = fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0});
+    watch_fsyncs(path);
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
+    while (f.drains == 0)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ASSERT_EQ(1, f.durable);
+    ASSERT_EQ(0, f.durable_fsyncs);
+    fixture_finish(&f, 0);
+    ASSERT_EQ(1, f.durable);
     ASSERT_LOOP_CLOSE(&f.loop);
 }
