@@ -24,6 +24,14 @@ typedef enum { B_RUNNING, B_DRAINING, B_STOPPING, B_FINISHING, B_DONE } hv_batch
 
 static const char *const state_names[] = {"running", "draining", "stopping", "finishing", "done"};
 
+/* A written record's token, until the writer says the record is durable. */
+typedef struct token_s {
+    uint64_t seq; /* its place among the records pushed to the writer (1-based) */
+    int ok;
+    char *token;
+    STAILQ_ENTRY(token_s) link;
+} token_t;
+
 struct hv_batch_s {
     hv_engine_t *e;
     const hv_config_t *cfg;
@@ -46,6 +54,9 @@ struct hv_batch_s {
     TAILQ_HEAD(, hv_record_s) results;
     unsigned nresults;
     hv_writer_t *writer;
+    uint64_t pushed;          /* records handed to the writer */
+    void (*on_durable)(void *ud, hv_batch_t *b, char *token, int ok);
+    STAILQ_HEAD(, token_s) tokens; /* records with a token, written, not yet durable */
 
     hv_batch_stats_t stats;
 };
@@ -117,7 +128,8 @@ static int pause_input(hv_batch_t *b)
     return 1;
 }
 
-static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong)
+static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong,
+                   const hv_line_meta_t *meta)
 {
     hv_batch_t *b = ud;
     hv_detail_t reason = HV_D_MALFORMED;
@@ -131,6 +143,21 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
     }
     b->stats.lines++;
     hv_record_t *rec = hv_record_new(line, len);
+    if (meta != NULL) {
+        rec->token = meta->token != NULL ? hv_xstrdup(meta->token) : NULL;
+        if (meta->batch != NULL) {
+            rec->batch = hv_xstrdup(meta->batch);
+            rec->line = lineno;
+        }
+        if (meta->reject != HV_D_NONE) {
+            hv_record_fail(rec, HV_STAGE_INPUT, HV_ET_INVALID_ENTRY, meta->reject, NULL);
+            HV_LOG(HV_LOG_INFO, "event=invalid_input batch=%s line=%" PRIu64
+                   " error_type=InvalidEntry error=%s", b->name, lineno, rec->error);
+            push_result(b, rec);
+            hv_engine_wake(b->e);
+            return pause_input(b);
+        }
+    }
     if (verdict == HV_BATCH_CRASHED) {
         hv_record_fail(rec, HV_STAGE_PARSE, HV_ET_PARSER_CRASHED, HV_D_PARSER_CRASHED, NULL);
         HV_LOG(HV_LOG_WARNING, "event=parser_crashed_before batch=%s line=%" PRIu64, b->name,
@@ -215,7 +242,43 @@ static void on_writer_error(void *ud, int err)
     fail_batch(b, err, what);
 }
 
-static const hv_writer_cbs_t writer_cbs = {on_writer_drain, on_writer_error};
+static void on_writer_durable(void *ud, uint64_t records)
+{
+    hv_batch_t *b = ud;
+    token_t *t;
+    while ((t = STAILQ_FIRST(&b->tokens)) != NULL && t->seq <= records) {
+        STAILQ_REMOVE_HEAD(&b->tokens, link);
+        b->on_durable(b->ud, b, t->token, t->ok);
+        free(t);
+    }
+}
+
+static void free_tokens(hv_batch_t *b)
+{
+    token_t *t;
+    while ((t = STAILQ_FIRST(&b->tokens)) != NULL) {
+        STAILQ_REMOVE_HEAD(&b->tokens, link);
+        free(t->token);
+        free(t);
+    }
+}
+
+static const hv_writer_cbs_t writer_cbs = {on_writer_drain, on_writer_error, on_writer_durable};
+
+/* Hand `rec` to the writer, keeping its token (if it has one) until it is durable. */
+static void write_record(hv_batch_t *b, hv_record_t *rec)
+{
+    b->pushed++;
+    if (rec->token != NULL && b->on_durable != NULL) {
+        token_t *t = hv_xmalloc(sizeof(*t));
+        t->seq = b->pushed;
+        t->ok = rec->ok;
+        t->token = rec->token;
+        rec->token = NULL;
+        STAILQ_INSERT_TAIL(&b->tokens, t, link);
+    }
+    hv_writer_push(b->writer, rec);
+}
 
 static void on_writer_done(void *ud, int status)
 {
@@ -316,7 +379,7 @@ static void flow_pass(void *ud)
     while ((rec = TAILQ_FIRST(&b->results)) != NULL && !hv_writer_full(b->writer)) {
         TAILQ_REMOVE(&b->results, rec, link);
         b->nresults--;
-        hv_writer_push(b->writer, rec);
+        write_record(b, rec);
     }
     if (b->source != NULL && b->source_paused && may_read_input(b)) {
         b->source_paused = 0;
@@ -356,6 +419,8 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->ud = ud;
     b->skip = opts->skip;
     b->skip_ud = opts->skip_ud;
+    b->on_durable = opts->on_durable;
+    STAILQ_INIT(&b->tokens);
     TAILQ_INIT(&b->results);
     b->flow = hv_engine_flow_new(e, &flow_cbs, b, opts->rules, opts->crash_note);
     b->stats.started_ms = uv_now(hv_engine_loop(e));
@@ -408,9 +473,21 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
 #undef ADD
 }
 
+uint64_t hv_batch_unsynced(const hv_batch_t *b)
+{
+    return b->writer != NULL ? hv_writer_unsynced(b->writer) : 0;
+}
+
+void hv_batch_sync_soon(hv_batch_t *b)
+{
+    if (b->writer != NULL && b->state < B_DONE)
+        hv_writer_sync_soon(b->writer);
+}
+
 void hv_batch_free(hv_batch_t *b)
 {
     assert(b->state == B_DONE);
+    free_tokens(b);
     free(b->name);
     free(b->output_path);
     free(b);

@@ -25,6 +25,8 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_INVALID_PORT] = "invalid_port",
     [HV_D_URL_TOO_LONG] = "url_too_long",
     [HV_D_UNSUPPORTED_SCHEME] = "unsupported_scheme",
+    [HV_D_ENTRY_WITHOUT_URL] = "entry_has_no_url",
+    [HV_D_UNKNOWN_RULES] = "unknown_rules",
 
     [HV_D_NAME_NOT_RESOLVED] = "name_not_resolved",
     [HV_D_DNS_TEMPORARY_FAILURE] = "dns_temporary_failure",

@@ -60,7 +60,7 @@ static int deliver(reader_t *r, const char *s, size_t len, int overlong)
         len--;
     if ((len == 0 && !overlong) || (len > 0 && *s == '#'))
         return 0;
-    return r->sink.on_line(r->ud, s, len, r->lineno, overlong);
+    return r->sink.on_line(r->ud, s, len, r->lineno, overlong, NULL);
 }
 
 static void finish(reader_t *r, int status)

@@ -36,6 +36,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_TOO_MANY_ATTRIBUTES] = "TooManyAttributes",
     [HV_ET_EXTRACTION_TOO_LARGE] = "ExtractionTooLarge",
     [HV_ET_BLOCKED_ADDRESS] = "BlockedAddress",
+    [HV_ET_INVALID_ENTRY] = "InvalidEntry",
 };
 
 /* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that
@@ -101,6 +102,8 @@ void hv_record_free(hv_record_t *r)
     if (r == NULL)
         return;
     free(r->requested_url);
+    free(r->batch);
+    free(r->token);
     free(r->url);
     free(r->title);
     free(r->content_type);
@@ -189,6 +192,10 @@ static char *hv_record_print(const hv_record_t *r)
         hv_record_oom();
 
     hv_record_add_string(obj, "requested_url", r->requested_url != NULL ? r->requested_url : "");
+    if (r->batch != NULL) {
+        hv_record_add_string(obj, "batch", r->batch);
+        hv_record_add_int(obj, "line", (int64_t)r->line);
+    }
     if (r->url != NULL)
         hv_record_add_string(obj, "url", r->url);
     hv_record_add_string(obj, "status", r->ok ? "ok" : "failed");

@@ -44,6 +44,10 @@ typedef struct {
     const hv_ruleset_t *rules; /* extraction rules (outlive the batch); NULL: title only */
     const char *crash_note;    /* path of the crash note (see hv_parse_catch_crashes),
                                   outliving the batch; NULL: none */
+    /* Optional: a record whose line came with a token (hv_line_meta_t) is durable in the
+     * output under the fsync policy (see hv_writer_cbs_t.on_durable); the token passes to the
+     * callee, `ok` is the record's status. In the order the records were written. */
+    void (*on_durable)(void *ud, hv_batch_t *b, char *token, int ok);
 } hv_batch_opts_t;
 
 typedef struct {
@@ -77,6 +81,12 @@ const char *hv_batch_name(const hv_batch_t *b);
 
 /** Format the batch's key=value summary fields into `out`. */
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap);
+
+/** Records written or being written whose durability has not been reported. */
+uint64_t hv_batch_unsynced(const hv_batch_t *b);
+
+/** Someone waits for the durability of what is written: fsync soon (hv_writer_sync_soon). */
+void hv_batch_sync_soon(hv_batch_t *b);
 
 /** Free a batch after its done callback returned. */
 void hv_batch_free(hv_batch_t *b);

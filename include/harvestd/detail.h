@@ -37,6 +37,9 @@ typedef enum {
     HV_D_INVALID_PORT,
     HV_D_URL_TOO_LONG,
     HV_D_UNSUPPORTED_SCHEME,
+    /* input: a stream entry that names no work we can do */
+    HV_D_ENTRY_WITHOUT_URL,
+    HV_D_UNKNOWN_RULES,
 
     /* name lookup */
     HV_D_NAME_NOT_RESOLVED,

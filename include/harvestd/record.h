@@ -4,8 +4,9 @@
  * A record is plain data owned by whoever holds it: the fetch stage builds it, the parse
  * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
  * and absent fields are omitted:
- *   requested_url, url, status, http_status, title, fields, content_type, charset, bytes,
- *   redirects, attempts, elapsed_ms, fetched_at, stage, error_type, error
+ *   requested_url, batch, line, url, status, http_status, title, fields, content_type,
+ *   charset, bytes, redirects, attempts, elapsed_ms, fetched_at, stage, error_type, error
+ * (batch and line only on records of stream entries, whose output mixes no other batch).
  *
  * A failure is an error_type (the broad class) and a detail (detail.h): code and text are set
  * together by hv_record_fail(). Policy decides on the code; `error`, its text, is only output.
@@ -53,11 +54,15 @@ typedef enum {
     HV_ET_TOO_MANY_ATTRIBUTES,
     HV_ET_EXTRACTION_TOO_LARGE,
     HV_ET_BLOCKED_ADDRESS,
+    HV_ET_INVALID_ENTRY,
     HV_ET__COUNT
 } hv_error_type_t;
 
 typedef struct hv_record_s {
     char *requested_url;    /* the input line as given (trimmed); required */
+    char *batch;            /* a stream entry's batch; NULL: absent (and so is line) */
+    uint64_t line;          /* with batch: the entry's line number in its input */
+    char *token;            /* a stream entry's id, for its acknowledgement; not output */
     char *url;              /* final URL after redirects, or NULL */
     int ok;                 /* status "ok" vs "failed" */
     int http_status;        /* 0: absent */

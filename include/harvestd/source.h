@@ -1,6 +1,6 @@
 /*
  * source.h: where URLs come from. The pipeline consumes lines from any source through this
- * small interface (a URL file today; a spool directory or a Redis stream can follow) and
+ * small interface (a URL file, or the entries of one batch of a Redis stream) and
  * pushes back by returning "pause" from on_line.
  */
 #ifndef HARVESTD_SOURCE_H
@@ -9,14 +9,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harvestd/detail.h"
+
 typedef struct hv_source_s hv_source_t;
+
+/** What a line brings besides its text (a stream entry; a file's lines bring nothing). */
+typedef struct {
+    const char *token;  /* the entry's id: its record carries it to the acknowledgement */
+    const char *batch;  /* its record carries the batch and the line number (lineno) */
+    hv_detail_t reject; /* not HV_D_NONE: the line gets a failed input record (InvalidEntry)
+                           with this detail instead of a fetch */
+} hv_line_meta_t;
 
 /** What a source delivers to (implemented by the pipeline). */
 typedef struct {
     /** One input line, already trimmed, never blank or a comment; `lineno` is 1-based.
      * `overlong` says the line was longer than the source keeps (the text is a prefix).
+     * `meta` is NULL, or what a stream entry brings (valid during the call).
      * Returns 0 to continue, 1 to pause until hv_source_resume(). */
-    int (*on_line)(void *ud, const char *line, size_t len, uint64_t lineno, int overlong);
+    int (*on_line)(void *ud, const char *line, size_t len, uint64_t lineno, int overlong,
+                   const hv_line_meta_t *meta);
     /** No more lines: status 0 at the end of input, or a UV_E* read error. */
     void (*on_end)(void *ud, int status);
 } hv_sink_t;

@@ -37,9 +37,11 @@ typedef struct {
     int closed;
 } sink_t;
 
-static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong)
+static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int overlong,
+                   const hv_line_meta_t *meta)
 {
     sink_t *k = ud;
+    ASSERT_NULL(meta);
     if (k->in_call)
         k->called_back_inside = 1;
     if (k->nlines < MAX_LINES) {
