@@ -24,6 +24,8 @@
 #include <ini.h>
 
 #include "harvestd/common.h"
+#include "harvestd/redis.h"
+#include "harvestd/streamkeys.h"
 
 typedef enum {
     T_UINT,
@@ -36,7 +38,8 @@ typedef enum {
     T_FSYNC,
     T_STATUSES,
     T_FRACTION,
-    T_ADDRESSES
+    T_ADDRESSES,
+    T_SOURCES
 } dtype_t;
 
 typedef struct {
@@ -137,6 +140,18 @@ static const directive_t directives[] = {
      "spool files processed at once (they share the concurrency limits fairly)"},
     {"rescan_interval", T_DURATION, F(rescan_interval_ms), 100, HOUR_MS, 1000, "5s",
      "the spool is rescanned this often in case a file-system event was missed"},
+    {"source", T_SOURCES, F(sources), 0, 0, 0, "spool",
+     "where the daemon takes work from: spool, redis, or both (spool, redis)"},
+    {"redis_url", T_PATH, F(redis_url), 0, 0, 0, "",
+     "with source = redis: the server, redis://HOST[:PORT][/DB]"},
+    {"redis_stream", T_PATH, F(redis_stream), 0, 0, 0, HV_STREAM_DEFAULT,
+     "the stream the daemon consumes (harvestd enqueue adds to it)"},
+    {"redis_group", T_PATH, F(redis_group), 0, 0, 0, HV_STREAM_GROUP_DEFAULT,
+     "the consumer group the daemons share (created when missing)"},
+    {"redis_consumer", T_PATH, F(redis_consumer), 0, 0, 0, "",
+     "this daemon's consumer name, the same across its restarts; empty: HOSTNAME:SPOOL_DIR"},
+    {"redis_claim_idle", T_DURATION, F(redis_claim_idle_ms), 1000, 24 * HOUR_MS, 1000, "60s",
+     "entries another consumer has held this long without a sign of life are taken over"},
     {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
      "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
@@ -550,6 +565,43 @@ static int format_addresses(const directive_t *d, const void *field, char *out, 
     return rc;
 }
 
+static int set_sources(const directive_t *d, void *field, const char *value, char *err,
+                       size_t errcap)
+{
+    unsigned set = 0;
+    const char *p = value;
+    while (*p != '\0') {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        size_t n = strcspn(p, " \t,");
+        if (n == 0)
+            break;
+        if (n == 5 && strncmp(p, "spool", 5) == 0)
+            set |= HV_SOURCE_SPOOL;
+        else if (n == 5 && strncmp(p, "redis", 5) == 0)
+            set |= HV_SOURCE_REDIS;
+        else
+            return set_error(err, errcap, UV_EINVAL,
+                             "%s: '%.*s' is not a source (spool, redis, or both)", d->name,
+                             (int)n, p);
+        p += n;
+    }
+    if (set == 0)
+        return set_error(err, errcap, UV_EINVAL, "%s: name spool, redis, or both", d->name);
+    *(unsigned *)field = set;
+    return 0;
+}
+
+static int format_sources(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    unsigned set = *(const unsigned *)field;
+    size_t n = 0;
+    (void)d;
+    return appendf(out, cap, &n, "%s%s%s", set & HV_SOURCE_SPOOL ? "spool" : "",
+                   set == (HV_SOURCE_SPOOL | HV_SOURCE_REDIS) ? ", " : "",
+                   set & HV_SOURCE_REDIS ? "redis" : "");
+}
+
 static const type_ops_t types[] = {
     [T_UINT] = {set_uint, format_uint},
     [T_SIZE] = {set_size, format_size},
@@ -562,6 +614,7 @@ static const type_ops_t types[] = {
     [T_STATUSES] = {set_statuses, format_statuses},
     [T_FRACTION] = {set_fraction, format_fraction},
     [T_ADDRESSES] = {set_addresses, format_addresses},
+    [T_SOURCES] = {set_sources, format_sources},
 };
 
 /* ---- directives by name ---- */
@@ -984,6 +1037,24 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
     }
     if (cfg->per_host > cfg->concurrency)
         cfg->per_host = cfg->concurrency;
+    if (cfg->sources & HV_SOURCE_REDIS) {
+        char where[1100], msg[1200];
+        hv_redis_addr_t addr;
+        if (cfg->redis_url[0] == '\0') {
+            hv_config_where(cfg, "source", where, sizeof(where));
+            snprintf(err, errcap, "%s: source = redis needs redis_url (redis://HOST:PORT)", where);
+            return UV_EINVAL;
+        }
+        if (hv_redis_url_parse(cfg->redis_url, &addr, msg, sizeof(msg)) != 0) {
+            hv_config_where(cfg, "redis_url", where, sizeof(where));
+            snprintf(err, errcap, "%s: redis_url: %s", where, msg);
+            return UV_EINVAL;
+        }
+        if (cfg->redis_stream[0] == '\0' || cfg->redis_group[0] == '\0') {
+            snprintf(err, errcap, "redis_stream and redis_group must not be empty");
+            return UV_EINVAL;
+        }
+    }
     return 0;
 }
 

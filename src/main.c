@@ -4,6 +4,7 @@
  *   harvestd -c FILE              the spool daemon (foreground; systemd supervises it)
  *   harvestd --check-config -c FILE
  *   harvestd --once FILE -o OUT   one URL list, then exit
+ *   harvestd enqueue|status|merge ...  the stream commands (commands.h)
  *
  * Exit status: 0 done (--once: every input line has its record; daemon: drained after
  * SIGTERM); 1 internal failure (an output could not be written...); 2 usage or configuration
@@ -26,6 +27,7 @@
 
 #include "harvestd/batch.h"
 #include "harvestd/charset.h"
+#include "harvestd/commands.h"
 #include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
@@ -35,6 +37,7 @@
 #include "harvestd/metrics.h"
 #include "harvestd/reader.h"
 #include "harvestd/spool.h"
+#include "harvestd/stream.h"
 #include "harvestd/tls.h"
 
 enum { EXIT_OK = 0, EXIT_INTERNAL = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 3 };
@@ -48,7 +51,9 @@ typedef struct {
     int check_only;
     hv_engine_t *engine;
     hv_batch_t *batch;    /* --once */
-    hv_spool_t *spool;    /* daemon */
+    hv_spool_t *spool;    /* daemon: the spool (its out/ holds the stream's outputs too) */
+    hv_stream_t *stream;  /* daemon with source = redis */
+    int stream_closing;
     hv_tls_ctx_t *tls;
     uv_signal_t sigint;
     uv_signal_t sigterm;
@@ -208,6 +213,9 @@ static void usage(FILE *out)
             "usage: harvestd -c CONFIG                 run the spool daemon (foreground)\n"
             "       harvestd --check-config -c CONFIG  validate the configuration and exit\n"
             "       harvestd --once FILE -o OUTPUT     fetch one URL list, then exit\n"
+            "       harvestd enqueue --redis URL FILE  add a URL list to a Redis stream\n"
+            "       harvestd status --redis URL        progress of the stream's batches\n"
+            "       harvestd merge --batch NAME -o FILE DIR...  one record per line\n"
             "\n"
             "--once reads FILE (one URL per line, '-' for standard input) and writes one JSON\n"
             "record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
@@ -440,6 +448,34 @@ static void render_metrics(void *ud, hv_buf_t *out)
         hv_metrics_counter(out, "harvestd_batches_resumed_total",
                            "Spool batches resumed at start-up.", s->resumed);
     }
+    if (app->stream != NULL) {
+        hv_stream_stats_t st;
+        hv_stream_stats(app->stream, &st);
+        hv_metrics_gauge(out, "harvestd_redis_up", "1 while both Redis connections are open.",
+                         (double)st.up);
+        hv_metrics_gauge(out, "harvestd_stream_entries_held",
+                         "Stream entries delivered to this daemon and not yet acknowledged.",
+                         (double)st.held);
+        hv_metrics_gauge(out, "harvestd_stream_acks_waiting",
+                         "Held entries whose record is durable, waiting for their XACK.",
+                         (double)st.acks_waiting);
+        hv_metrics_gauge(out, "harvestd_stream_batches_open", "Stream batch outputs open.",
+                         (double)st.batches);
+        hv_metrics_counter(out, "harvestd_stream_entries_read_total",
+                           "Stream entries received by XREADGROUP.", st.read);
+        hv_metrics_counter(out, "harvestd_stream_entries_reclaimed_total",
+                           "Stream entries taken over from idle consumers.", st.reclaimed);
+        hv_metrics_counter(out, "harvestd_stream_entries_acked_total",
+                           "Stream entries acknowledged after their record was durable.",
+                           st.acked);
+        hv_metrics_counter(out, "harvestd_stream_entries_lost_total",
+                           "Held entries another consumer took over meanwhile.", st.lost);
+        hv_metrics_counter(out, "harvestd_stream_entries_invalid_total",
+                           "Stream entries without a url, with unknown rules, or deleted.",
+                           st.invalid);
+        hv_metrics_counter(out, "harvestd_redis_disconnects_total",
+                           "Redis connections lost.", st.reconnects);
+    }
 }
 
 /* ---- the --once progress line ---- */
@@ -585,11 +621,19 @@ static int start_once(app_t *app)
 static void notify_status(app_t *app)
 {
     const hv_spool_stats_t *s = hv_spool_stats(app->spool);
+    char stream[256] = "";
+    if (app->stream != NULL) {
+        hv_stream_stats_t st;
+        hv_stream_stats(app->stream, &st);
+        snprintf(stream, sizeof(stream),
+                 "; redis %s, %u entries held, %" PRIu64 " acknowledged",
+                 st.up ? "up" : "down", st.held, st.acked);
+    }
     sd_notifyf(0,
                "STATUS=%s: %u active, %" PRIu64 " done, %" PRIu64 " rejected, %" PRIu64
-               " records written",
+               " records written%s",
                app->stopping ? "draining" : "running", s->active, s->completed, s->rejected,
-               s->records);
+               s->records, stream);
 }
 
 static void on_spool_closed(void *ud)
@@ -612,20 +656,40 @@ static void daemon_stop(app_t *app, int force)
         HV_LOG(HV_LOG_NOTICE, "event=stopping drain_timeout_ms=%" PRIu64 " force=%d",
                app->cfg.drain_timeout_ms, force);
         hv_spool_stop(app->spool);
+        if (app->stream != NULL)
+            hv_stream_stop(app->stream);
     }
     hv_engine_stop(app->engine, force);
     notify_status(app);
     on_spool_progress(app); /* closes at once when no batch is running */
 }
 
+static void on_stream_closed(void *ud)
+{
+    app_t *app = ud;
+    app->stream = NULL;
+    on_spool_progress(app);
+}
+
+/* The stop sequence, once no batch is left: the stream (its last acknowledgements), then the
+ * spool, then the engine. */
 static void on_spool_progress(void *ud)
 {
     app_t *app = ud;
     if (app->spool == NULL)
         return;
     notify_status(app);
-    if (app->stopping && hv_engine_batches(app->engine) == 0 && hv_spool_stats(app->spool)->active == 0)
-        hv_spool_close(app->spool, on_spool_closed, app);
+    if (!app->stopping || hv_engine_batches(app->engine) != 0 ||
+        hv_spool_stats(app->spool)->active != 0)
+        return;
+    if (app->stream != NULL) {
+        if (!app->stream_closing) {
+            app->stream_closing = 1;
+            hv_stream_close(app->stream, on_stream_closed, app);
+        }
+        return;
+    }
+    hv_spool_close(app->spool, on_spool_closed, app);
 }
 
 static void on_spool_fatal(void *ud, int err, const char *detail)
@@ -634,6 +698,17 @@ static void on_spool_fatal(void *ud, int err, const char *detail)
     HV_LOG(HV_LOG_ERROR,
            "event=fatal error=\"%s\" err=%s action=stop note=\"the batch stays in active/ and "
            "resumes after a restart\"",
+           detail, hv_err_name(err));
+    app->exit_code = EXIT_INTERNAL;
+    daemon_stop(app, 0);
+}
+
+static void on_stream_fatal(void *ud, int err, const char *detail)
+{
+    app_t *app = ud;
+    HV_LOG(HV_LOG_ERROR,
+           "event=fatal error=\"%s\" err=%s action=stop note=\"entries not acknowledged stay "
+           "pending and are processed again\"",
            detail, hv_err_name(err));
     app->exit_code = EXIT_INTERNAL;
     daemon_stop(app, 0);
@@ -673,13 +748,29 @@ static int start_daemon(app_t *app)
     app->watchdog_timer.data = app;
     hv_handles_own(&app->handles, (uv_handle_t *)&app->status_timer);
     hv_handles_own(&app->handles, (uv_handle_t *)&app->watchdog_timer);
-    rc = hv_spool_start(app->spool, err, sizeof(err));
+    if (app->cfg.sources & HV_SOURCE_REDIS) {
+        static const hv_stream_cbs_t scbs = {on_stream_fatal, on_spool_progress};
+        char out_dir[1100];
+        snprintf(out_dir, sizeof(out_dir), "%s/out", app->cfg.spool_dir);
+        rc = hv_stream_open(&app->loop, &app->cfg, app->engine, out_dir, &scbs, app,
+                            &app->stream, err, sizeof(err));
+        if (rc != 0) {
+            fprintf(stderr, "harvestd: %s\n", err);
+            hv_spool_close(app->spool, on_spool_closed, app);
+            return EXIT_USAGE;
+        }
+    }
+    rc = app->cfg.sources & HV_SOURCE_SPOOL ? hv_spool_start(app->spool, err, sizeof(err)) : 0;
     if (rc != 0) {
-        /* Nothing was claimed: no drain, just the spool's handles, then the engine's. */
+        /* Nothing was claimed: no drain, just the stream's and the spool's handles, then the
+         * engine's. */
         fprintf(stderr, "harvestd: %s\n", err);
-        hv_spool_close(app->spool, on_spool_closed, app);
+        app->stopping = 1;
+        on_spool_progress(app);
         return EXIT_USAGE;
     }
+    if (app->stream != NULL)
+        hv_stream_start(app->stream);
     uv_timer_start(&app->status_timer, on_status_timer, STATUS_INTERVAL_MS, STATUS_INTERVAL_MS);
     uint64_t usec = 0;
     if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
@@ -687,9 +778,13 @@ static int start_daemon(app_t *app)
         uv_timer_start(&app->watchdog_timer, on_watchdog, 0, ms > 0 ? ms : 1);
     }
     HV_LOG(HV_LOG_NOTICE,
-           "event=start mode=daemon version=%s config=%s spool_dir=%s concurrency=%u per_host=%u "
-           "max_active_batches=%u address_guard=%s allowed_ranges=%u",
-           HV_VERSION, app->config_path, app->cfg.spool_dir, app->cfg.concurrency,
+           "event=start mode=daemon version=%s config=%s spool_dir=%s source=%s%s%s "
+           "concurrency=%u per_host=%u max_active_batches=%u address_guard=%s "
+           "allowed_ranges=%u",
+           HV_VERSION, app->config_path, app->cfg.spool_dir,
+           app->cfg.sources & HV_SOURCE_SPOOL ? "spool" : "",
+           app->cfg.sources == (HV_SOURCE_SPOOL | HV_SOURCE_REDIS) ? "," : "",
+           app->cfg.sources & HV_SOURCE_REDIS ? "redis" : "", app->cfg.concurrency,
            app->cfg.per_host, app->cfg.max_active_batches,
            app->cfg.allow_private_addresses ? "off" : "on", app->cfg.allow_addresses.count);
     sd_notify(0, "READY=1");
@@ -752,6 +847,13 @@ int main(int argc, char **argv)
     app_t app;
     char err[1200];
     int rc;
+
+    if (argc > 1 && strcmp(argv[1], "enqueue") == 0)
+        return hv_cmd_enqueue(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "status") == 0)
+        return hv_cmd_status(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "merge") == 0)
+        return hv_cmd_merge(argc - 1, argv + 1);
 
     memset(&app, 0, sizeof(app));
     app.progress = -1;

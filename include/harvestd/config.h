@@ -29,6 +29,9 @@ typedef struct {
     int jitter_set;
 } hv_host_rule_t;
 
+/** Where the daemon takes work from (a set). */
+enum { HV_SOURCE_SPOOL = 1, HV_SOURCE_REDIS = 2 };
+
 /** When batch outputs are fsynced (the daemon's; --once syncs once, at the end). */
 typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
 
@@ -97,6 +100,14 @@ typedef struct {
     char spool_dir[1024];
     unsigned max_active_batches;
     uint64_t rescan_interval_ms;
+
+    /* the daemon's sources; the Redis stream (stream.h) */
+    unsigned sources;            /* HV_SOURCE_* bits */
+    char redis_url[1024];        /* redis://HOST[:PORT][/DB] */
+    char redis_stream[256];
+    char redis_group[256];
+    char redis_consumer[256];    /* empty: HOSTNAME:SPOOL_DIR */
+    uint64_t redis_claim_idle_ms; /* entries idle this long are taken over by a live daemon */
 
     /* where each directive was last set: 0 default, >0 line of config_file, -1 command line */
     int origin[64];

@@ -1,0 +1,1236 @@
+/*
+ * stream.c: the Redis stream source (see stream.h).
+ *
+ * Entries are held in one table by id from the moment they arrive until their
+ * acknowledgement is confirmed; the table's size is the bound that reading respects. An
+ * entry goes QUEUED (in its batch's slot, waiting to be handed to the batch) -> DELIVERED
+ * (the batch has it: job, page, record, write) -> DURABLE (its record is durable; waiting for
+ * the acknowledgement to be sent) -> ACKING (sent; removed when the reply comes, put back to
+ * DURABLE if the connection fails first).
+ *
+ * A slot is one batch name: the entries waiting for it, and the hv_batch_t that writes its
+ * output (created when entries arrive, ended when it has been quiet for a while or when an
+ * entry names other rules, and created again when more come). The batch reads from a source
+ * of the slot's (hv_source_t) that the slot feeds.
+ *
+ * Everything that moves runs from one pass (`later`, a uv_idle_t active while work is
+ * marked): I/O callbacks only record what they learnt and wake it.
+ */
+#include "harvestd/stream.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#include "harvestd/batch.h"
+#include "harvestd/common.h"
+#include "harvestd/dns.h"
+#include "harvestd/handles.h"
+#include "harvestd/log.h"
+#include "harvestd/redis.h"
+#include "harvestd/resume.h"
+#include "harvestd/source.h"
+#include "harvestd/streamkeys.h"
+
+#define CONNECT_TIMEOUT_MS 5000
+#define COMMAND_TIMEOUT_MS 10000
+#define BLOCK_MS 1000               /* XREADGROUP BLOCK: also how soon a stop is noticed */
+#define BACKOFF_MIN_MS 200
+#define BACKOFF_MAX_MS 10000
+#define TICK_MS 500
+#define QUIET_END_MS 5000           /* a batch with nothing to do this long closes its output */
+#define ACKS_PER_SCRIPT 512
+#define IDS_PER_REFRESH 1024
+#define URL_MAX 8192                /* as the reader's line limit */
+#define ID_MAX 48                   /* "ms-seq": two 64-bit numbers and a dash */
+
+typedef enum { E_QUEUED, E_DELIVERED, E_DURABLE, E_ACKING } estate_t;
+typedef enum { P_GROUP, P_PENDING, P_NEW } phase_t;
+
+typedef struct slot_s slot_t;
+
+typedef struct entry_s {
+    UT_hash_handle hh;
+    char id[ID_MAX];
+    estate_t state;
+    int ok;
+    int lost;              /* another consumer owns it now (the refresh found out) */
+    slot_t *slot;
+    uint64_t line;
+    char *url;             /* NULL: the entry has none */
+    size_t url_len;
+    const hv_ruleset_t *rules;
+    hv_detail_t reject;
+    TAILQ_ENTRY(entry_s) link; /* the slot's queue, or the acknowledgements' */
+} entry_t;
+
+TAILQ_HEAD(entry_list, entry_s);
+
+typedef struct src_s {
+    hv_source_t base;
+    slot_t *slot;
+    const hv_sink_t *sink;
+    void *ud;
+} src_t;
+
+struct slot_s {
+    UT_hash_handle hh;
+    hv_stream_t *s;
+    char *name;
+    char *path;            /* the output */
+    int repaired;          /* its torn last line (a crash) was cut off at the first open */
+    hv_batch_t *batch;
+    src_t *src;            /* the running batch's source, until the batch closes it */
+    const hv_ruleset_t *rules; /* the running batch's */
+    int paused;
+    int ending;            /* the batch's input was ended */
+    unsigned outstanding;  /* delivered to the batch, not yet durable */
+    uint64_t quiet_since;  /* when it last had nothing queued or outstanding */
+    struct entry_list queue;
+    unsigned refs;         /* held entries of this slot */
+};
+
+typedef struct {
+    hv_stream_t *s;
+    const char *name;      /* "read" or "write", for logs */
+    hv_redis_t *r;
+    int up;
+    uint64_t backoff_ms;
+    uv_timer_t retry;
+} link_t;
+
+/* An acknowledgement in flight: the entries it covers. */
+typedef struct {
+    hv_stream_t *s;
+    unsigned n;
+    entry_t *e[];
+} ackreq_t;
+
+struct hv_stream_s {
+    uv_loop_t *loop;
+    const hv_config_t *cfg;
+    hv_engine_t *engine;
+    hv_stream_cbs_t cbs;
+    void *ud;
+    char out_dir[1024];
+    char consumer[256];
+    hv_redis_addr_t addr;
+    hv_dns_t *dns;
+    hv_conn_stats_t cstats;
+    hv_conn_env_t env;
+    link_t rd, wr;
+
+    phase_t phase;
+    int pending_done;      /* this run has read its old pending entries (phase P_NEW once) */
+    char cursor[ID_MAX];   /* P_PENDING: the last id read */
+    int reading;
+    int grouping;
+    int claiming;
+    int refreshing;
+    unsigned asked;        /* entries requested by reads and claims in flight */
+    char claim_cursor[ID_MAX];
+    uint64_t next_claim_ms;
+    uint64_t next_refresh_ms;
+
+    entry_t *held;         /* by id */
+    unsigned nheld;
+    struct entry_list acks;
+    unsigned nacks;        /* entries in `acks` */
+    unsigned nacking;      /* entries in acknowledgements in flight */
+    slot_t *slots;         /* by name */
+    unsigned nbatches;
+
+    uv_idle_t later;
+    int later_on;
+    uv_timer_t tick;
+    hv_handles_t handles;
+
+    int stopping;
+    int fatal;
+    int closing;
+    uint64_t give_up_ms;   /* closing: acknowledgements are given up after this */
+    void (*closed)(void *ud);
+    void *closed_ud;
+    hv_stream_stats_t stats;
+};
+
+/* XACK each entry; count in the batch's hash only those that were still pending. KEYS: the
+ * stream, the batch hash. ARGV: the group, then id and "1" (ok) or "0" (failed) pairs. */
+static const char ack_script[] =
+    "local done, ok = 0, 0\n"
+    "for i = 2, #ARGV, 2 do\n"
+    "  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then\n"
+    "    done = done + 1\n"
+    "    if ARGV[i + 1] == '1' then ok = ok + 1 end\n"
+    "  end\n"
+    "end\n"
+    "if done > 0 then\n"
+    "  redis.call('HINCRBY', KEYS[2], 'done', done)\n"
+    "  if ok > 0 then redis.call('HINCRBY', KEYS[2], 'ok', ok) end\n"
+    "  if done > ok then redis.call('HINCRBY', KEYS[2], 'failed', done - ok) end\n"
+    "end\n"
+    "return done\n";
+
+/* Touch (XCLAIM ... JUSTID, which resets the idle time) each id still pending for this
+ * consumer; return the others. KEYS: the stream. ARGV: the group, the consumer, the ids. */
+static const char refresh_script[] =
+    "local lost = {}\n"
+    "for i = 3, #ARGV do\n"
+    "  local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)\n"
+    "  if p[1] ~= nil and p[1][2] == ARGV[2] then\n"
+    "    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')\n"
+    "  else\n"
+    "    lost[#lost + 1] = ARGV[i]\n"
+    "  end\n"
+    "end\n"
+    "return lost\n";
+
+static void wake(hv_stream_t *s);
+static void link_connect(link_t *l);
+static void fatal(hv_stream_t *s, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static uint64_t now_ms(const hv_stream_t *s)
+{
+    return uv_now(s->loop);
+}
+
+static unsigned bound(const hv_stream_t *s)
+{
+    return s->cfg->queue_size;
+}
+
+static unsigned free_slots(const hv_stream_t *s)
+{
+    unsigned used = s->nheld + s->asked;
+    return used < bound(s) ? bound(s) - used : 0;
+}
+
+static void fatal(hv_stream_t *s, int err, const char *fmt, ...)
+{
+    char detail[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    if (s->fatal)
+        return;
+    s->fatal = 1;
+    HV_LOG(HV_LOG_ERROR, "event=redis_fatal error=\"%s\"", detail);
+    s->cbs.on_fatal(s->ud, err, detail);
+}
+
+/* A reply that is an error: its text (for logs), else NULL. */
+static const char *reply_error(const redisReply *rep)
+{
+    return rep != NULL && rep->type == REDIS_REPLY_ERROR ? rep->str : NULL;
+}
+
+static int error_is(const redisReply *rep, const char *prefix)
+{
+    const char *e = reply_error(rep);
+    return e != NULL && strncmp(e, prefix, strlen(prefix)) == 0;
+}
+
+/* ---- entries and slots ---- */
+
+static void slot_free(slot_t *sl)
+{
+    HASH_DEL(sl->s->slots, sl);
+    free(sl->name);
+    free(sl->path);
+    free(sl);
+}
+
+/* A slot with nothing left goes. */
+static void slot_maybe_free(slot_t *sl)
+{
+    if (sl->batch == NULL && sl->refs == 0 && TAILQ_EMPTY(&sl->queue))
+        slot_free(sl);
+}
+
+static void entry_free(hv_stream_t *s, entry_t *e)
+{
+    HASH_DEL(s->held, e);
+    s->nheld--;
+    slot_t *sl = e->slot;
+    free(e->url);
+    free(e);
+    if (sl != NULL) {
+        sl->refs--;
+        slot_maybe_free(sl);
+    }
+}
+
+static slot_t *slot_get(hv_stream_t *s, const char *name)
+{
+    slot_t *sl;
+    HASH_FIND_STR(s->slots, name, sl);
+    if (sl != NULL)
+        return sl;
+    char file[1024];
+    sl = hv_xcalloc(1, sizeof(*sl));
+    sl->s = s;
+    sl->name = hv_xstrdup(name);
+    if (hv_streamkeys_output_name(name, s->consumer, file, sizeof(file)) != 0)
+        snprintf(file, sizeof(file), "batch.jsonl"); /* names are bounded: not reached */
+    size_t n = strlen(s->out_dir) + 1 + strlen(file) + 1;
+    sl->path = hv_xmalloc(n);
+    snprintf(sl->path, n, "%s/%s", s->out_dir, file);
+    TAILQ_INIT(&sl->queue);
+    sl->quiet_since = now_ms(s);
+    HASH_ADD_KEYPTR(hh, s->slots, sl->name, strlen(sl->name), sl);
+    return sl;
+}
+
+/* ---- the batch's source ---- */
+
+static void src_start(hv_source_t *base, const hv_sink_t *sink, void *ud)
+{
+    src_t *src = (src_t *)base;
+    src->sink = sink;
+    src->ud = ud;
+    wake(src->slot->s);
+}
+
+static void src_resume(hv_source_t *base)
+{
+    src_t *src = (src_t *)base;
+    src->slot->paused = 0;
+    wake(src->slot->s);
+}
+
+static void src_close(hv_source_t *base)
+{
+    src_t *src = (src_t *)base;
+    if (src->slot->src == src)
+        src->slot->src = NULL;
+    free(src);
+}
+
+static const char *src_name(const hv_source_t *base)
+{
+    return ((const src_t *)base)->slot->name;
+}
+
+static const hv_source_ops_t src_ops = {src_start, src_resume, src_close, src_name};
+
+/* ---- batches ---- */
+
+static void on_batch_durable(void *ud, hv_batch_t *b, char *token, int ok)
+{
+    slot_t *sl = ud;
+    hv_stream_t *s = sl->s;
+    entry_t *e;
+    (void)b;
+    HASH_FIND_STR(s->held, token, e);
+    free(token);
+    if (e == NULL || e->state != E_DELIVERED)
+        return;
+    e->state = E_DURABLE;
+    e->ok = ok;
+    TAILQ_INSERT_TAIL(&s->acks, e, link);
+    s->nacks++;
+    if (--sl->outstanding == 0 && TAILQ_EMPTY(&sl->queue))
+        sl->quiet_since = now_ms(s);
+    wake(s);
+}
+
+static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
+{
+    slot_t *sl = ud;
+    hv_stream_t *s = sl->s;
+    char summary[2048], what[512];
+    hv_batch_format_stats(b, now_ms(s), summary, sizeof(summary));
+    snprintf(what, sizeof(what), "%s", detail);
+    HV_LOG(HV_LOG_INFO, "event=stream_batch_closed batch=%s output=%s status=%s %s", sl->name,
+           sl->path, status == 0 ? "ok" : hv_err_name(status), summary);
+    hv_batch_free(b);
+    sl->batch = NULL;
+    sl->src = NULL;
+    sl->outstanding = 0; /* what was delivered and never written stays pending in Redis */
+    s->nbatches--;
+    if (status != 0 && status != HV_ECANCELLED)
+        fatal(s, status, "%s", what);
+    s->cbs.on_progress(s->ud);
+    slot_maybe_free(sl);
+    wake(s);
+}
+
+/* The output exists, with no torn line at its end, before the batch appends to it. */
+static int prepare_output(slot_t *sl, char *err, size_t errcap)
+{
+    int fd = open(sl->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        /* A new name in out/: synced, or a crash could lose the file with records whose
+         * entries were acknowledged. */
+        int rc = fsync(fd) == 0 ? 0 : -errno;
+        close(fd);
+        int dfd = open(sl->s->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rc == 0 && (dfd < 0 || fsync(dfd) != 0))
+            rc = -errno;
+        if (dfd >= 0)
+            close(dfd);
+        if (rc != 0) {
+            snprintf(err, errcap, "creating %s: %s", sl->path, strerror(-rc));
+            return rc;
+        }
+        sl->repaired = 1;
+        return 0;
+    }
+    if (errno != EEXIST) {
+        int rc = -errno;
+        snprintf(err, errcap, "creating %s: %s", sl->path, strerror(errno));
+        return rc;
+    }
+    if (!sl->repaired) {
+        hv_repair_t rep;
+        int rc = hv_output_repair(sl->path, NULL, NULL, &rep, err, errcap);
+        if (rc != 0)
+            return rc;
+        if (rep.truncated > 0)
+            HV_LOG(HV_LOG_WARNING, "event=output_repaired output=%s truncated_bytes=%" PRIu64,
+                   sl->path, rep.truncated);
+        sl->repaired = 1;
+    }
+    return 0;
+}
+
+static void start_batch(slot_t *sl, const hv_ruleset_t *rules)
+{
+    hv_stream_t *s = sl->s;
+    char err[1500];
+    int rc = prepare_output(sl, err, sizeof(err));
+    if (rc != 0) {
+        fatal(s, rc, "%s", err);
+        return;
+    }
+    src_t *src = hv_xcalloc(1, sizeof(*src));
+    src->base.ops = &src_ops;
+    src->slot = sl;
+    hv_batch_opts_t opts = {
+        .name = sl->name,
+        .output_path = sl->path,
+        .output_append = 1,
+        .fsync = s->cfg->fsync,
+        .fsync_interval_ms = s->cfg->fsync_interval_ms,
+        .rules = rules,
+        .crash_note = NULL,
+        .on_durable = on_batch_durable,
+    };
+    sl->src = src;
+    sl->rules = rules;
+    sl->paused = 0;
+    sl->ending = 0;
+    sl->outstanding = 0;
+    rc = hv_batch_new(s->engine, &opts, &src->base, on_batch_done, sl, &sl->batch);
+    if (rc != 0) {
+        sl->src = NULL;
+        free(src);
+        fatal(s, rc, "opening %s: %s", sl->path, hv_strerror(rc));
+        return;
+    }
+    s->nbatches++;
+    HV_LOG(HV_LOG_INFO, "event=stream_batch_open batch=%s output=%s", sl->name, sl->path);
+}
+
+/* Hand queued entries to the slot's batch; start or end batches as the queue asks. */
+static void slot_pass(slot_t *sl)
+{
+    hv_stream_t *s = sl->s;
+    entry_t *e;
+    if (sl->batch == NULL) {
+        if (s->stopping || s->fatal || TAILQ_EMPTY(&sl->queue))
+            return;
+        start_batch(sl, TAILQ_FIRST(&sl->queue)->rules);
+        return; /* the batch's source starts delivering from the next pass */
+    }
+    if (sl->src == NULL || sl->src->sink == NULL || sl->ending)
+        return;
+    while (!sl->paused && (e = TAILQ_FIRST(&sl->queue)) != NULL) {
+        if (e->reject == HV_D_NONE && e->rules != sl->rules) {
+            /* One batch has one rule set: this one ends, the next starts with these. */
+            sl->ending = 1;
+            sl->src->sink->on_end(sl->src->ud, 0);
+            return;
+        }
+        TAILQ_REMOVE(&sl->queue, e, link);
+        e->state = E_DELIVERED;
+        sl->outstanding++;
+        hv_line_meta_t meta = {.token = e->id, .batch = sl->name, .reject = e->reject};
+        size_t len = e->url != NULL ? e->url_len : 0;
+        int over = len > URL_MAX;
+        src_t *src = sl->src;
+        int pause = src->sink->on_line(src->ud, e->url != NULL ? e->url : "",
+                                       over ? URL_MAX : len, e->line, over, &meta);
+        if (sl->src != src)
+            return; /* the batch closed its input meanwhile */
+        if (pause)
+            sl->paused = 1;
+    }
+    if (TAILQ_EMPTY(&sl->queue) && sl->outstanding == 0 &&
+        now_ms(s) - sl->quiet_since >= QUIET_END_MS) {
+        sl->ending = 1;
+        sl->src->sink->on_end(sl->src->ud, 0);
+    }
+}
+
+/* ---- entries arriving ---- */
+
+static const redisReply *field(const redisReply *fields, const char *name)
+{
+    if (fields == NULL || fields->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < fields->elements; i += 2) {
+        const redisReply *k = fields->element[i], *v = fields->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && strcmp(k->str, name) == 0 &&
+            v->type == REDIS_REPLY_STRING)
+            return v;
+    }
+    return NULL;
+}
+
+static void ack_deleted(hv_stream_t *s, const char *id);
+
+/* One [id, [field, value...]] from XREADGROUP or XAUTOCLAIM. */
+static void take_entry(hv_stream_t *s, const redisReply *item, int reclaimed)
+{
+    if (item->type != REDIS_REPLY_ARRAY || item->elements < 2 ||
+        item->element[0]->type != REDIS_REPLY_STRING || item->element[0]->len >= ID_MAX)
+        return;
+    const char *id = item->element[0]->str;
+    const redisReply *fields = item->element[1];
+    entry_t *e;
+    HASH_FIND_STR(s->held, id, e);
+    if (e != NULL)
+        return; /* already ours (delivered again after a reconnect, or claimed back) */
+    if (fields->type != REDIS_REPLY_ARRAY) {
+        /* Deleted from the stream while pending: nothing to fetch, nothing to write. */
+        HV_LOG(HV_LOG_WARNING, "event=stream_entry_deleted id=%s action=ack", id);
+        s->stats.invalid++;
+        ack_deleted(s, id);
+        return;
+    }
+    const redisReply *batch = field(fields, "batch"), *line = field(fields, "line");
+    const redisReply *url = field(fields, "url"), *rules = field(fields, "rules");
+    e = hv_xcalloc(1, sizeof(*e));
+    memcpy(e->id, id, item->element[0]->len + 1);
+    e->state = E_QUEUED;
+    if (line != NULL) {
+        uint64_t v;
+        if (hv_parse_uint(line->str, &v) == 0)
+            e->line = v;
+    }
+    if (url != NULL) {
+        e->url = hv_xstrndup(url->str, url->len);
+        e->url_len = url->len;
+    } else {
+        e->reject = HV_D_ENTRY_WITHOUT_URL;
+    }
+    const char *rname = rules != NULL && rules->len > 0 ? rules->str : s->cfg->default_rules;
+    e->rules = rname[0] != '\0' ? hv_config_ruleset(s->cfg, rname) : NULL;
+    if (rname[0] != '\0' && e->rules == NULL && e->reject == HV_D_NONE) {
+        e->reject = HV_D_UNKNOWN_RULES;
+        HV_LOG(HV_LOG_WARNING, "event=stream_unknown_rules id=%s rules=\"%.64s\"", id, rname);
+    }
+    if (e->reject != HV_D_NONE)
+        s->stats.invalid++;
+    const char *bname = batch != NULL && batch->len > 0 ? batch->str : "unbatched";
+    slot_t *sl = slot_get(s, bname);
+    e->slot = sl;
+    sl->refs++;
+    HASH_ADD_STR(s->held, id, e);
+    s->nheld++;
+    TAILQ_INSERT_TAIL(&sl->queue, e, link);
+    if (reclaimed) {
+        s->stats.reclaimed++;
+        HV_LOG(HV_LOG_NOTICE, "event=stream_reclaimed id=%s batch=%s line=%" PRIu64, id,
+               sl->name, e->line);
+    } else {
+        s->stats.read++;
+    }
+}
+
+/* XREADGROUP's reply: [[stream, [entry...]]], or nil after the block time. Returns how many
+ * entries it held. */
+static size_t take_read(hv_stream_t *s, const redisReply *rep, char *last, size_t lastcap)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1)
+        return 0;
+    const redisReply *st = rep->element[0];
+    if (st->type != REDIS_REPLY_ARRAY || st->elements < 2 ||
+        st->element[1]->type != REDIS_REPLY_ARRAY)
+        return 0;
+    const redisReply *items = st->element[1];
+    for (size_t i = 0; i < items->elements; i++)
+        take_entry(s, items->element[i], 0);
+    if (items->elements > 0) {
+        const redisReply *it = items->element[items->elements - 1];
+        if (it->type == REDIS_REPLY_ARRAY && it->elements >= 1 &&
+            it->element[0]->type == REDIS_REPLY_STRING && it->element[0]->len < lastcap)
+            memcpy(last, it->element[0]->str, it->element[0]->len + 1);
+    }
+    return items->elements;
+}
+
+/* ---- commands ---- */
+
+typedef struct {
+    const char *argv[8 + 2 * ACKS_PER_SCRIPT + IDS_PER_REFRESH];
+    size_t len[8 + 2 * ACKS_PER_SCRIPT + IDS_PER_REFRESH];
+    int argc;
+} args_t;
+
+static void arg(args_t *a, const char *s)
+{
+    a->argv[a->argc] = s;
+    a->len[a->argc] = strlen(s);
+    a->argc++;
+}
+
+static int link_send(link_t *l, args_t *a, uint64_t timeout_ms, hv_redis_reply_cb cb, void *data)
+{
+    if (!l->up || l->r == NULL)
+        return UV_ENOTCONN;
+    return hv_redis_command(l->r, a->argc, a->argv, a->len, timeout_ms, cb, data);
+}
+
+static void on_select(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    link_t *l = data;
+    (void)r;
+    if (status == 0 && reply_error(rep) != NULL)
+        fatal(l->s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", l->s->cfg->redis_url,
+              l->s->addr.db, reply_error(rep));
+}
+
+static void on_group(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    hv_stream_t *s = data;
+    (void)r;
+    s->grouping = 0;
+    if (status != 0)
+        return; /* the connection's failure, which reconnects */
+    if (error_is(rep, "WRONGTYPE")) {
+        fatal(s, UV_EINVAL, "redis_stream %s at %s is not a stream (the key holds another type)",
+              s->cfg->redis_stream, s->cfg->redis_url);
+        return;
+    }
+    if (reply_error(rep) != NULL && !error_is(rep, "BUSYGROUP")) {
+        fatal(s, UV_EINVAL, "creating group %s on %s: %s", s->cfg->redis_group,
+              s->cfg->redis_stream, reply_error(rep));
+        return;
+    }
+    if (reply_error(rep) == NULL)
+        HV_LOG(HV_LOG_NOTICE, "event=stream_group_created stream=%s group=%s",
+               s->cfg->redis_stream, s->cfg->redis_group);
+    if (s->phase == P_GROUP) {
+        s->phase = s->pending_done ? P_NEW : P_PENDING;
+        snprintf(s->cursor, sizeof(s->cursor), "0");
+    }
+    wake(s);
+}
+
+static void ensure_group(hv_stream_t *s)
+{
+    args_t a = {.argc = 0};
+    arg(&a, "XGROUP");
+    arg(&a, "CREATE");
+    arg(&a, s->cfg->redis_stream);
+    arg(&a, s->cfg->redis_group);
+    arg(&a, "0");
+    arg(&a, "MKSTREAM");
+    if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_group, s) == 0)
+        s->grouping = 1;
+}
+
+typedef struct {
+    hv_stream_t *s;
+    unsigned count;
+} readreq_t;
+
+static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    readreq_t *rq = data;
+    hv_stream_t *s = rq->s;
+    (void)r;
+    s->asked -= rq->count;
+    free(rq);
+    s->reading = 0;
+    if (status != 0)
+        return;
+    if (error_is(rep, "NOGROUP")) {
+        /* Redis lost the group (restarted without its data): create it again. */
+        HV_LOG(HV_LOG_WARNING, "event=stream_group_missing stream=%s group=%s action=create",
+               s->cfg->redis_stream, s->cfg->redis_group);
+        s->phase = P_GROUP;
+        wake(s);
+        return;
+    }
+    if (error_is(rep, "WRONGTYPE")) {
+        fatal(s, UV_EINVAL, "redis_stream %s at %s is not a stream (the key holds another type)",
+              s->cfg->redis_stream, s->cfg->redis_url);
+        return;
+    }
+    if (reply_error(rep) != NULL) {
+        fatal(s, UV_EINVAL, "XREADGROUP on %s: %s", s->cfg->redis_stream, reply_error(rep));
+        return;
+    }
+    char last[ID_MAX] = "";
+    size_t n = take_read(s, rep, last, sizeof(last));
+    if (s->phase == P_PENDING) {
+        if (n == 0) {
+            s->phase = P_NEW;
+            s->pending_done = 1;
+            HV_LOG(HV_LOG_INFO, "event=stream_pending_read held=%u", s->nheld);
+        } else if (last[0] != '\0') {
+            memcpy(s->cursor, last, sizeof(last));
+        }
+    }
+    wake(s);
+}
+
+static void start_read(hv_stream_t *s)
+{
+    unsigned n = free_slots(s);
+    /* Small reads while most of the bound is in use would cost a round trip per entry. */
+    unsigned least = HV_MAX(1u, HV_MIN(64u, bound(s) / 16));
+    if (n == 0 || (n < least && s->nheld > 0))
+        return;
+    char count[24], block[24];
+    snprintf(count, sizeof(count), "%u", n);
+    snprintf(block, sizeof(block), "%u", BLOCK_MS);
+    args_t a = {.argc = 0};
+    arg(&a, "XREADGROUP");
+    arg(&a, "GROUP");
+    arg(&a, s->cfg->redis_group);
+    arg(&a, s->consumer);
+    arg(&a, "COUNT");
+    arg(&a, count);
+    if (s->phase == P_NEW) {
+        arg(&a, "BLOCK");
+        arg(&a, block);
+    }
+    arg(&a, "STREAMS");
+    arg(&a, s->cfg->redis_stream);
+    arg(&a, s->phase == P_NEW ? ">" : s->cursor);
+    readreq_t *rq = hv_xmalloc(sizeof(*rq));
+    rq->s = s;
+    rq->count = n;
+    if (link_send(&s->rd, &a, BLOCK_MS + COMMAND_TIMEOUT_MS, on_read, rq) != 0) {
+        free(rq);
+        return;
+    }
+    s->asked += n;
+    s->reading = 1;
+}
+
+/* ---- acknowledgements ---- */
+
+static void on_ack(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    ackreq_t *aq = data;
+    hv_stream_t *s = aq->s;
+    (void)r;
+    s->nacking -= aq->n;
+    if (status != 0 || reply_error(rep) != NULL) {
+        /* Kept: they go again once the connection is back (XACK is idempotent, and the
+         * script counts only what it removed). */
+        for (unsigned i = aq->n; i-- > 0;) {
+            aq->e[i]->state = E_DURABLE;
+            TAILQ_INSERT_HEAD(&s->acks, aq->e[i], link);
+            s->nacks++;
+        }
+        if (status == 0)
+            fatal(s, UV_EINVAL, "acknowledging on %s: %s", s->cfg->redis_stream,
+                  reply_error(rep));
+        free(aq);
+        wake(s);
+        return;
+    }
+    for (unsigned i = 0; i < aq->n; i++)
+        entry_free(s, aq->e[i]);
+    s->stats.acked += aq->n;
+    free(aq);
+    wake(s);
+}
+
+/* Send what waits, one script per batch and round of up to ACKS_PER_SCRIPT entries. */
+static void flush_acks(hv_stream_t *s)
+{
+    static args_t a;
+    char key[1024];
+    while (s->wr.up && !TAILQ_EMPTY(&s->acks)) {
+        slot_t *sl = TAILQ_FIRST(&s->acks)->slot;
+        ackreq_t *aq = hv_xmalloc(sizeof(*aq) + ACKS_PER_SCRIPT * sizeof(entry_t *));
+        aq->s = s;
+        aq->n = 0;
+        if (hv_streamkeys_batch(s->cfg->redis_stream, sl->name, key, sizeof(key)) != 0)
+            snprintf(key, sizeof(key), "%s:batch:?", s->cfg->redis_stream);
+        a.argc = 0;
+        arg(&a, "EVAL");
+        arg(&a, ack_script);
+        arg(&a, "2");
+        arg(&a, s->cfg->redis_stream);
+        arg(&a, key);
+        arg(&a, s->cfg->redis_group);
+        entry_t *e, *next;
+        for (e = TAILQ_FIRST(&s->acks); e != NULL && aq->n < ACKS_PER_SCRIPT; e = next) {
+            next = TAILQ_NEXT(e, link);
+            if (e->slot != sl)
+                continue;
+            TAILQ_REMOVE(&s->acks, e, link);
+            s->nacks--;
+            e->state = E_ACKING;
+            aq->e[aq->n++] = e;
+            arg(&a, e->id);
+            arg(&a, e->ok ? "1" : "0");
+        }
+        s->nacking += aq->n;
+        if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_ack, aq) != 0) {
+            on_ack(NULL, aq, UV_ENOTCONN, NULL);
+            return;
+        }
+    }
+}
+
+static void on_plain_ack(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    (void)r, (void)data, (void)status, (void)rep;
+}
+
+static void ack_deleted(hv_stream_t *s, const char *id)
+{
+    args_t a = {.argc = 0};
+    arg(&a, "XACK");
+    arg(&a, s->cfg->redis_stream);
+    arg(&a, s->cfg->redis_group);
+    arg(&a, id);
+    link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_plain_ack, NULL); /* else at the next start */
+}
+
+/* ---- taking over and keeping ---- */
+
+typedef struct {
+    hv_stream_t *s;
+    unsigned count;
+} claimreq_t;
+
+static void on_claim(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    claimreq_t *cq = data;
+    hv_stream_t *s = cq->s;
+    (void)r;
+    s->asked -= cq->count;
+    free(cq);
+    s->claiming = 0;
+    if (status != 0)
+        return;
+    if (reply_error(rep) != NULL) {
+        if (!error_is(rep, "NOGROUP"))
+            HV_LOG(HV_LOG_WARNING, "event=stream_claim_failed error=\"%s\"", reply_error(rep));
+        return;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING ||
+        rep->element[1]->type != REDIS_REPLY_ARRAY)
+        return;
+    const redisReply *items = rep->element[1];
+    for (size_t i = 0; i < items->elements; i++)
+        take_entry(s, items->element[i], 1);
+    snprintf(s->claim_cursor, sizeof(s->claim_cursor), "%s", rep->element[0]->str);
+    /* More to look at: go on at once rather than after another period. */
+    if (strcmp(s->claim_cursor, "0-0") != 0)
+        s->next_claim_ms = now_ms(s);
+    wake(s);
+}
+
+static void start_claim(hv_stream_t *s)
+{
+    unsigned n = free_slots(s);
+    if (n == 0)
+        return;
+    char idle[24], count[24];
+    snprintf(idle, sizeof(idle), "%" PRIu64, s->cfg->redis_claim_idle_ms);
+    snprintf(count, sizeof(count), "%u", HV_MIN(n, 1000u));
+    args_t a = {.argc = 0};
+    arg(&a, "XAUTOCLAIM");
+    arg(&a, s->cfg->redis_stream);
+    arg(&a, s->cfg->redis_group);
+    arg(&a, s->consumer);
+    arg(&a, idle);
+    arg(&a, s->claim_cursor);
+    arg(&a, "COUNT");
+    arg(&a, count);
+    claimreq_t *cq = hv_xmalloc(sizeof(*cq));
+    cq->s = s;
+    cq->count = HV_MIN(n, 1000u);
+    if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_claim, cq) != 0) {
+        free(cq);
+        return;
+    }
+    s->asked += cq->count;
+    s->claiming = 1;
+    s->next_claim_ms = now_ms(s) + s->cfg->redis_claim_idle_ms / 2;
+}
+
+static void on_refresh(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    hv_stream_t *s = data;
+    (void)r;
+    s->refreshing = 0;
+    if (status != 0)
+        return;
+    if (reply_error(rep) != NULL) {
+        HV_LOG(HV_LOG_WARNING, "event=stream_refresh_failed error=\"%s\"", reply_error(rep));
+        return;
+    }
+    if (rep->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i < rep->elements; i++) {
+        const redisReply *id = rep->element[i];
+        entry_t *e;
+        if (id->type != REDIS_REPLY_STRING)
+            continue;
+        HASH_FIND_STR(s->held, id->str, e);
+        if (e == NULL || e->lost)
+            continue;
+        /* Its record is still written; the acknowledgement will find it gone. */
+        e->lost = 1;
+        s->stats.lost++;
+        HV_LOG(HV_LOG_NOTICE, "event=stream_entry_taken id=%s batch=%s line=%" PRIu64, e->id,
+               e->slot != NULL ? e->slot->name : "-", e->line);
+    }
+}
+
+static void start_refresh(hv_stream_t *s)
+{
+    static args_t a;
+    s->next_refresh_ms = now_ms(s) + HV_MAX(s->cfg->redis_claim_idle_ms / 4, 250);
+    a.argc = 0;
+    arg(&a, "EVAL");
+    arg(&a, refresh_script);
+    arg(&a, "1");
+    arg(&a, s->cfg->redis_stream);
+    arg(&a, s->cfg->redis_group);
+    arg(&a, s->consumer);
+    int first = a.argc;
+    entry_t *e, *tmp;
+    HASH_ITER(hh, s->held, e, tmp) {
+        if (a.argc - first >= IDS_PER_REFRESH)
+            break;
+        if (e->state != E_ACKING && !e->lost)
+            arg(&a, e->id);
+    }
+    if (a.argc == first)
+        return;
+    if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_refresh, s) == 0)
+        s->refreshing = 1;
+}
+
+/* ---- connections ---- */
+
+static void on_retry(uv_timer_t *t)
+{
+    link_t *l = t->data;
+    link_connect(l);
+}
+
+static void link_down(link_t *l, int err)
+{
+    hv_stream_t *s = l->s;
+    if (l->r != NULL) {
+        hv_redis_t *r = l->r;
+        l->r = NULL;
+        hv_redis_close(r);
+    }
+    int was_up = l->up;
+    l->up = 0;
+    if (was_up) {
+        s->stats.reconnects++;
+        HV_LOG(HV_LOG_WARNING, "event=redis_down link=%s url=%s err=%s (%s) held=%u "
+               "acks_waiting=%u", l->name, s->cfg->redis_url, hv_err_name(err),
+               hv_strerror(err), s->nheld, s->nacks + s->nacking);
+    }
+    if ((s->stopping || s->closing) && l == &s->rd)
+        return;
+    uint64_t delay = l->backoff_ms;
+    l->backoff_ms = HV_MIN(l->backoff_ms * 2, (uint64_t)BACKOFF_MAX_MS);
+    if (!was_up)
+        HV_LOG(HV_LOG_INFO, "event=redis_unreachable link=%s url=%s err=%s retry_in_ms=%" PRIu64,
+               l->name, s->cfg->redis_url, hv_err_name(err), delay);
+    uv_timer_start(&l->retry, on_retry, delay, 0);
+    wake(s);
+}
+
+static void on_link_connect(hv_redis_t *r, int status)
+{
+    link_t *l = hv_redis_data(r);
+    hv_stream_t *s = l->s;
+    if (status != 0) {
+        link_down(l, status);
+        return;
+    }
+    l->up = 1;
+    l->backoff_ms = BACKOFF_MIN_MS;
+    HV_LOG(HV_LOG_NOTICE, "event=redis_up link=%s url=%s consumer=%s", l->name,
+           s->cfg->redis_url, s->consumer);
+    if (s->addr.db != 0) {
+        char db[16];
+        args_t a = {.argc = 0};
+        snprintf(db, sizeof(db), "%u", s->addr.db);
+        arg(&a, "SELECT");
+        arg(&a, db);
+        link_send(l, &a, COMMAND_TIMEOUT_MS, on_select, l);
+    }
+    if (l == &s->wr)
+        ensure_group(s); /* also checks the key's type, at every connect */
+    wake(s);
+}
+
+static void on_link_error(hv_redis_t *r, int err)
+{
+    link_down(hv_redis_data(r), err);
+}
+
+static const hv_redis_cbs_t link_cbs = {on_link_connect, on_link_error};
+
+static void link_connect(link_t *l)
+{
+    hv_stream_t *s = l->s;
+    if (l->r != NULL || s->closing || ((s->stopping) && l == &s->rd))
+        return;
+    int rc = hv_redis_connect(&s->env, s->addr.host, s->addr.port, CONNECT_TIMEOUT_MS, &link_cbs,
+                              l, &l->r);
+    if (rc != 0) {
+        l->r = NULL;
+        link_down(l, rc);
+    }
+}
+
+/* ---- the pass ---- */
+
+static void finish_close(hv_stream_t *s);
+
+static void pass(hv_stream_t *s)
+{
+    slot_t *sl, *tmp;
+    uint64_t now = now_ms(s);
+    if (s->handles.closing)
+        return;
+    HASH_ITER(hh, s->slots, sl, tmp) {
+        slot_pass(sl);
+    }
+    flush_acks(s);
+    int active = !s->stopping && !s->fatal && !s->closing;
+    if (active && s->wr.up && s->phase == P_GROUP && !s->grouping)
+        ensure_group(s);
+    if (active && s->rd.up && s->phase != P_GROUP && !s->reading)
+        start_read(s);
+    if (active && s->wr.up && s->phase == P_NEW && !s->claiming && now >= s->next_claim_ms)
+        start_claim(s);
+    if (!s->closing && s->wr.up && !s->refreshing && now >= s->next_refresh_ms)
+        start_refresh(s);
+    /* Reading waits for entries that wait for an fsync: sync now rather than at the
+     * interval. */
+    if (active && free_slots(s) < bound(s) / 4 + 1 && s->nacks + s->nacking < s->nheld) {
+        HASH_ITER(hh, s->slots, sl, tmp) {
+            if (sl->batch != NULL && hv_batch_unsynced(sl->batch) > 0)
+                hv_batch_sync_soon(sl->batch);
+        }
+    }
+    if (s->closing)
+        finish_close(s);
+}
+
+static void on_later(uv_idle_t *h)
+{
+    hv_stream_t *s = h->data;
+    uv_idle_stop(h);
+    s->later_on = 0;
+    pass(s);
+}
+
+static void wake(hv_stream_t *s)
+{
+    if (s->later_on || uv_is_closing((uv_handle_t *)&s->later))
+        return;
+    s->later_on = 1;
+    uv_idle_start(&s->later, on_later);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    wake(t->data);
+}
+
+/* ---- lifecycle ---- */
+
+static void default_consumer(const hv_config_t *cfg, char *out, size_t cap)
+{
+    char host[256] = "localhost", dir[PATH_MAX];
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    if (realpath(cfg->spool_dir, dir) == NULL)
+        snprintf(dir, sizeof(dir), "%s", cfg->spool_dir);
+    snprintf(out, cap, "%.64s:%.180s", host, dir);
+}
+
+static void on_handles_closed(hv_handles_t *hs)
+{
+    hv_stream_t *s = hv_container_of(hs, hv_stream_t, handles);
+    void (*done)(void *) = s->closed;
+    void *ud = s->closed_ud;
+    hv_dns_close(s->dns);
+    free(s);
+    if (done != NULL)
+        done(ud);
+}
+
+int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
+                   const char *out_dir, const hv_stream_cbs_t *cbs, void *ud, hv_stream_t **out,
+                   char *err, size_t errcap)
+{
+    hv_redis_addr_t addr;
+    *out = NULL;
+    if (hv_redis_url_parse(cfg->redis_url, &addr, err, errcap) != 0)
+        return UV_EINVAL;
+    hv_stream_t *s = hv_xcalloc(1, sizeof(*s));
+    s->loop = loop;
+    s->cfg = cfg;
+    s->engine = engine;
+    s->cbs = *cbs;
+    s->ud = ud;
+    s->addr = addr;
+    snprintf(s->out_dir, sizeof(s->out_dir), "%s", out_dir);
+    if (cfg->redis_consumer[0] != '\0')
+        snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer);
+    else
+        default_consumer(cfg, s->consumer, sizeof(s->consumer));
+    s->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4);
+    s->env.loop = loop;
+    s->env.dns = s->dns;
+    s->env.guard = NULL; /* the operator's server, not a fetched URL's */
+    s->env.stats = &s->cstats;
+    s->rd.s = s->wr.s = s;
+    s->rd.name = "read";
+    s->wr.name = "write";
+    s->rd.backoff_ms = s->wr.backoff_ms = BACKOFF_MIN_MS;
+    s->phase = P_GROUP;
+    snprintf(s->claim_cursor, sizeof(s->claim_cursor), "0-0");
+    TAILQ_INIT(&s->acks);
+    hv_handles_init(&s->handles, on_handles_closed);
+    uv_idle_init(loop, &s->later);
+    uv_timer_init(loop, &s->tick);
+    uv_timer_init(loop, &s->rd.retry);
+    uv_timer_init(loop, &s->wr.retry);
+    s->later.data = s->tick.data = s;
+    s->rd.retry.data = &s->rd;
+    s->wr.retry.data = &s->wr;
+    hv_handles_own(&s->handles, (uv_handle_t *)&s->later);
+    hv_handles_own(&s->handles, (uv_handle_t *)&s->tick);
+    hv_handles_own(&s->handles, (uv_handle_t *)&s->rd.retry);
+    hv_handles_own(&s->handles, (uv_handle_t *)&s->wr.retry);
+    *out = s;
+    return 0;
+}
+
+void hv_stream_start(hv_stream_t *s)
+{
+    uint64_t now = now_ms(s);
+    s->next_claim_ms = now + s->cfg->redis_claim_idle_ms / 2;
+    s->next_refresh_ms = now + HV_MAX(s->cfg->redis_claim_idle_ms / 4, 250);
+    uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
+    HV_LOG(HV_LOG_NOTICE, "event=stream_start url=%s stream=%s group=%s consumer=%s bound=%u "
+           "claim_idle_ms=%" PRIu64, s->cfg->redis_url, s->cfg->redis_stream,
+           s->cfg->redis_group, s->consumer, bound(s), s->cfg->redis_claim_idle_ms);
+    link_connect(&s->wr);
+    link_connect(&s->rd);
+}
+
+void hv_stream_stop(hv_stream_t *s)
+{
+    if (s->stopping)
+        return;
+    s->stopping = 1;
+    /* A blocking read in flight is abandoned: what it would have delivered stays pending
+     * for this consumer and is read again at the next start. */
+    uv_timer_stop(&s->rd.retry);
+    if (s->rd.r != NULL) {
+        hv_redis_t *r = s->rd.r;
+        s->rd.r = NULL;
+        s->rd.up = 0;
+        hv_redis_close(r);
+    }
+    wake(s);
+}
+
+const char *hv_stream_consumer(const hv_stream_t *s)
+{
+    return s->consumer;
+}
+
+void hv_stream_stats(const hv_stream_t *s, hv_stream_stats_t *out)
+{
+    *out = s->stats;
+    out->up = s->wr.up && (s->rd.up || s->stopping);
+    out->held = s->nheld;
+    out->acks_waiting = s->nacks + s->nacking;
+    out->batches = s->nbatches;
+}
+
+static void finish_close(hv_stream_t *s)
+{
+    if (s->handles.closing)
+        return;
+    unsigned waiting = s->nacks + s->nacking;
+    if (waiting > 0 && !s->fatal && now_ms(s) < s->give_up_ms)
+        return; /* the tick comes back */
+    if (waiting > 0)
+        HV_LOG(HV_LOG_WARNING, "event=stream_acks_given_up count=%u note=\"their entries stay "
+               "pending and are processed again\"", waiting);
+    HV_LOG(HV_LOG_NOTICE, "event=stream_closed read=%" PRIu64 " reclaimed=%" PRIu64
+           " acked=%" PRIu64 " lost=%" PRIu64 " invalid=%" PRIu64 " unacked=%u",
+           s->stats.read, s->stats.reclaimed, s->stats.acked, s->stats.lost, s->stats.invalid,
+           s->nheld);
+    link_t *links[2] = {&s->rd, &s->wr};
+    for (int i = 0; i < 2; i++) {
+        if (links[i]->r != NULL) {
+            hv_redis_t *r = links[i]->r;
+            links[i]->r = NULL;
+            links[i]->up = 0;
+            hv_redis_close(r);
+        }
+    }
+    entry_t *e, *tmp;
+    HASH_ITER(hh, s->held, e, tmp) {
+        HASH_DEL(s->held, e);
+        free(e->url);
+        free(e);
+    }
+    s->nheld = 0;
+    slot_t *sl, *stmp;
+    HASH_ITER(hh, s->slots, sl, stmp) {
+        slot_free(sl);
+    }
+    hv_handles_close_all(&s->handles);
+}
+
+void hv_stream_close(hv_stream_t *s, void (*done)(void *ud), void *ud)
+{
+    hv_stream_stop(s);
+    s->closing = 1;
+    s->closed = done;
+    s->closed_ud = ud;
+    s->give_up_ms = now_ms(s) + s->cfg->drain_timeout_ms;
+    wake(s);
+}
