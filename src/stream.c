@@ -1033,10 +1033,12 @@ static void pass(hv_stream_t *s)
     int active = !s->stopping && !s->fatal && !s->closing;
     if (active && s->wr.up && s->phase == P_GROUP && !s->grouping)
         ensure_group(s);
-    if (active && s->rd.up && s->phase != P_GROUP && !s->reading)
-        start_read(s);
+    /* Claims before reads: a blocking read asks for every free slot, and returns (with new
+     * entries, or none after BLOCK_MS) before the next claim is due. */
     if (active && s->wr.up && s->phase == P_NEW && !s->claiming && now >= s->next_claim_ms)
         start_claim(s);
+    if (active && s->rd.up && s->phase != P_GROUP && !s->reading)
+        start_read(s);
     if (!s->closing && s->wr.up && !s->refreshing && now >= s->next_refresh_ms)
         start_refresh(s);
     /* Reading waits for entries that wait for an fsync: sync now rather than at the
