@@ -86,7 +86,6 @@ struct slot_s {
     hv_stream_t *s;
     char *name;
     char *path;            /* the output */
-    int repaired;          /* its torn last line (a crash) was cut off at the first open */
     hv_batch_t *batch;
     src_t *src;            /* the running batch's source, until the batch closes it */
     const hv_ruleset_t *rules; /* the running batch's */
@@ -365,43 +364,30 @@ static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detai
     wake(s);
 }
 
-/* The output exists, with no torn line at its end, before the batch appends to it. */
+/* The output exists before the batch appends to it (a torn line a crash left at its end was
+ * cut off at start-up, repair_outputs()). */
 static int prepare_output(slot_t *sl, char *err, size_t errcap)
 {
     int fd = open(sl->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        /* A new name in out/: synced, or a crash could lose the file with records whose
-         * entries were acknowledged. */
-        int rc = fsync(fd) == 0 ? 0 : -errno;
-        close(fd);
-        int dfd = open(sl->s->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (rc == 0 && (dfd < 0 || fsync(dfd) != 0))
-            rc = -errno;
-        if (dfd >= 0)
-            close(dfd);
-        if (rc != 0) {
-            snprintf(err, errcap, "creating %s: %s", sl->path, strerror(-rc));
-            return rc;
-        }
-        sl->repaired = 1;
+    if (fd < 0 && errno == EEXIST)
         return 0;
-    }
-    if (errno != EEXIST) {
+    if (fd < 0) {
         int rc = -errno;
         snprintf(err, errcap, "creating %s: %s", sl->path, strerror(errno));
         return rc;
     }
-    if (!sl->repaired) {
-        hv_repair_t rep;
-        int rc = hv_output_repair(sl->path, NULL, NULL, &rep, err, errcap);
-        if (rc != 0)
-            return rc;
-        if (rep.truncated > 0)
-            HV_LOG(HV_LOG_WARNING, "event=output_repaired output=%s truncated_bytes=%" PRIu64,
-                   sl->path, rep.truncated);
-        sl->repaired = 1;
-    }
-    return 0;
+    /* A new name in out/: synced, or a crash could lose the file with records whose entries
+     * were acknowledged. */
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    int dfd = open(sl->s->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rc == 0 && (dfd < 0 || fsync(dfd) != 0))
+        rc = -errno;
+    if (dfd >= 0)
+        close(dfd);
+    if (rc != 0)
+        snprintf(err, errcap, "creating %s: %s", sl->path, strerror(-rc));
+    return rc;
 }
 
 static void start_batch(slot_t *sl, const hv_ruleset_t *rules)
@@ -500,8 +486,12 @@ static const redisReply *field(const redisReply *fields, const char *name)
 
 static void ack_deleted(hv_stream_t *s, const char *id);
 
+/* How an entry came: new, read again from this consumer's pending list (a previous run's),
+ * or taken over from another consumer. The last two may already have a record. */
+typedef enum { GOT_NEW, GOT_PENDING, GOT_CLAIMED } got_t;
+
 /* One [id, [field, value...]] from XREADGROUP or XAUTOCLAIM. */
-static void take_entry(hv_stream_t *s, const redisReply *item, int reclaimed)
+static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
 {
     if (item->type != REDIS_REPLY_ARRAY || item->elements < 2 ||
         item->element[0]->type != REDIS_REPLY_STRING || item->element[0]->len >= ID_MAX)
@@ -550,12 +540,15 @@ static void take_entry(hv_stream_t *s, const redisReply *item, int reclaimed)
     HASH_ADD_STR(s->held, id, e);
     s->nheld++;
     TAILQ_INSERT_TAIL(&sl->queue, e, link);
-    if (reclaimed) {
+    if (how == GOT_CLAIMED) {
         s->stats.reclaimed++;
         HV_LOG(HV_LOG_NOTICE, "event=stream_reclaimed id=%s batch=%s line=%" PRIu64, id,
                sl->name, e->line);
     } else {
         s->stats.read++;
+        if (how == GOT_PENDING)
+            HV_LOG(HV_LOG_NOTICE, "event=stream_redelivered id=%s batch=%s line=%" PRIu64, id,
+                   sl->name, e->line);
     }
 }
 
@@ -571,7 +564,7 @@ static size_t take_read(hv_stream_t *s, const redisReply *rep, char *last, size_
         return 0;
     const redisReply *items = st->element[1];
     for (size_t i = 0; i < items->elements; i++)
-        take_entry(s, items->element[i], 0);
+        take_entry(s, items->element[i], s->phase == P_PENDING ? GOT_PENDING : GOT_NEW);
     if (items->elements > 0) {
         const redisReply *it = items->element[items->elements - 1];
         if (it->type == REDIS_REPLY_ARRAY && it->elements >= 1 &&
@@ -845,7 +838,7 @@ static void on_claim(hv_redis_t *r, void *data, int status, const redisReply *re
         return;
     const redisReply *items = rep->element[1];
     for (size_t i = 0; i < items->elements; i++)
-        take_entry(s, items->element[i], 1);
+        take_entry(s, items->element[i], GOT_CLAIMED);
     snprintf(s->claim_cursor, sizeof(s->claim_cursor), "%s", rep->element[0]->str);
     /* More to look at: go on at once rather than after another period. */
     if (strcmp(s->claim_cursor, "0-0") != 0)
@@ -1146,8 +1139,41 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     return 0;
 }
 
+/* Every output of this consumer loses a torn last line (a crash) before anything is
+ * appended, including those no entry will reopen: every line of them stays JSON. */
+static void repair_outputs(hv_stream_t *s)
+{
+    char tail[3 * 256 + 16], err[1200];
+    if (hv_streamkeys_output_name("x", s->consumer, tail, sizeof(tail)) != 0)
+        return;
+    const char *suffix = tail + 1; /* ".CONSUMER.jsonl" */
+    size_t sn = strlen(suffix);
+    uv_fs_t req;
+    uv_dirent_t ent;
+    if (uv_fs_scandir(NULL, &req, s->out_dir, 0, NULL) < 0) {
+        uv_fs_req_cleanup(&req);
+        return;
+    }
+    while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
+        size_t n = strlen(ent.name);
+        if (n <= sn || strcmp(ent.name + n - sn, suffix) != 0 || ent.name[0] == '.')
+            continue;
+        char path[2048];
+        hv_repair_t rep;
+        snprintf(path, sizeof(path), "%s/%s", s->out_dir, ent.name);
+        if (hv_output_repair(path, NULL, NULL, &rep, err, sizeof(err)) != 0)
+            HV_LOG(HV_LOG_WARNING, "event=output_repair_failed output=%s error=\"%s\"", path,
+                   err);
+        else if (rep.truncated > 0)
+            HV_LOG(HV_LOG_WARNING, "event=output_repaired output=%s truncated_bytes=%" PRIu64,
+                   path, rep.truncated);
+    }
+    uv_fs_req_cleanup(&req);
+}
+
 void hv_stream_start(hv_stream_t *s)
 {
+    repair_outputs(s);
     uint64_t now = now_ms(s);
     s->next_claim_ms = now + s->cfg->redis_claim_idle_ms / 2;
     s->next_refresh_ms = now + HV_MAX(s->cfg->redis_claim_idle_ms / 4, 250);
