@@ -161,3 +161,7 @@ def raw_tls_peers():
 
 def pytest_report_header(config):
     return "harvestd: %s (sanitizer: %s)" % (HARVESTD_BIN or "<HARVESTD_BIN not set>", SANITIZER or "none")
+
+
+# The Redis server fixture (tests of the stream source and its commands).
+from redisd import redis_server  # noqa: E402,F401

@@ -1,0 +1,64 @@
+/*
+ * streamcmd.h: the command lines of `harvestd enqueue` and `harvestd status` (commands.h runs
+ * the commands), parsed without side effects so that the rules of each option can be tested
+ * on their own.
+ *
+ * Both commands take long options only, as `--name VALUE` or `--name=VALUE`; `--` ends the
+ * options, and `-` alone is an argument (standard input). The parsed values point into argv,
+ * which must outlive them.
+ */
+#ifndef HARVESTD_STREAMCMD_H
+#define HARVESTD_STREAMCMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harvestd/redis.h"
+
+/** Longest stream or group name the commands accept (bytes). */
+#define HV_STREAMCMD_NAME_MAX 512
+
+/** `harvestd enqueue --redis URL [--stream S] [--batch NAME] [--rules NAME] [--timeout D]
+ *  FILE|-` */
+typedef struct {
+    const char *redis_url;
+    hv_redis_addr_t addr; /* redis_url, parsed */
+    const char *stream;   /* HV_STREAM_DEFAULT unless given */
+    const char *batch;    /* --batch, else FILE's base name */
+    const char *rules;    /* "" when not given */
+    const char *file;     /* a path, or "-" for standard input */
+    uint64_t timeout_ms;  /* --timeout; 0: the defaults (5 s to connect, 10 s per reply) */
+    int help;             /* --help: nothing else was checked */
+} hv_enqueue_args_t;
+
+/** `harvestd status --redis URL [--stream S] [--group G] [--batch NAME]... [--json]
+ *  [--timeout D]` */
+typedef struct {
+    const char *redis_url;
+    hv_redis_addr_t addr;
+    const char *stream;   /* HV_STREAM_DEFAULT unless given */
+    const char *group;    /* HV_STREAM_GROUP_DEFAULT unless given */
+    const char **batches; /* every --batch once, in the order given (owned: see _free) */
+    size_t nbatches;
+    int json;
+    uint64_t timeout_ms;
+    int help;
+} hv_status_args_t;
+
+/**
+ * Parse enqueue's arguments (argv[0] is the command's name). 0, or -1 with a usage error in
+ * `err` (one line, no "harvestd: " prefix): an unknown option, a missing value or file, a
+ * second file, a URL hv_redis_url_parse() refuses, a bad batch name (by
+ * hv_streamkeys_batch_name_ok(); standard input needs --batch), a bad duration.
+ */
+int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, char *err,
+                               size_t errcap);
+
+/** Parse status's arguments, as above. On success the caller frees with
+ *  hv_streamcmd_status_args_free(); on failure nothing is left to free. */
+int hv_streamcmd_parse_status(int argc, char **argv, hv_status_args_t *out, char *err,
+                              size_t errcap);
+
+void hv_streamcmd_status_args_free(hv_status_args_t *a);
+
+#endif

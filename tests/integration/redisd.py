@@ -1,0 +1,267 @@
+"""A real redis-server for the integration tests, and a minimal client to look at it.
+
+    RedisServer(tmp_dir, appendonly=False, fsync_always=False)
+        .start()     redis-server on a free port of 127.0.0.1, its files in tmp_dir; returns
+                     once it answers PING (a port taken meanwhile is retried with another)
+        .stop()      SHUTDOWN (NOSAVE unless appendonly) and wait; idempotent
+        .kill()      SIGKILL and wait
+        .restart()   start again on the same port and directory (after kill or stop)
+        .client()    a RespClient connected to it
+        .port, .url  ("redis://127.0.0.1:PORT")
+    RespClient(port, timeout=10).call(*args) -> str | int | list | None  (RESP2; bulk and
+                     simple strings decoded as UTF-8 with surrogateescape; an error reply
+                     raises RedisError, one inside an array is returned as a RedisError)
+
+The `redis_server` fixture (imported by conftest.py) yields a started server in
+tmp_path/"redis" and stops it after the test. Tests are skipped when redis-server is not
+installed (`make deps` installs it). The server never saves (--save ''), binds 127.0.0.1 only
+and logs to tmp_dir/redis.log, whose tail is in the error when it does not start.
+"""
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+REDIS_SERVER = os.environ.get("HARVESTD_REDIS_SERVER") or shutil.which("redis-server") or ""
+
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 15.0
+
+# Servers still running when the interpreter exits (a test run interrupted) are killed.
+_running = set()
+
+
+@atexit.register
+def _kill_leftovers():
+    for server in list(_running):
+        try:
+            server.kill()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+class RedisError(Exception):
+    """An error reply (-ERR ..., -WRONGTYPE ...): str(e) is its text."""
+
+
+def _encode(arg):
+    if isinstance(arg, bytes):
+        return arg
+    if isinstance(arg, (bytearray, memoryview)):
+        return bytes(arg)
+    return str(arg).encode("utf-8", "surrogateescape")
+
+
+class RespClient:
+    """One blocking RESP2 connection to 127.0.0.1:port."""
+
+    def __init__(self, port, timeout=10):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.file = self.sock.makefile("rb")
+
+    def call(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            data = _encode(a)
+            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+        self.sock.sendall(b"".join(out))
+        reply = self._read()
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+    def _line(self):
+        line = self.file.readline()
+        if not line.endswith(b"\r\n"):
+            raise ConnectionError("redis closed the connection")
+        return line[:-2]
+
+    def _read(self):
+        line = self._line()
+        kind, rest = line[:1], line[1:]
+        if kind == b"+":
+            return rest.decode("utf-8", "surrogateescape")
+        if kind == b"-":
+            return RedisError(rest.decode("utf-8", "surrogateescape"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.file.read(n + 2)
+            if len(data) != n + 2:
+                raise ConnectionError("redis closed the connection")
+            return data[:-2].decode("utf-8", "surrogateescape")
+        if kind == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self._read() for _ in range(n)]
+        raise ConnectionError("not a RESP2 reply: %r" % line[:100])
+
+    def close(self):
+        try:
+            self.file.close()
+        finally:
+            self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _free_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+class RedisServer:
+    """A redis-server process of the test's own."""
+
+    def __init__(self, tmp_dir, appendonly=False, fsync_always=False):
+        self.dir = str(tmp_dir)
+        self.appendonly = appendonly
+        self.fsync_always = fsync_always
+        self.port = _free_port()
+        self.proc = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    @property
+    def log_path(self):
+        return os.path.join(self.dir, "redis.log")
+
+    def argv(self):
+        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+                "--save", "", "--appendonly", "yes" if self.appendonly else "no"]
+        if self.fsync_always:
+            argv += ["--appendfsync", "always"]
+        argv += ["--daemonize", "no", "--protected-mode", "yes", "--logfile", self.log_path]
+        return argv
+
+    def log_tail(self, n=4000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode("utf-8", "replace")
+        except OSError:
+            return "(no log)"
+
+    def start(self):
+        """Start (the port is kept when it was started before); returns self."""
+        if not REDIS_SERVER:
+            pytest.skip("redis-server is not installed (make deps installs it)")
+        if self.running():
+            return self
+        os.makedirs(self.dir, exist_ok=True)
+        # A fresh port may be taken between choosing it and the server binding it: choose
+        # another then, unless this is a restart, which must keep its port.
+        attempts = 1 if self.proc is not None else 5
+        for attempt in range(attempts):
+            if attempt > 0:
+                self.port = _free_port()
+            if self._start_once():
+                return self
+        raise RuntimeError("redis-server did not start on 127.0.0.1:%d:\n%s"
+                           % (self.port, self.log_tail()))
+
+    def _start_once(self):
+        self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _running.add(self)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                _running.discard(self)
+                return False
+            try:
+                with RespClient(self.port, timeout=2) as c:
+                    if c.call("PING") == "PONG":
+                        return True
+            except (OSError, RedisError):  # not listening yet, or -LOADING
+                pass
+            time.sleep(0.02)
+        self.kill()
+        return False
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        """SHUTDOWN (NOSAVE unless appendonly) and wait for the process; idempotent."""
+        if not self.running():
+            self._reap()
+            return
+        try:
+            with RespClient(self.port, timeout=5) as c:
+                if self.appendonly:
+                    c.call("SHUTDOWN")
+                else:
+                    c.call("SHUTDOWN", "NOSAVE")
+        except (OSError, RedisError):
+            pass  # the server closes the connection instead of answering
+        try:
+            self.proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._reap()
+
+    def kill(self):
+        """SIGKILL and wait."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._reap()
+
+    def _reap(self):
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pass
+        _running.discard(self)
+
+    def restart(self):
+        """Start again on the same port and directory (after kill() or stop())."""
+        if self.running():
+            raise RuntimeError("restart() of a redis-server that is still running")
+        return self.start()
+
+    def client(self):
+        return RespClient(self.port)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A started redis-server of the test's own (files in tmp_path/"redis"), always stopped."""
+    if not REDIS_SERVER:
+        pytest.skip("redis-server is not installed (make deps installs it)")
+    server = RedisServer(tmp_path / "redis")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,168 @@
+/*
+ * test_streamcmd.c: the command lines of enqueue and status (streamcmd.h): defaults, both
+ * spellings of an option, `--` and `-`, and each usage error. Nothing here touches a network.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/streamcmd.h"
+#include "harvestd/streamkeys.h"
+#include "test.h"
+
+#define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static char err[1200];
+
+static int enqueue_args(int argc, const char **argv, hv_enqueue_args_t *out)
+{
+    err[0] = '\0';
+    return hv_streamcmd_parse_enqueue(argc, (char **)(void *)argv, out, err, sizeof(err));
+}
+
+static int status_args(int argc, const char **argv, hv_status_args_t *out)
+{
+    err[0] = '\0';
+    return hv_streamcmd_parse_status(argc, (char **)(void *)argv, out, err, sizeof(err));
+}
+
+/* Refused, with `want` in the message. */
+#define ASSERT_ENQUEUE_USAGE(want, ...)                                                            \
+    do {                                                                                           \
+        const char *uargv[] = {"enqueue", __VA_ARGS__};                                            \
+        hv_enqueue_args_t uargs;                                                                   \
+        ASSERT_EQ(-1, enqueue_args(ARGC(uargv), uargv, &uargs));                                   \
+        if (strstr(err, (want)) == NULL)                                                           \
+            hv_test_fail(__FILE__, __LINE__, "\"%s\" not in \"%s\"", (want), err);                 \
+    } while (0)
+
+#define ASSERT_STATUS_USAGE(want, ...)                                                             \
+    do {                                                                                           \
+        const char *uargv[] = {"status", __VA_ARGS__};                                             \
+        hv_status_args_t uargs;                                                                    \
+        ASSERT_EQ(-1, status_args(ARGC(uargv), uargv, &uargs));                                    \
+        ASSERT_NULL(uargs.batches);                                                                \
+        if (strstr(err, (want)) == NULL)                                                           \
+            hv_test_fail(__FILE__, __LINE__, "\"%s\" not in \"%s\"", (want), err);                 \
+    } while (0)
+
+TEST_IMPL(streamcmd_enqueue_defaults)
+{
+    const char *argv[] = {"enqueue", "--redis", "redis://127.0.0.1", "lists/urls.txt"};
+    hv_enqueue_args_t a;
+    ASSERT_OK(enqueue_args(ARGC(argv), argv, &a));
+    ASSERT_EQ(0, a.help);
+    ASSERT_STR_EQ("redis://127.0.0.1", a.redis_url);
+    ASSERT_STR_EQ("127.0.0.1", a.addr.host);
+    ASSERT_EQ(6379, a.addr.port);
+    ASSERT_EQ(0, a.addr.db);
+    ASSERT_STR_EQ(HV_STREAM_DEFAULT, a.stream);
+    ASSERT_STR_EQ("urls.txt", a.batch); /* the file's base name */
+    ASSERT_STR_EQ("", a.rules);
+    ASSERT_STR_EQ("lists/urls.txt", a.file);
+    ASSERT_EQ(0, a.timeout_ms);
+}
+
+TEST_IMPL(streamcmd_enqueue_every_option)
+{
+    const char *argv[] = {
+        "enqueue",      "--stream=s",     "--batch", "b",
+        "--rules=news", "--timeout",      "1500ms",  "--redis=redis://[::1]:7000/2",
+        "--",           "--not-an-option"};
+    hv_enqueue_args_t a;
+    ASSERT_OK(enqueue_args(ARGC(argv), argv, &a));
+    ASSERT_STR_EQ("::1", a.addr.host);
+    ASSERT_EQ(7000, a.addr.port);
+    ASSERT_EQ(2, a.addr.db);
+    ASSERT_STR_EQ("s", a.stream);
+    ASSERT_STR_EQ("b", a.batch);
+    ASSERT_STR_EQ("news", a.rules);
+    ASSERT_EQ(1500, a.timeout_ms);
+    ASSERT_STR_EQ("--not-an-option", a.file);
+
+    /* Standard input, with its batch; a bare number of seconds; an empty value. */
+    const char *in[] = {"enqueue",   "--redis", "redis://h", "--batch", "in",
+                        "--timeout", "3",       "--rules=",  "-"};
+    ASSERT_OK(enqueue_args(ARGC(in), in, &a));
+    ASSERT_STR_EQ("-", a.file);
+    ASSERT_STR_EQ("in", a.batch);
+    ASSERT_STR_EQ("", a.rules);
+    ASSERT_EQ(3000, a.timeout_ms);
+}
+
+TEST_IMPL(streamcmd_enqueue_help_needs_nothing_else)
+{
+    const char *argv[] = {"enqueue", "--help"};
+    hv_enqueue_args_t a;
+    ASSERT_OK(enqueue_args(ARGC(argv), argv, &a));
+    ASSERT_EQ(1, a.help);
+}
+
+TEST_IMPL(streamcmd_enqueue_usage_errors)
+{
+    char long_batch[HV_STREAM_BATCH_MAX + 2];
+    memset(long_batch, 'b', sizeof(long_batch) - 1);
+    long_batch[sizeof(long_batch) - 1] = '\0';
+
+    ASSERT_ENQUEUE_USAGE("--redis redis://HOST[:PORT][/DB] is required", "f");
+    ASSERT_ENQUEUE_USAGE("is not a redis://", "--redis", "localhost:6379", "f");
+    ASSERT_ENQUEUE_USAGE("TLS to Redis is not supported", "--redis", "rediss://h", "f");
+    ASSERT_ENQUEUE_USAGE("a FILE to enqueue is needed", "--redis", "redis://h");
+    ASSERT_ENQUEUE_USAGE("one FILE at a time ('g' is a second)", "--redis", "redis://h", "f", "g");
+    ASSERT_ENQUEUE_USAGE("standard input needs --batch NAME", "--redis", "redis://h", "-");
+    ASSERT_ENQUEUE_USAGE("unknown option '--bogus=1'", "--redis", "redis://h", "--bogus=1", "f");
+    ASSERT_ENQUEUE_USAGE("unknown option '-b'", "--redis", "redis://h", "-b", "x", "f");
+    ASSERT_ENQUEUE_USAGE("unknown option '--json'", "--redis", "redis://h", "--json", "f");
+    ASSERT_ENQUEUE_USAGE("option '--redis' needs a value", "f", "--redis");
+    ASSERT_ENQUEUE_USAGE("option '--help' takes no value", "--help=1");
+    ASSERT_ENQUEUE_USAGE("'' is not a batch name", "--redis", "redis://h", "--batch=", "f");
+    ASSERT_ENQUEUE_USAGE("is not a batch name", "--redis", "redis://h", "--batch", "a\x01", "f");
+    ASSERT_ENQUEUE_USAGE("is not a batch name", "--redis", "redis://h", "--batch", long_batch, "f");
+    ASSERT_ENQUEUE_USAGE("'' is not a batch name", "--redis", "redis://h", "dir/");
+    ASSERT_ENQUEUE_USAGE("--stream: a name", "--redis", "redis://h", "--stream=", "f");
+    ASSERT_ENQUEUE_USAGE("--timeout: 'soon'", "--redis", "redis://h", "--timeout", "soon", "f");
+    ASSERT_ENQUEUE_USAGE("--timeout: '0s'", "--redis", "redis://h", "--timeout", "0s", "f");
+}
+
+TEST_IMPL(streamcmd_status_defaults_and_batches)
+{
+    const char *argv[] = {"status",  "--redis", "redis://10.0.0.1:1234",
+                          "--batch", "b",       "--batch=a",
+                          "--batch", "b",       "--json",
+                          "--group", "g"};
+    hv_status_args_t a;
+    ASSERT_OK(status_args(ARGC(argv), argv, &a));
+    ASSERT_STR_EQ("10.0.0.1", a.addr.host);
+    ASSERT_EQ(1234, a.addr.port);
+    ASSERT_STR_EQ(HV_STREAM_DEFAULT, a.stream);
+    ASSERT_STR_EQ("g", a.group);
+    ASSERT_EQ(1, a.json);
+    ASSERT_EQ(2, a.nbatches); /* each once, in the order given */
+    ASSERT_STR_EQ("b", a.batches[0]);
+    ASSERT_STR_EQ("a", a.batches[1]);
+    hv_streamcmd_status_args_free(&a);
+    ASSERT_NULL(a.batches);
+
+    const char *plain[] = {"status", "--redis=redis://h"};
+    ASSERT_OK(status_args(ARGC(plain), plain, &a));
+    ASSERT_STR_EQ(HV_STREAM_GROUP_DEFAULT, a.group);
+    ASSERT_EQ(0, a.nbatches);
+    ASSERT_EQ(0, a.json);
+    hv_streamcmd_status_args_free(&a);
+
+    const char *help[] = {"status", "--help"};
+    ASSERT_OK(status_args(ARGC(help), help, &a));
+    ASSERT_EQ(1, a.help);
+    hv_streamcmd_status_args_free(&a);
+}
+
+TEST_IMPL(streamcmd_status_usage_errors)
+{
+    ASSERT_STATUS_USAGE("--redis redis://HOST[:PORT][/DB] is required", "--json");
+    ASSERT_STATUS_USAGE("status takes no arguments ('x')", "--redis", "redis://h", "x");
+    ASSERT_STATUS_USAGE("status takes no arguments ('-')", "--redis", "redis://h", "-");
+    ASSERT_STATUS_USAGE("is not a batch name", "--redis", "redis://h", "--batch", "a\nb");
+    ASSERT_STATUS_USAGE("option '--json' takes no value", "--redis", "redis://h", "--json=no");
+    ASSERT_STATUS_USAGE("--group: a name", "--redis", "redis://h", "--group=");
+    ASSERT_STATUS_USAGE("unknown option '--rules'", "--redis", "redis://h", "--rules", "r");
+    ASSERT_STATUS_USAGE("is not a redis://", "--redis", "redis://h:0");
+}
