@@ -131,6 +131,7 @@ struct hv_stream_s {
     int pending_done;      /* this run has read its old pending entries (phase P_NEW once) */
     char cursor[ID_MAX];   /* P_PENDING: the last id read */
     int reading;
+    int drained;           /* the last read returned fewer entries than it asked for */
     int grouping;
     int claiming;
     int refreshing;
@@ -654,8 +655,9 @@ static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep
 {
     readreq_t *rq = data;
     hv_stream_t *s = rq->s;
+    unsigned asked = rq->count;
     (void)r;
-    s->asked -= rq->count;
+    s->asked -= asked;
     free(rq);
     s->reading = 0;
     if (status != 0)
@@ -679,6 +681,8 @@ static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep
     }
     char last[ID_MAX] = "";
     size_t n = take_read(s, rep, last, sizeof(last));
+    /* Fewer than asked: the stream has nothing more for now. */
+    s->drained = s->phase == P_NEW && n < asked;
     if (s->phase == P_PENDING) {
         if (n == 0) {
             s->phase = P_NEW;
@@ -1034,9 +1038,10 @@ static void pass(hv_stream_t *s)
         start_read(s);
     if (!s->closing && s->wr.up && !s->refreshing && now >= s->next_refresh_ms)
         start_refresh(s);
-    /* Reading waits for entries that wait for an fsync: sync now rather than at the
-     * interval. */
-    if (active && free_slots(s) < bound(s) / 4 + 1 && s->nacks + s->nacking < s->nheld) {
+    /* Reading waits for entries that wait for an fsync, or there is nothing more to read:
+     * sync now rather than at the interval (which only spreads fsyncs out under load). */
+    if (active && (s->drained || free_slots(s) < bound(s) / 4 + 1) &&
+        s->nacks + s->nacking < s->nheld) {
         HASH_ITER(hh, s->slots, sl, tmp) {
             if (sl->batch != NULL && hv_batch_unsynced(sl->batch) > 0)
                 hv_batch_sync_soon(sl->batch);

@@ -940,6 +940,8 @@ class Daemon:
 #   HV_FAULT_INOTIFY_INIT=ENAME       inotify_init1() fails with that errno
 #   HV_FAULT_INOTIFY_ADD_WATCH=ENAME  inotify_add_watch() fails with that errno (ENOSPC: the
 #                                     host's watch limit is used up)
+#   HV_FAULT_FSYNC=ENAME              fsync() of a file whose path contains HV_FAULT_FSYNC_PATH
+#                                     (any file when unset) fails with that errno
 #   HV_TRACE_FILE=PATH                appends "fsync PATH", "unlink PATH", "rename FROM TO" and
 #                                     "renameat2 FROM TO" for each such call that succeeded, in
 #                                     call order (fsync names the file through /proc/self/fd;
@@ -1030,6 +1032,12 @@ int fsync(int fd)
     snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, path, sizeof(path) - 1);
     path[n > 0 ? n : 0] = '\0';
+    int e = fault("HV_FAULT_FSYNC");
+    const char *only = getenv("HV_FAULT_FSYNC_PATH");
+    if (e != 0 && (only == NULL || strstr(path, only) != NULL)) {
+        errno = e;
+        return -1;
+    }
     int rc = ((int (*)(int))next("fsync"))(fd);
     if (rc == 0)
         trace("fsync", path, NULL);

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness import SLOWDOWN
+from harness import SLOWDOWN, preload_env
 from redisd import REDIS_SERVER, RedisServer
 
 STREAM = "harvestd:urls"
@@ -155,22 +155,26 @@ def test_92_01_every_entry_gets_one_record_and_is_acknowledged(
 
 def test_92_02_no_acknowledgement_before_the_record_is_synced(
         redis_server, start_daemon, spool, origin):
-    # An hour's fsync interval and a bound far above the load: nothing asks for an early
-    # fsync, so the records sit written but unsynced, and their entries stay pending, until
-    # the batch closes its output after being quiet for a few seconds (which syncs it).
+    # Every fsync of the stream's output fails: the records reach the file, but never become
+    # durable, so no entry may be acknowledged; the daemon stops with a failure of its own
+    # (exit 1) and leaves every entry pending for the next run.
     c = redis_server.client()
     xadd_lines(c, "b2", [origin.url("/page?title=u%d" % i) for i in range(10)])
-    d = start_daemon(**stream_config(redis_server, fsync="interval", fsync_interval="1h",
-                                     queue_size="1000", redis_consumer="n"))
+    env = preload_env(HV_FAULT_FSYNC="EIO", HV_FAULT_FSYNC_PATH="b2.n.jsonl")
     path = os.path.join(str(spool.root), "out", "b2.n.jsonl")
-    wait_for(lambda: os.path.exists(path) and open(path, "rb").read().count(b"\n") == 10, 20,
-             "10 records written", [d])
-    assert pending_total(c) == 10
+    os.makedirs(os.path.dirname(path))
+    open(path, "wb").close()  # there already: its creation (and that fsync) is not the test
+    d = start_daemon(env=env, **stream_config(redis_server, redis_consumer="n"))
+    assert d.wait(20) == 1
+    assert open(path, "rb").read().count(b"\n") >= 1  # written...
+    assert pending_total(c) == 10                       # ...but not acknowledged
     assert batch_hash(c, "b2").get("done", 0) == 0
-    wait_for(lambda: batch_hash(c, "b2").get("done", 0) == 10, 30, "the acknowledgements", [d])
+    err = d.stderr_text()
+    assert "event=fatal" in err and "b2.n.jsonl" in err
+    # Without the fault, the next run writes them again and acknowledges them.
+    d = start_daemon(**stream_config(redis_server, redis_consumer="n"))
+    wait_for(lambda: batch_hash(c, "b2").get("done", 0) == 10, 20, "the acknowledgements", [d])
     assert pending_total(c) == 0
-    wait_for(lambda: d.events("stream_batch_closed"), 10, "the batch's close", [d])
-    assert d.events("stream_batch_closed")[0]["batch"] == "b2"
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
 
