@@ -17,8 +17,10 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <ini.h>
@@ -1018,6 +1020,19 @@ void hv_config_defaults(hv_config_t *cfg)
     }
 }
 
+/* HOSTNAME:SPOOL_DIR (the spool as an absolute path when it exists): stable across restarts,
+ * and different for two daemons unless they share a spool. */
+static void default_consumer(hv_config_t *cfg)
+{
+    char host[256] = "localhost", dir[PATH_MAX];
+    if (gethostname(host, sizeof(host) - 1) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    if (realpath(cfg->spool_dir, dir) == NULL)
+        snprintf(dir, sizeof(dir), "%s", cfg->spool_dir);
+    snprintf(cfg->redis_consumer, sizeof(cfg->redis_consumer), "%.64s:%.180s", host, dir);
+}
+
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
 {
     for (unsigned i = 0; i < cfg->nrulesets; i++) {
@@ -1054,6 +1069,8 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
             snprintf(err, errcap, "redis_stream and redis_group must not be empty");
             return UV_EINVAL;
         }
+        if (cfg->redis_consumer[0] == '\0')
+            default_consumer(cfg);
     }
     return 0;
 }

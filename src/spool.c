@@ -20,6 +20,7 @@
 #include "harvestd/reader.h"
 #include "harvestd/record.h"
 #include "harvestd/resume.h"
+#include "harvestd/streamkeys.h"
 #include "harvestd/utf8.h"
 
 #define MAX_SUFFIX 10000
@@ -671,8 +672,22 @@ static int lock_input(const char *path, char *reason, size_t cap)
     return fd;
 }
 
+/* With the stream as a source too, out/ also holds BATCH.CONSUMER.jsonl: a spool file named
+ * like X.CONSUMER would write where the stream's batch X does. */
+static int looks_like_stream_output(const hv_spool_t *sp, const char *name)
+{
+    char tail[3 * 256 + 16];
+    if (!(sp->cfg->sources & HV_SOURCE_REDIS) ||
+        hv_streamkeys_output_name("x", sp->cfg->redis_consumer, tail, sizeof(tail)) != 0)
+        return 0;
+    size_t tn = strlen(tail) - 1 - 6, n = strlen(name); /* ".CONSUMER" */
+    return n > tn && memcmp(name + n - tn, tail + 1, tn) == 0;
+}
+
 static int name_in_use(hv_spool_t *sp, const char *name)
 {
+    if (looks_like_stream_output(sp, name))
+        return 1;
     char *paths[4] = {join(sp->out, name, ".jsonl"), join(sp->out, name, ".summary.json"),
                       join(sp->active, name, ""), join(sp->done, name, "")};
     int used = 0;

@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1074,17 +1073,6 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- lifecycle ---- */
 
-static void default_consumer(const hv_config_t *cfg, char *out, size_t cap)
-{
-    char host[256] = "localhost", dir[PATH_MAX];
-    if (gethostname(host, sizeof(host) - 1) != 0)
-        snprintf(host, sizeof(host), "localhost");
-    host[sizeof(host) - 1] = '\0';
-    if (realpath(cfg->spool_dir, dir) == NULL)
-        snprintf(dir, sizeof(dir), "%s", cfg->spool_dir);
-    snprintf(out, cap, "%.64s:%.180s", host, dir);
-}
-
 static void on_handles_closed(hv_handles_t *hs)
 {
     hv_stream_t *s = hv_container_of(hs, hv_stream_t, handles);
@@ -1112,10 +1100,7 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     s->ud = ud;
     s->addr = addr;
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", out_dir);
-    if (cfg->redis_consumer[0] != '\0')
-        snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer);
-    else
-        default_consumer(cfg, s->consumer, sizeof(s->consumer));
+    snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer); /* see config */
     s->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4);
     s->env.loop = loop;
     s->env.dns = s->dns;

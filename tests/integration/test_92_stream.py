@@ -337,8 +337,10 @@ def test_92_09_spool_and_redis_together(redis_server, start_daemon, spool, origi
     xadd_lines(c, "both", [origin.url("/page?title=r%d" % i) for i in range(20)])
     d = start_daemon(**stream_config(redis_server, source="spool, redis", redis_consumer="n"))
     spool.drop("file.txt", [origin.url("/page?title=f%d" % i) for i in range(20)])
-    wait_for(lambda: batch_hash(c, "both").get("done", 0) == 20 and spool.has_summary("file.txt"),
-             30, "both sources", [d])
+    # Named like stream batch "both"'s output of consumer "n": claimed under another name.
+    spool.drop("both.n", [origin.url("/page?title=x")])
+    wait_for(lambda: batch_hash(c, "both").get("done", 0) == 20 and spool.has_summary("file.txt")
+             and spool.has_summary("both.n.1"), 30, "both sources", [d])
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
     assert len(spool.records("file.txt")) == 20
