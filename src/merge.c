@@ -1,74 +1,128 @@
 /*
- * merge.c: `harvestd merge --batch NAME -o FILE DIR_OR_FILE...`: the outputs several daemons
- * wrote for one stream batch, made into the file one `--once` run would have written: one
- * record per line, in line order, the last record of a line winning.
- *
- * "Last" across daemons is the later `fetched_at` (a record with one beats a record
- * without); on a tie, the one read later (argument order, then position in its file). Only
- * an index is kept per record (line, fetched_at, file, offset, length: 32 bytes); the
- * winners' bytes are then copied from their files as they are, never re-serialised.
+ * merge.c: `harvestd merge --batch NAME -o FILE DIR_OR_FILE...` (see merge.h for what is
+ * merged and how the winner of a line is chosen).
  */
+#include "harvestd/merge.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "harvestd/commands.h"
 #include "harvestd/common.h"
+#include "harvestd/record.h"
 #include "harvestd/streamkeys.h"
 
-enum { M_OK = 0, M_IO = 1, M_USAGE = 2 };
+#define EXIT_IO 1
+#define EXIT_USAGE 2
 
+/* Reading: the buffer starts small and grows up to one whole line of the longest record. */
+#define READ_CHUNK ((size_t)64 << 10)
+/* Writing: winners are gathered into one buffer and written in large pieces. */
+#define WRITE_BUF ((size_t)1 << 20)
+
+/* One record of the batch, as the index keeps it. */
 typedef struct {
     uint64_t line;
-    uint64_t at;   /* fetched_at as YYYYMMDDhhmmssmmm; 0: absent */
-    uint64_t off;
-    uint32_t file;
+    uint64_t at;   /* hv_merge_time_key() of fetched_at; 0: none */
+    uint64_t off;  /* where the record starts in its file */
+    uint32_t file; /* index into hv_merge_t.files: with `off`, the reading order */
     uint32_t len;  /* the record's bytes, without its newline */
 } entry_t;
 
+_Static_assert(sizeof(entry_t) == 32, "the index is meant to stay at 32 bytes a record");
+
 typedef struct {
-    const char *batch;
-    const char *output;
-    char **files;
+    char *path;
+    dev_t dev; /* the file that was indexed: writing checks it reads the same one */
+    ino_t ino;
+} input_t;
+
+struct hv_merge_s {
+    char *batch;
+    input_t *files;
     size_t nfiles, capfiles;
     entry_t *v;
     size_t n, cap;
-    uint64_t invalid, torn, other, too_long;
-} merge_t;
+    hv_merge_stats_t st;
+};
 
-static int usage(const char *msg, const char *arg)
+__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errcap, int code,
+                                                      const char *fmt, ...)
 {
-    fprintf(stderr, "harvestd: merge: %s%s\nTry 'harvestd merge --help'.\n", msg,
-            arg != NULL ? arg : "");
-    return M_USAGE;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errcap, fmt, ap);
+    va_end(ap);
+    return code;
 }
 
-static void help(void)
+hv_merge_t *hv_merge_new(const char *batch)
 {
-    printf("usage: harvestd merge --batch NAME -o FILE DIR_OR_FILE...\n"
-           "\n"
-           "Reads the records of stream batch NAME that daemons wrote (a FILE as it is; a DIR\n"
-           "for the batch's files in it and in DIR/out, i.e. a spool) and writes FILE (created;\n"
-           "'-' for standard output): exactly one record per line, in line order, the last\n"
-           "record of a line winning (the later fetched_at, then the later file and position).\n"
-           "\n"
-           "Exit status: 0 merged, 1 a file could not be read or written, 2 usage error.\n");
+    hv_merge_t *m = hv_xcalloc(1, sizeof(*m));
+    m->batch = hv_xstrdup(batch);
+    return m;
 }
 
-static void add_file(merge_t *m, const char *path)
+void hv_merge_free(hv_merge_t *m)
 {
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i < m->nfiles; i++)
+        free(m->files[i].path);
+    free(m->files);
+    free(m->v);
+    free(m->batch);
+    free(m);
+}
+
+size_t hv_merge_nfiles(const hv_merge_t *m)
+{
+    return m->nfiles;
+}
+
+const char *hv_merge_file_path(const hv_merge_t *m, size_t i)
+{
+    return i < m->nfiles ? m->files[i].path : NULL;
+}
+
+void hv_merge_get_stats(const hv_merge_t *m, hv_merge_stats_t *out)
+{
+    *out = m->st;
+    out->files = m->nfiles;
+}
+
+/* ------------------------------------------------------------------------------ inputs */
+
+static void add_file(hv_merge_t *m, const char *path, const struct stat *st)
+{
+    for (size_t i = 0; i < m->nfiles; i++)
+        if (m->files[i].dev == st->st_dev && m->files[i].ino == st->st_ino)
+            return; /* named twice (a spool and one of its files): its records count once */
     if (m->nfiles == m->capfiles) {
         m->capfiles = m->capfiles ? 2 * m->capfiles : 16;
         m->files = hv_xrealloc(m->files, m->capfiles * sizeof(*m->files));
     }
-    m->files[m->nfiles++] = hv_xstrdup(path);
+    m->files[m->nfiles++] =
+        (input_t){.path = hv_xstrdup(path), .dev = st->st_dev, .ino = st->st_ino};
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t dn = strlen(dir), len = dn + 1 + strlen(name) + 1;
+    char *p = hv_xmalloc(len);
+    snprintf(p, len, "%s%s%s", dir, dn > 0 && dir[dn - 1] == '/' ? "" : "/", name);
+    return p;
 }
 
 static int by_name(const void *a, const void *b)
@@ -76,16 +130,24 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The batch's outputs in `dir`, sorted by name. */
-static int add_dir(merge_t *m, const char *dir)
+/* The batch's outputs among the entries of `dir`, in name order. */
+static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return errno == ENOENT ? 0 : -errno;
     char **names = NULL;
     size_t n = 0, cap = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    int rc = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return fail(err, errcap, -errno, "cannot read directory %s: %s", dir, strerror(errno));
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (de == NULL) {
+            if (errno != 0)
+                rc =
+                    fail(err, errcap, -errno, "cannot read directory %s: %s", dir, strerror(errno));
+            break;
+        }
         if (!hv_streamkeys_is_output_of(de->d_name, m->batch))
             continue;
         if (n == cap) {
@@ -95,129 +157,397 @@ static int add_dir(merge_t *m, const char *dir)
         names[n++] = hv_xstrdup(de->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof(*names), by_name);
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(dir) + 1 + strlen(names[i]) + 1;
-        char *p = hv_xmalloc(len);
-        snprintf(p, len, "%s/%s", dir, names[i]);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), by_name);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char *p = join(dir, names[i]);
         struct stat st;
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-            add_file(m, p);
+        if (stat(p, &st) != 0)
+            rc = fail(err, errcap, -errno, "cannot read %s: %s", p, strerror(errno));
+        else if (!S_ISREG(st.st_mode))
+            rc = fail(err, errcap, UV_EFTYPE, "cannot read %s: not a regular file", p);
+        else
+            add_file(m, p, &st);
         free(p);
-        free(names[i]);
     }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
     free(names);
-    return 0;
+    return rc;
 }
 
-/* "2026-12-02T13:49:36.216Z" as 20261202134936216; 0 for anything else. */
-static uint64_t when_key(const char *s)
+int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap)
 {
-    static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
-    uint64_t v = 0;
-    if (s == NULL || strlen(s) != sizeof(shape) - 1)
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return fail(err, errcap, -errno, "%s: %s", path, strerror(errno));
+    if (S_ISREG(st.st_mode)) {
+        add_file(m, path, &st);
         return 0;
-    for (size_t i = 0; shape[i] != '\0'; i++) {
-        if (shape[i] == 'd') {
-            if (s[i] < '0' || s[i] > '9')
-                return 0;
-            v = v * 10 + (uint64_t)(s[i] - '0');
-        } else if (s[i] != shape[i]) {
-            return 0;
-        }
+    }
+    if (!S_ISDIR(st.st_mode))
+        return fail(err, errcap, UV_EFTYPE,
+                    "cannot read %s: not a regular file or a directory (inputs are read twice)",
+                    path);
+    int rc = add_dir(m, path, err, errcap);
+    if (rc != 0)
+        return rc;
+    char *out = join(path, "out");
+    if (stat(out, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            rc = add_dir(m, out, err, errcap);
+    } else if (errno != ENOENT) {
+        rc = fail(err, errcap, -errno, "cannot read directory %s: %s", out, strerror(errno));
+    }
+    free(out);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------ parsing */
+
+/* `n` digits at `s` as a number, or -1. */
+static int digits(const char *s, size_t n)
+{
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (s[i] - '0');
     }
     return v;
 }
 
-static void add_entry(merge_t *m, const entry_t *e)
+uint64_t hv_merge_time_key(const char *s)
 {
-    if (m->n == m->cap) {
-        m->cap = m->cap ? 2 * m->cap : 4096;
-        m->v = hv_xrealloc(m->v, m->cap * sizeof(*m->v));
+    if (s == NULL || strlen(s) < 20)
+        return 0;
+    int year = digits(s, 4), mon = digits(s + 5, 2), day = digits(s + 8, 2);
+    int hour = digits(s + 11, 2), min = digits(s + 14, 2), sec = digits(s + 17, 2);
+    if (s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':' ||
+        s[16] != ':' || year < 0 || mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 ||
+        hour > 23 || min < 0 || min > 59 || sec < 0 || sec > 60)
+        return 0;
+    const char *p = s + 19;
+    int ms = 0;
+    if (*p == '.') {
+        int nd = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, nd++)
+            if (nd < 3)
+                ms = ms * 10 + (*p - '0');
+        if (nd == 0)
+            return 0;
+        for (; nd < 3; nd++)
+            ms *= 10;
     }
-    m->v[m->n++] = *e;
+    if ((*p != 'Z' && *p != 'z') || p[1] != '\0')
+        return 0;
+    uint64_t v = (uint64_t)year;
+    v = v * 100 + (uint64_t)mon;
+    v = v * 100 + (uint64_t)day;
+    v = v * 100 + (uint64_t)hour;
+    v = v * 100 + (uint64_t)min;
+    v = v * 100 + (uint64_t)sec;
+    return v * 1000 + (uint64_t)ms;
 }
 
-/* One line of file `fi` at `off` (without its newline; `complete`: it had one). */
-static void index_line(merge_t *m, uint32_t fi, uint64_t off, const char *text, size_t len,
-                       int complete)
+hv_merge_line_t hv_merge_parse_line(const char *text, size_t len, const char *batch, uint64_t *line,
+                                    uint64_t *at)
 {
-    cJSON *obj = cJSON_ParseWithLength(text, len);
-    const cJSON *batch = cJSON_GetObjectItemCaseSensitive(obj, "batch");
-    const cJSON *line = cJSON_GetObjectItemCaseSensitive(obj, "line");
-    if (!cJSON_IsObject(obj) || !cJSON_IsString(batch) || !cJSON_IsNumber(line) ||
-        line->valuedouble < 1 || line->valuedouble > 9007199254740992.0 ||
-        line->valuedouble != (double)(uint64_t)line->valuedouble) {
-        if (!complete)
-            m->torn++;
-        else if (cJSON_IsObject(obj) && cJSON_IsString(batch) && strcmp(batch->valuestring, m->batch) != 0)
-            m->other++;
-        else
-            m->invalid++;
-        cJSON_Delete(obj);
-        return;
+    hv_merge_line_t kind = HV_MERGE_LINE_INVALID;
+    const char *end = NULL;
+    /* Exactly one object and nothing after it, not even a blank: the writer's lines, and
+     * what resume.c keeps. */
+    cJSON *obj = len > 0 ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
+    if (obj == NULL || !cJSON_IsObject(obj) || end != text + len)
+        goto out;
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(obj, "batch");
+    if (!cJSON_IsString(b))
+        goto out;
+    if (strcmp(b->valuestring, batch) != 0) {
+        kind = HV_MERGE_LINE_OTHER_BATCH;
+        goto out;
     }
-    if (strcmp(batch->valuestring, m->batch) != 0) {
-        m->other++;
-        cJSON_Delete(obj);
-        return;
-    }
-    if (len > UINT32_MAX) {
-        m->too_long++;
-        cJSON_Delete(obj);
-        return;
-    }
-    const cJSON *at = cJSON_GetObjectItemCaseSensitive(obj, "fetched_at");
-    entry_t e = {
-        .line = (uint64_t)line->valuedouble,
-        .at = cJSON_IsString(at) ? when_key(at->valuestring) : 0,
-        .off = off,
-        .file = fi,
-        .len = (uint32_t)len,
-    };
+    /* A double holds every integer up to 2^53 exactly; cJSON keeps numbers as doubles. */
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(obj, "line");
+    if (!cJSON_IsNumber(l) || !(l->valuedouble >= 1 && l->valuedouble <= 9007199254740992.0) ||
+        l->valuedouble != (double)(uint64_t)l->valuedouble)
+        goto out;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, "fetched_at");
+    *line = (uint64_t)l->valuedouble;
+    *at = cJSON_IsString(f) ? hv_merge_time_key(f->valuestring) : 0;
+    kind = HV_MERGE_LINE_RECORD;
+out:
     cJSON_Delete(obj);
-    add_entry(m, &e);
+    return kind;
 }
 
-static int index_file(merge_t *m, uint32_t fi, char *err, size_t errcap)
+/* ------------------------------------------------------------------------------ indexing */
+
+/* 0, or UV_ENOMEM when the index cannot grow (it is sized by the inputs, so running out is
+ * an error to report, not a reason to abort). */
+static int index_line(hv_merge_t *m, uint32_t fi, uint64_t off, const char *text, size_t len)
 {
-    FILE *f = fopen(m->files[fi], "rb");
-    if (f == NULL) {
-        snprintf(err, errcap, "cannot read %s: %s", m->files[fi], strerror(errno));
-        return -1;
+    entry_t e = {.off = off, .file = fi, .len = (uint32_t)len};
+    switch (hv_merge_parse_line(text, len, m->batch, &e.line, &e.at)) {
+    case HV_MERGE_LINE_RECORD:
+        break;
+    case HV_MERGE_LINE_OTHER_BATCH:
+        m->st.other++;
+        return 0;
+    case HV_MERGE_LINE_INVALID:
+    default:
+        m->st.invalid++;
+        return 0;
     }
+    if (m->n == m->cap) {
+        /* Grow by half, not double: the index is the merge's memory. Large blocks are
+         * mmap()ed, so glibc's realloc moves them with mremap() rather than copying. */
+        size_t cap = m->cap ? m->cap + m->cap / 2 : 4096;
+        entry_t *v = cap < SIZE_MAX / sizeof(*v) ? realloc(m->v, cap * sizeof(*v)) : NULL;
+        if (v == NULL)
+            return UV_ENOMEM;
+        m->v = v;
+        m->cap = cap;
+    }
+    m->v[m->n++] = e;
+    m->st.records++;
+    return 0;
+}
+
+static int read_some(int fd, char *p, size_t n, size_t *got)
+{
+    ssize_t r;
+    do
+        r = read(fd, p, n);
+    while (r < 0 && errno == EINTR);
+    if (r < 0)
+        return -errno;
+    *got = (size_t)r;
+    return 0;
+}
+
+/*
+ * Index the lines of file `fi`. The buffer holds the current line from its start, and grows
+ * until that line's newline is in it, but never beyond HV_RECORD_LINE_MAX (the longest line
+ * the writer writes, newline included): a longer line is skipped up to its newline, with
+ * nothing of it kept.
+ */
+static int index_file(hv_merge_t *m, uint32_t fi, char *err, size_t errcap)
+{
+    input_t *in = &m->files[fi];
+    size_t cap = READ_CHUNK, have = 0;
     char *buf = NULL;
-    size_t cap = 0;
-    uint64_t off = 0;
-    ssize_t n;
-    errno = 0;
-    while ((n = getline(&buf, &cap, f)) > 0) {
-        int complete = buf[n - 1] == '\n';
-        size_t len = (size_t)n - (complete ? 1 : 0);
-        if (len > 0)
-            index_line(m, fi, off, buf, len, complete);
-        off += (uint64_t)n;
+    uint64_t base = 0; /* the file offset of buf[0] */
+    int skipping = 0, rc = 0;
+    struct stat st;
+
+    int fd = open(in->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        rc = fail(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
+        goto out;
     }
-    int rc = ferror(f) ? -1 : 0;
-    if (rc != 0)
-        snprintf(err, errcap, "cannot read %s: %s", m->files[fi], strerror(errno ? errno : EIO));
+    in->dev = st.st_dev;
+    in->ino = st.st_ino;
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    buf = hv_xmalloc(cap);
+    for (;;) {
+        size_t got = 0;
+        if ((rc = read_some(fd, buf + have, cap - have, &got)) != 0) {
+            rc = fail(err, errcap, rc, "cannot read %s: %s", in->path, strerror(-rc));
+            goto out;
+        }
+        if (got == 0)
+            break;
+        size_t scan = have, start = 0;
+        have += got;
+        const char *nl;
+        while ((nl = memchr(buf + scan, '\n', have - scan)) != NULL) {
+            size_t end = (size_t)(nl - buf);
+            if (skipping) {
+                m->st.invalid++;
+            } else if (index_line(m, fi, base + start, buf + start, end - start) != 0) {
+                rc = fail(err, errcap, UV_ENOMEM,
+                          "out of memory for the index, after %zu records (%s, offset %" PRIu64 ")",
+                          m->n, in->path, base + start);
+                goto out;
+            }
+            skipping = 0;
+            start = scan = end + 1;
+        }
+        /* Keep the unfinished line, at the start of the buffer. */
+        if (start > 0) {
+            memmove(buf, buf + start, have - start);
+            have -= start;
+            base += start;
+        }
+        if (have == cap) {
+            if (cap < HV_RECORD_LINE_MAX) {
+                cap = HV_MIN(2 * cap, HV_RECORD_LINE_MAX);
+                buf = hv_xrealloc(buf, cap);
+            } else {
+                skipping = 1;
+                base += have;
+                have = 0;
+            }
+        }
+    }
+    if (have > 0 || skipping)
+        m->st.torn++;
+
+out:
     free(buf);
-    fclose(f);
+    close(fd);
     return rc;
 }
 
-/* Line ascending; within a line the winner last. */
-static int by_line_then_age(const void *a, const void *b)
+int hv_merge_index(hv_merge_t *m, char *err, size_t errcap)
 {
-    const entry_t *x = a, *y = b;
-    if (x->line != y->line)
-        return x->line < y->line ? -1 : 1;
-    if (x->at != y->at)
-        return x->at < y->at ? -1 : 1;
-    if (x->file != y->file)
-        return x->file < y->file ? -1 : 1;
-    return x->off < y->off ? -1 : x->off > y->off;
+    if (m->nfiles > UINT32_MAX)
+        return fail(err, errcap, UV_E2BIG, "too many input files (%zu)", m->nfiles);
+    for (size_t i = 0; i < m->nfiles; i++) {
+        int rc = index_file(m, (uint32_t)i, err, errcap);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
+
+/* ------------------------------------------------------------------------------ selection */
+
+/* Line ascending; within a line, the winner last: earlier fetched_at first (none is
+ * earliest), then reading order. Every entry has its own (file, off), so no two are equal. */
+static inline int before(const entry_t *x, const entry_t *y)
+{
+    if (x->line != y->line)
+        return x->line < y->line;
+    if (x->at != y->at)
+        return x->at < y->at;
+    if (x->file != y->file)
+        return x->file < y->file;
+    return x->off < y->off;
+}
+
+static inline void swap(entry_t *a, entry_t *b)
+{
+    entry_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void insertion_sort(entry_t *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        entry_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && before(&x, &v[j - 1]); j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+static void sift_down(entry_t *v, size_t root, size_t n)
+{
+    for (size_t child; (child = 2 * root + 1) < n; root = child) {
+        if (child + 1 < n && before(&v[child], &v[child + 1]))
+            child++;
+        if (!before(&v[root], &v[child]))
+            return;
+        swap(&v[root], &v[child]);
+    }
+}
+
+static void heap_sort(entry_t *v, size_t n)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(v, i, n);
+    for (size_t i = n; i-- > 1;) {
+        swap(&v[0], &v[i]);
+        sift_down(v, 0, i);
+    }
+}
+
+/*
+ * In place (introsort: quicksort, heapsort past a depth bound, insertion sort for short
+ * runs). glibc's qsort() may allocate a copy of the whole array for a merge sort, which
+ * would double the merge's memory at its peak.
+ */
+static void sort_entries(entry_t *v, size_t n, unsigned depth)
+{
+    while (n > 16) {
+        if (depth-- == 0) {
+            heap_sort(v, n);
+            return;
+        }
+        size_t mid = n / 2;
+        if (before(&v[mid], &v[0]))
+            swap(&v[mid], &v[0]);
+        if (before(&v[n - 1], &v[mid])) {
+            swap(&v[n - 1], &v[mid]);
+            if (before(&v[mid], &v[0]))
+                swap(&v[mid], &v[0]);
+        }
+        const entry_t pivot = v[mid];
+        /* Hoare's partition: [0, j] <= pivot <= [j + 1, n). The pivot is the median of
+         * three distinct entries, so both sides are non-empty. */
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (before(&v[i], &pivot))
+                i++;
+            while (before(&pivot, &v[j]))
+                j--;
+            if (i >= j)
+                break;
+            swap(&v[i], &v[j]);
+            i++;
+            j--;
+        }
+        size_t left = j + 1;
+        if (left < n - left) {
+            sort_entries(v, left, depth);
+            v += left;
+            n -= left;
+        } else {
+            sort_entries(v + left, n - left, depth);
+            n = left;
+        }
+    }
+    insertion_sort(v, n);
+}
+
+void hv_merge_select(hv_merge_t *m)
+{
+    unsigned depth = 0;
+    for (size_t k = m->n; k > 0; k >>= 1)
+        depth += 2;
+    hv_merge__select_depth(m, depth);
+}
+
+void hv_merge__select_depth(hv_merge_t *m, unsigned depth)
+{
+    sort_entries(m->v, m->n, depth);
+    size_t w = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (i + 1 == m->n || m->v[i + 1].line != m->v[i].line)
+            m->v[w++] = m->v[i];
+    m->n = w;
+    if (w == 0) {
+        free(m->v);
+        m->v = NULL;
+        m->cap = 0;
+    } else if (w < m->cap) {
+        m->v = hv_xrealloc(m->v, w * sizeof(*m->v));
+        m->cap = w;
+    }
+    m->st.winners = w;
+    m->st.duplicates = m->st.records - w;
+    m->st.first_line = w ? m->v[0].line : 0;
+    m->st.last_line = w ? m->v[w - 1].line : 0;
+    m->st.gaps = w ? m->st.last_line - w : 0;
+}
+
+/* ------------------------------------------------------------------------------ writing */
 
 static int write_all(int fd, const char *p, size_t n)
 {
@@ -225,210 +555,434 @@ static int write_all(int fd, const char *p, size_t n)
         ssize_t w = write(fd, p, n);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0)
-            return -1;
+        if (w < 0)
+            return -errno;
         p += w;
         n -= (size_t)w;
     }
     return 0;
 }
 
-/* The winners to `fd`; counts them in *records. */
-static int write_winners(merge_t *m, int fd, uint64_t *records, char *err, size_t errcap)
+/* `n` bytes at `off`: 0, 1 when the file ends first, or -errno. */
+static int pread_all(int fd, char *p, size_t n, uint64_t off)
 {
-    int *fds = hv_xcalloc(m->nfiles, sizeof(*fds));
-    char *rec = NULL;
-    size_t reccap = 0;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        if (r == 0)
+            return 1;
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fds[i] >= 0) {
+            close(fds[i]);
+            fds[i] = -1;
+        }
+}
+
+/* File `fi`, opened on first use and checked to be the file indexed. Running out of
+ * descriptors closes the others (there may be more inputs than a process may open). */
+static int input_fd(hv_merge_t *m, int *fds, uint32_t fi, char *err, size_t errcap)
+{
+    const input_t *in = &m->files[fi];
+    if (fds[fi] >= 0)
+        return fds[fi];
+    int fd = open(in->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        close_all(fds, m->nfiles);
+        fd = open(in->path, O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return fail(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_dev != in->dev || st.st_ino != in->ino) {
+        close(fd);
+        return fail(err, errcap, UV_EIO, "%s was replaced while merging", in->path);
+    }
+    return fds[fi] = fd;
+}
+
+int hv_merge_write(hv_merge_t *m, int out, const char *out_name, char *err, size_t errcap)
+{
+    int *fds = hv_xmalloc((m->nfiles ? m->nfiles : 1) * sizeof(*fds));
+    char *buf = hv_xmalloc(WRITE_BUF), *big = NULL;
+    size_t used = 0, bigcap = 0;
     int rc = 0;
+
     for (size_t i = 0; i < m->nfiles; i++)
         fds[i] = -1;
-    for (size_t i = 0; i < m->n && rc == 0; i++) {
-        if (i + 1 < m->n && m->v[i + 1].line == m->v[i].line)
-            continue; /* a later one wins */
+    for (size_t i = 0; i < m->n; i++) {
         const entry_t *e = &m->v[i];
-        if (fds[e->file] < 0 && (fds[e->file] = open(m->files[e->file], O_RDONLY | O_CLOEXEC)) < 0) {
-            snprintf(err, errcap, "cannot read %s: %s", m->files[e->file], strerror(errno));
-            rc = -1;
-            break;
+        size_t need = (size_t)e->len + 1; /* its newline too: proof that it still ends there */
+        int fd = input_fd(m, fds, e->file, err, errcap);
+        if (fd < 0) {
+            rc = fd;
+            goto out;
         }
-        if ((size_t)e->len + 1 > reccap) {
-            reccap = (size_t)e->len + 1;
-            rec = hv_xrealloc(rec, reccap);
+        if (need > WRITE_BUF - used && used > 0) {
+            if ((rc = write_all(out, buf, used)) != 0)
+                goto write_failed;
+            used = 0;
         }
-        ssize_t got = pread(fds[e->file], rec, e->len, (off_t)e->off);
-        if (got != (ssize_t)e->len) {
-            snprintf(err, errcap, "cannot read %s: %s", m->files[e->file],
-                     got < 0 ? strerror(errno) : "the file changed while merging");
-            rc = -1;
-            break;
+        char *dst = buf + used;
+        if (need > WRITE_BUF) {
+            if (need > bigcap) {
+                free(big);
+                big = hv_xmalloc(need);
+                bigcap = need;
+            }
+            dst = big;
         }
-        rec[e->len] = '\n';
-        if (write_all(fd, rec, (size_t)e->len + 1) != 0) {
-            snprintf(err, errcap, "cannot write %s: %s", m->output, strerror(errno));
-            rc = -1;
-            break;
+        int r = pread_all(fd, dst, need, e->off);
+        if (r < 0) {
+            rc = fail(err, errcap, r, "cannot read %s: %s", m->files[e->file].path, strerror(-r));
+            goto out;
         }
-        (*records)++;
+        if (r > 0 || dst[e->len] != '\n') {
+            rc = fail(err, errcap, UV_EIO,
+                      "%s changed while merging (the record at offset %" PRIu64
+                      " is no longer there)",
+                      m->files[e->file].path, e->off);
+            goto out;
+        }
+        if (dst == big) {
+            if ((rc = write_all(out, big, need)) != 0)
+                goto write_failed;
+        } else {
+            used += need;
+        }
     }
-    for (size_t i = 0; i < m->nfiles; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
+    if (used > 0 && (rc = write_all(out, buf, used)) != 0)
+        goto write_failed;
+    goto out;
+
+write_failed:
+    rc = fail(err, errcap, rc, "cannot write %s: %s", out_name, strerror(-rc));
+out:
+    close_all(fds, m->nfiles);
     free(fds);
-    free(rec);
+    free(buf);
+    free(big);
     return rc;
 }
 
-/* Write through a temporary file in FILE's directory, fsynced, then linked into place
- * (never over an existing file). */
-static int write_output(merge_t *m, uint64_t *records, char *err, size_t errcap)
+/* ------------------------------------------------------------------------------ command */
+
+typedef struct {
+    const char *batch;
+    const char *output;
+    char **inputs;
+    size_t ninputs;
+    int help;
+} merge_args_t;
+
+static void usage(FILE *out)
 {
-    if (strcmp(m->output, "-") == 0)
-        return write_winners(m, STDOUT_FILENO, records, err, errcap);
-    size_t n = strlen(m->output) + 32;
-    char *tmp = hv_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp.%ld", m->output, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    int rc = -1;
-    if (fd < 0) {
-        snprintf(err, errcap, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
+    fprintf(out,
+            "usage: harvestd merge --batch NAME -o FILE DIR_OR_FILE...\n"
+            "\n"
+            "Gathers the records of stream batch NAME that several daemons wrote, each to its\n"
+            "own out/NAME.CONSUMER.jsonl, into FILE: exactly one record per input line, in\n"
+            "line order. For a line with several records the last one wins: the later\n"
+            "fetched_at (one with a fetched_at beats one without), then the one read later\n"
+            "(inputs in the order given, then position in the file). Records are copied as\n"
+            "they were written.\n"
+            "\n"
+            "  --batch NAME       the batch (as enqueue named it)\n"
+            "  -o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
+            "                     and renamed into place; '-' for standard output\n"
+            "  DIR_OR_FILE        a file is read as it is, whatever its name; a directory\n"
+            "                     (a daemon's spool) for the batch's files in it and in DIR/out\n"
+            "  -h, --help         this text\n"
+            "\n"
+            "A summary line on standard error counts records, duplicates dropped, lines\n"
+            "without a record, and the lines skipped: invalid, torn (a last line cut short by\n"
+            "a crash) and of other batches.\n"
+            "\n"
+            "Exit status: 0 merged; 1 an input could not be read or FILE written; 2 usage\n"
+            "error (including an existing FILE, and no output of the batch in the inputs).\n");
+}
+
+/* The value of option `name` at argv[*i] ("--name=V", or "--name V"/"-o V"): 1 and the value
+ * in *val, 0 when argv[*i] is not this option, -1 when the value is missing. */
+static int opt_value(int argc, char **argv, int *i, const char *name, const char *letter,
+                     const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, name, n) == 0 && a[2 + n] == '=') {
+        *val = a + 3 + n;
+        return 1;
     }
-    if (write_winners(m, fd, records, err, errcap) != 0)
+    if (!((strncmp(a, "--", 2) == 0 && strcmp(a + 2, name) == 0) ||
+          (letter != NULL && strcmp(a, letter) == 0)))
+        return 0;
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static int parse_args(int argc, char **argv, merge_args_t *a, char *err, size_t errcap)
+{
+    int options = 1;
+    memset(a, 0, sizeof(*a));
+    a->inputs = hv_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof(*a->inputs));
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL;
+        int r;
+        if (options && strcmp(arg, "-") == 0) {
+            return fail(err, errcap, -1,
+                        "standard input cannot be an input: merge reads each input twice "
+                        "(./- names a file called -)");
+        } else if (!options || arg[0] != '-') {
+            a->inputs[a->ninputs++] = argv[i];
+        } else if (strcmp(arg, "--") == 0) {
+            options = 0;
+        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            a->help = 1;
+            return 0;
+        } else if ((r = opt_value(argc, argv, &i, "batch", NULL, &val)) != 0 ||
+                   (r = opt_value(argc, argv, &i, "output", "-o", &val)) != 0) {
+            int is_batch = strncmp(arg, "--batch", 7) == 0;
+            const char **slot = is_batch ? &a->batch : &a->output;
+            if (r < 0)
+                return fail(err, errcap, -1, "%s needs a value", arg);
+            if (*slot != NULL)
+                return fail(err, errcap, -1, "%s given twice", is_batch ? "--batch" : "-o");
+            *slot = val;
+        } else {
+            return fail(err, errcap, -1, "unknown option: %s", arg);
+        }
+    }
+    if (a->batch == NULL)
+        return fail(err, errcap, -1, "missing --batch NAME");
+    if (!hv_streamkeys_batch_name_ok(a->batch))
+        return fail(err, errcap, -1, "bad batch name (1 to %d bytes, no control characters)",
+                    HV_STREAM_BATCH_MAX);
+    if (a->output == NULL || a->output[0] == '\0')
+        return fail(err, errcap, -1, "missing -o FILE ('-' for standard output)");
+    if (a->ninputs == 0)
+        return fail(err, errcap, -1,
+                    "no inputs: name the daemons' spool directories or output files");
+    return 0;
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "harvestd: %s\nTry 'harvestd merge --help'.\n", msg);
+    return EXIT_USAGE;
+}
+
+/* The temporary output while it is being written: a signal that ends the merge removes it
+ * (unlink() is async-signal-safe), then ends the process as the signal would have. */
+static const char *volatile pending_tmp;
+
+static void on_fatal_signal(int sig)
+{
+    const char *tmp = pending_tmp;
+    if (tmp != NULL)
+        unlink(tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* fsync the directory holding `path`, so that the new name is durable too. */
+static void sync_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash == NULL   ? hv_xstrdup(".")
+                : slash == path ? hv_xstrdup("/")
+                                : hv_xstrndup(path, (size_t)(slash - path));
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+/* Give the finished temporary file its name, never over an existing file: renameat2() with
+ * RENAME_NOREPLACE where the file system has it, else link() and unlink(). */
+static int publish(const char *tmp, const char *path)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return -errno;
+    if (link(tmp, path) != 0)
+        return -errno;
+    unlink(tmp);
+    return 0;
+}
+
+/* The winners to `path` ("-": standard output). 0, UV_EEXIST (another file took the name
+ * meanwhile), or another error with a message in `err`. */
+static int write_output(hv_merge_t *m, const char *path, char *err, size_t errcap)
+{
+    if (strcmp(path, "-") == 0)
+        return hv_merge_write(m, STDOUT_FILENO, "standard output", err, errcap);
+    size_t n = strlen(path) + 32;
+    char *tmp = hv_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = fail(err, errcap, -errno, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    struct sigaction sa, old[HV_ARRAY_SIZE(fatal_signals)];
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    pending_tmp = tmp;
+    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
+        sigaction(fatal_signals[i], &sa, &old[i]);
+    if ((rc = hv_merge_write(m, fd, tmp, err, errcap)) != 0)
         goto out;
     if (fsync(fd) != 0) {
-        snprintf(err, errcap, "cannot write %s: %s", m->output, strerror(errno));
+        rc = fail(err, errcap, -errno, "cannot write %s: fsync: %s", tmp, strerror(errno));
         goto out;
     }
-    if (link(tmp, m->output) != 0) {
-        snprintf(err, errcap, "cannot create %s: %s", m->output, strerror(errno));
+    int c = close(fd);
+    fd = -1;
+    if (c != 0) {
+        rc = fail(err, errcap, -errno, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
-    rc = 0;
+    if ((rc = publish(tmp, path)) != 0) {
+        fail(err, errcap, rc, "cannot create %s: %s", path, strerror(-rc));
+        goto out;
+    }
+    sync_parent(path);
 out:
-    close(fd);
-    unlink(tmp);
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0)
+        unlink(tmp);
+    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
+        sigaction(fatal_signals[i], &old[i], NULL);
+    pending_tmp = NULL;
     free(tmp);
     return rc;
 }
 
-static void merge_free(merge_t *m)
+static const char *plural(uint64_t n, const char *one, const char *many)
 {
-    for (size_t i = 0; i < m->nfiles; i++)
-        free(m->files[i]);
-    free(m->files);
-    free(m->v);
+    return n == 1 ? one : many;
+}
+
+static void print_summary(const char *batch, const hv_merge_stats_t *s)
+{
+    char lines[192] = "";
+    if (s->winners > 0 && s->first_line == 1)
+        snprintf(lines, sizeof(lines), " (lines 1-%" PRIu64 ", %" PRIu64 " without a record)",
+                 s->last_line, s->gaps);
+    else if (s->winners > 0)
+        snprintf(lines, sizeof(lines),
+                 " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64 " of lines 1-%" PRIu64
+                 " without a record)",
+                 s->first_line, s->last_line, s->gaps, s->last_line);
+    fprintf(
+        stderr,
+        "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
+        " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64 " of other batches\n",
+        batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
+        plural(s->files, "file", "files"), s->duplicates,
+        plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
+        plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"), s->other);
+}
+
+/* "no output files of batch NAME (NAME.*.jsonl) in D1, D2 or their out/" */
+static void print_no_files(const char *batch, const merge_args_t *a)
+{
+    char part[3 * HV_STREAM_BATCH_MAX + 1];
+    if (hv_streamkeys_file_part(batch, 1, part, sizeof(part)) != 0)
+        part[0] = '\0';
+    fprintf(stderr, "harvestd: no output files of batch %s (%s.CONSUMER.jsonl) in ", batch, part);
+    for (size_t i = 0; i < a->ninputs; i++)
+        fprintf(stderr, "%s%s", a->inputs[i],
+                i + 2 < a->ninputs    ? ", "
+                : i + 2 == a->ninputs ? " or "
+                                      : "");
+    fprintf(stderr, " (nor in %s)\nTry 'harvestd merge --help'.\n",
+            a->ninputs == 1 ? "its out/" : "their out/");
 }
 
 int hv_cmd_merge(int argc, char **argv)
 {
-    merge_t m = {0};
-    char err[2048];
-    int rc = M_OK, only_inputs = 0;
-    const char **inputs = hv_xcalloc((size_t)argc + 1, sizeof(*inputs));
-    size_t ninputs = 0;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (only_inputs || a[0] != '-' || strcmp(a, "-") == 0) {
-            inputs[ninputs++] = a;
-        } else if (strcmp(a, "--") == 0) {
-            only_inputs = 1;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            goto done;
-        } else if (strcmp(a, "--batch") == 0 || strcmp(a, "-o") == 0 ||
-                   strcmp(a, "--output") == 0) {
-            if (i + 1 >= argc) {
-                rc = usage("missing value for ", a);
-                goto done;
-            }
-            if (strcmp(a, "--batch") == 0)
-                m.batch = argv[++i];
-            else
-                m.output = argv[++i];
-        } else if (strncmp(a, "--batch=", 8) == 0) {
-            m.batch = a + 8;
-        } else if (strncmp(a, "--output=", 9) == 0) {
-            m.output = a + 9;
-        } else {
-            rc = usage("unknown option: ", a);
-            goto done;
-        }
-    }
-    if (m.batch == NULL || m.batch[0] == '\0') {
-        rc = usage("give the batch: --batch NAME", NULL);
-        goto done;
-    }
-    if (m.output == NULL) {
-        rc = usage("give the output: -o FILE (- for standard output)", NULL);
-        goto done;
-    }
-    if (ninputs == 0) {
-        rc = usage("give the daemons' outputs: directories (spools) or files", NULL);
-        goto done;
-    }
+    merge_args_t a;
+    hv_merge_t *m = NULL;
+    char err[1024];
+    int rc = 0, status = EXIT_IO;
     struct stat st;
-    if (strcmp(m.output, "-") != 0 && lstat(m.output, &st) == 0) {
-        fprintf(stderr, "harvestd: merge: output %s already exists; refusing to replace it\n",
-                m.output);
-        rc = M_USAGE;
-        goto done;
+    hv_merge_stats_t s;
+
+    if (parse_args(argc, argv, &a, err, sizeof(err)) != 0) {
+        status = usage_error(err);
+        goto out;
     }
-    for (size_t i = 0; i < ninputs; i++) {
-        if (stat(inputs[i], &st) != 0) {
-            fprintf(stderr, "harvestd: merge: %s: %s\n", inputs[i], strerror(errno));
-            rc = errno == ENOENT ? M_USAGE : M_IO;
-            goto done;
-        }
-        if (S_ISDIR(st.st_mode)) {
-            size_t n = strlen(inputs[i]) + 5;
-            char *out = hv_xmalloc(n);
-            snprintf(out, n, "%s/out", inputs[i]);
-            int e = add_dir(&m, inputs[i]);
-            if (e == 0)
-                e = add_dir(&m, out);
-            free(out);
-            if (e != 0) {
-                fprintf(stderr, "harvestd: merge: cannot read %s: %s\n", inputs[i], strerror(-e));
-                rc = M_IO;
-                goto done;
+    if (a.help) {
+        usage(stdout);
+        status = 0;
+        goto out;
+    }
+    if (strcmp(a.output, "-") != 0 && lstat(a.output, &st) == 0) {
+        snprintf(err, sizeof(err), "output %s already exists; refusing to replace it", a.output);
+        status = usage_error(err);
+        goto out;
+    }
+    m = hv_merge_new(a.batch);
+    for (size_t i = 0; i < a.ninputs; i++) {
+        if ((rc = hv_merge_add_input(m, a.inputs[i], err, sizeof(err))) != 0) {
+            if (rc == UV_ENOENT) {
+                status = usage_error(err);
+            } else {
+                fprintf(stderr, "harvestd: %s\n", err);
+                status = EXIT_IO;
             }
+            goto out;
+        }
+    }
+    if (hv_merge_nfiles(m) == 0) {
+        print_no_files(a.batch, &a);
+        status = EXIT_USAGE;
+        goto out;
+    }
+    if ((rc = hv_merge_index(m, err, sizeof(err))) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        status = EXIT_IO;
+        goto out;
+    }
+    hv_merge_select(m);
+    if ((rc = write_output(m, a.output, err, sizeof(err))) != 0) {
+        if (rc == UV_EEXIST) {
+            snprintf(err, sizeof(err), "output %s already exists; refusing to replace it",
+                     a.output);
+            status = usage_error(err);
         } else {
-            add_file(&m, inputs[i]);
+            fprintf(stderr, "harvestd: %s\n", err);
+            status = EXIT_IO;
         }
+        goto out;
     }
-    if (m.nfiles == 0) {
-        fprintf(stderr, "harvestd: merge: no output files of batch %s in the directories given\n",
-                m.batch);
-        rc = M_USAGE;
-        goto done;
-    }
-    for (size_t i = 0; i < m.nfiles; i++) {
-        if (index_file(&m, (uint32_t)i, err, sizeof(err)) != 0) {
-            fprintf(stderr, "harvestd: merge: %s\n", err);
-            rc = M_IO;
-            goto done;
-        }
-    }
-    qsort(m.v, m.n, sizeof(*m.v), by_line_then_age);
-    uint64_t records = 0;
-    if (write_output(&m, &records, err, sizeof(err)) != 0) {
-        fprintf(stderr, "harvestd: merge: %s\n", err);
-        rc = M_IO;
-        goto done;
-    }
-    uint64_t first = m.n ? m.v[0].line : 0, last = m.n ? m.v[m.n - 1].line : 0;
-    uint64_t gaps = m.n ? last - first + 1 - records : 0;
-    fprintf(stderr,
-            "harvestd: merged batch %s: %" PRIu64 " records (lines %" PRIu64 "-%" PRIu64
-            ", %" PRIu64 " without a record) from %zu files; %" PRIu64
-            " duplicates dropped; %" PRIu64 " invalid lines, %" PRIu64 " torn, %" PRIu64
-            " of other batches\n",
-            m.batch, records, first, last, gaps, m.nfiles, (uint64_t)m.n - records, m.invalid,
-            m.torn, m.other + m.too_long);
-done:
-    free(inputs);
-    merge_free(&m);
-    return rc;
+    hv_merge_get_stats(m, &s);
+    print_summary(a.batch, &s);
+    status = 0;
+out:
+    free(a.inputs);
+    hv_merge_free(m);
+    return status;
 }

@@ -3,15 +3,23 @@ record per line (the last one winning) in line order."""
 
 import json
 import os
+import random
 
 
-def rec(line, url=None, status="ok", at=None, batch="b", **extra):
-    r = {"requested_url": url or "http://x.test/%d" % line, "batch": batch, "line": line,
-         "status": status}
+def rec(line, title=None, status="ok", at=None, batch="b", **extra):
+    """A record as the daemon writes it (keys in its order, compact, UTF-8)."""
+    r = {"requested_url": "http://x.test/%d" % line, "batch": batch, "line": line,
+         "url": "http://x.test/%d" % line, "status": status}
+    if status == "ok":
+        r["http_status"] = 200
+    if title is not None:
+        r["title"] = title
     if at is not None:
         r["fetched_at"] = at
+    if status == "failed":
+        r.update(stage="download", error_type="ConnectionError", error="connect_refused")
     r.update(extra)
-    return json.dumps(r, separators=(",", ":"))
+    return json.dumps(r, separators=(",", ":"), ensure_ascii=False)
 
 
 def write(path, lines, tail=b""):
@@ -24,40 +32,50 @@ def merged_lines(path):
     return [json.loads(x) for x in open(str(path), "rb").read().split(b"\n")[:-1]]
 
 
+def summary(stderr):
+    lines = [x for x in stderr.splitlines() if x.startswith("harvestd: merged batch ")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
 T1, T2, T3 = "2026-12-01T10:00:00.000Z", "2026-12-01T10:00:01.000Z", "2026-12-02T09:00:00.500Z"
 
 
-def test_91_01_last_record_wins_in_line_order(harvestd, tmp_path):
-    a, b = tmp_path / "a" / "out" / "b.node-a.jsonl", tmp_path / "b" / "out" / "b.node-b.jsonl"
-    write(a, [rec(3, at=T1), rec(1, status="failed", at=T1), rec(2, at=T3, title="a2"),
-              rec(1, at=T2, title="a1")])
-    write(b, [rec(2, at=T2, title="b2"), rec(4, title="b4-no-time"), rec(4, at=T1, title="b4"),
-              rec(5, title="first"), rec(5, title="second")])
-    out = tmp_path / "m.jsonl"
-    r = harvestd.command("merge", "--batch", "b", "-o", out, tmp_path / "a", tmp_path / "b")
+def test_91_01_three_spools_last_record_wins_in_line_order(harvestd, tmp_path):
+    a = [rec(1, "a1-old", at=T1), rec(2, "a2 – später", at=T3), rec(3, "a3", status="failed"),
+         rec(9, "other", at=T3, batch="other"), rec(1, "a1", at=T2)]
+    b = [rec(2, "b2", at=T2), rec(3, "b3", at=T1), rec(4, "b4-no-time"), rec(5, "b5", at=T1)]
+    c = [rec(4, "c4", at=T1), rec(5, "c5", at=T1), rec(7, "c7", at=T1)]
+    write(tmp_path / "a" / "out" / "b.node-a.jsonl", a, tail=b'{"requested_url":"http://x.te')
+    write(tmp_path / "b" / "out" / "b.node-b.jsonl", b)
+    write(tmp_path / "b" / "out" / "other.node-b.jsonl", [rec(8, batch="other")])
+    write(tmp_path / "c" / "out" / "b.node-c.jsonl", c)
+    out = tmp_path / "merged.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out,
+                         tmp_path / "a", tmp_path / "b", tmp_path / "c")
     assert r.returncode == 0, r.stderr
-    got = merged_lines(out)
-    assert [x["line"] for x in got] == [1, 2, 3, 4, 5]
-    assert got[0]["title"] == "a1"            # the later fetched_at, same file
-    assert got[1]["title"] == "a2"            # the later fetched_at, across files
-    assert got[3]["title"] == "b4"            # one with fetched_at beats one without
-    assert got[4]["title"] == "second"        # neither: the one read later
-    # The winners' bytes, as they were written.
-    assert open(str(out), "rb").read().split(b"\n")[1] == rec(2, at=T3, title="a2").encode()
-    assert "merged batch b: 5 records (lines 1-5, 0 without a record) from 2 files; " \
-           "4 duplicates dropped" in r.stderr
+    # 1: the later fetched_at in one file; 2: across files; 3: one with fetched_at beats a
+    # later one without; 4: likewise across files; 5: a tie, the one read later (spool c).
+    want = [a[4], a[1], b[1], c[0], c[1], c[2]]
+    assert open(str(out), "rb").read() == "".join(x + "\n" for x in want).encode()
+    assert summary(r.stderr) == (
+        "harvestd: merged batch b: 6 records (lines 1-7, 1 without a record) from 3 files; "
+        "5 duplicates dropped; 0 invalid lines, 1 torn line, 1 of other batches")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "c", "merged.jsonl"]
 
 
 def test_91_02_torn_invalid_and_other_lines_are_skipped_and_counted(harvestd, tmp_path):
     f = tmp_path / "o.jsonl"
     write(f, [rec(1), "not json", rec(2, batch="other"), '{"batch":"b","line":0}',
-              '{"batch":"b","line":1.5}', '[1,2]', rec(4)], tail=b'{"requested_url":"ht')
+              '{"batch":"b","line":1.5}', '[1,2]', rec(3) + " ", rec(4)],
+          tail=b'{"requested_url":"ht')
     out = tmp_path / "m.jsonl"
     r = harvestd.command("merge", "--batch", "b", "-o", out, f)
     assert r.returncode == 0, r.stderr
     assert [x["line"] for x in merged_lines(out)] == [1, 4]
-    assert "2 records (lines 1-4, 2 without a record)" in r.stderr
-    assert "4 invalid lines, 1 torn, 1 of other batches" in r.stderr
+    assert summary(r.stderr) == (
+        "harvestd: merged batch b: 2 records (lines 1-4, 2 without a record) from 1 file; "
+        "0 duplicates dropped; 5 invalid lines, 1 torn line, 1 of other batches")
 
 
 def test_91_03_directories_hold_only_their_batch_files(harvestd, tmp_path):
@@ -66,6 +84,8 @@ def test_91_03_directories_hold_only_their_batch_files(harvestd, tmp_path):
     write(d / "b.n2.jsonl", [rec(2)])                           # beside out/ too
     write(d / "out" / "b.x.n3.jsonl", [rec(3, batch="b.x")])    # batch b.x, not b
     write(d / "out" / "b.jsonl", [rec(4)])                      # no consumer part
+    write(d / "out" / "b.n4.jsonl.tmp.77", [rec(5)])            # not .jsonl
+    write(d / "incoming" / "b.n5.jsonl", [rec(6)])              # not out/
     # A spool batch's output whose name reads as batch b's (consumer "txt"): its records
     # name no batch, so none of them is taken.
     write(d / "out" / "b.txt.jsonl", ['{"requested_url":"http://x.test/","status":"ok"}'])
@@ -73,52 +93,151 @@ def test_91_03_directories_hold_only_their_batch_files(harvestd, tmp_path):
     r = harvestd.command("merge", "--batch", "b", "-o", out, d)
     assert r.returncode == 0, r.stderr
     assert [x["line"] for x in merged_lines(out)] == [1, 2]
-    assert "from 3 files" in r.stderr and "1 invalid lines" in r.stderr
+    assert "from 3 files" in r.stderr and "; 1 invalid line," in r.stderr
+    # A file is read whatever its name; named twice (itself and by its spool), it counts once.
+    out2 = tmp_path / "m2.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out2, d / "out" / "b.jsonl", d,
+                         d / "out" / "b.n1.jsonl")
+    assert r.returncode == 0, r.stderr
+    assert [x["line"] for x in merged_lines(out2)] == [1, 2, 4]
+    assert "from 4 files; 0 duplicates dropped" in r.stderr
 
 
-def test_91_04_standard_output(harvestd, tmp_path):
+def test_91_04_batch_names_are_matched_as_file_names_spell_them(harvestd, tmp_path):
+    # enqueue's batch is the file's base name by default; ' ' and '/' are %-encoded in file
+    # names, dots are kept (but the consumer's are encoded, so the last one separates them).
+    write(tmp_path / "s" / "out" / "urls.txt.node%2E1.jsonl", [rec(1, batch="urls.txt")])
+    write(tmp_path / "s" / "out" / "my%20list.n.jsonl", [rec(2, batch="my list")])
+    r = harvestd.command("merge", "--batch", "urls.txt", "-o", "-", tmp_path / "s")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["line"] for x in r.stdout.splitlines()] == [1]
+    r = harvestd.command("merge", "--batch", "my list", "-o", "-", tmp_path / "s")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["line"] for x in r.stdout.splitlines()] == [2]
+    r = harvestd.command("merge", "--batch", "urls", "-o", "-", tmp_path / "s")
+    assert r.returncode == 2 and "no output files of batch urls" in r.stderr, r.stderr
+
+
+def test_91_05_standard_output(harvestd, tmp_path):
     f = tmp_path / "x.jsonl"
     write(f, [rec(2), rec(1)])
     r = harvestd.command("merge", "--batch=b", "--output=-", f)
     assert r.returncode == 0, r.stderr
-    assert [json.loads(x)["line"] for x in r.stdout.splitlines()] == [1, 2]
+    assert r.stdout == rec(1) + "\n" + rec(2) + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]
 
 
-def test_91_05_usage_errors(harvestd, tmp_path):
+def test_91_06_usage_errors_exit_2(harvestd, tmp_path):
     f = tmp_path / "x.jsonl"
     write(f, [rec(1)])
     existing = tmp_path / "exists.jsonl"
     existing.write_text("keep\n")
+    os.symlink(str(tmp_path / "nowhere"), str(tmp_path / "dangling"))
+    (tmp_path / "empty-spool" / "out").mkdir(parents=True)
     cases = [
-        (["-o", tmp_path / "m1", f], "give the batch"),
-        (["--batch", "b", f], "give the output"),
-        (["--batch", "b", "-o", tmp_path / "m2"], "give the daemons' outputs"),
+        (["-o", tmp_path / "m1", f], "missing --batch NAME"),
+        (["--batch", "b", f], "missing -o FILE"),
+        (["--batch", "b", "-o", tmp_path / "m2"], "no inputs"),
         (["--batch", "b", "-o", tmp_path / "m3", "--frob", f], "unknown option: --frob"),
-        (["--batch", "b", "-o", tmp_path / "m4", tmp_path / "missing"], "No such file"),
-        (["--batch", "b", "-o", existing, f], "already exists"),
-        (["--batch", "zzz", "-o", tmp_path / "m5", tmp_path], "no output files of batch zzz"),
-        (["--batch", "b", "-o"], "missing value for -o"),
+        (["--batch", "b", "-o", tmp_path / "m4", tmp_path / "missing"],
+         "missing: No such file or directory"),
+        (["--batch", "b", "-o", existing, f], "output %s already exists" % existing),
+        (["--batch", "b", "-o", tmp_path / "dangling", f], "already exists"),
+        (["--batch", "zzz", "-o", tmp_path / "m5", tmp_path / "empty-spool"],
+         "no output files of batch zzz"),
+        (["--batch", "b", "-o"], "-o needs a value"),
+        (["--batch", "b", "--batch", "c", "-o", tmp_path / "m6", f], "--batch given twice"),
+        (["--batch", "", "-o", tmp_path / "m7", f], "bad batch name"),
+        (["--batch", "b", "-o", tmp_path / "m8", "-"], "standard input cannot be an input"),
     ]
     for args, text in cases:
         r = harvestd.command("merge", *args)
         assert r.returncode == 2, (args, r.stderr)
-        assert text in r.stderr, (args, r.stderr)
+        assert r.stderr.startswith("harvestd: ") and text in r.stderr, (args, r.stderr)
+        assert "Try 'harvestd merge --help'." in r.stderr, (args, r.stderr)
+        assert r.stdout == "", (args, r.stdout)
     assert existing.read_text() == "keep\n"
-    assert not any(p.name.startswith("m") for p in tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == \
+        ["dangling", "empty-spool", "exists.jsonl", "x.jsonl"]
     r = harvestd.command("merge", "--help")
-    assert r.returncode == 0 and "usage: harvestd merge" in r.stdout
+    assert r.returncode == 0 and r.stdout.startswith("usage: harvestd merge --batch NAME")
+    assert r.stderr == ""
 
 
-def test_91_06_io_errors_exit_1_and_leave_no_output(harvestd, tmp_path):
-    # A file that cannot be read, even by root.
+def test_91_07_io_errors_exit_1_and_leave_no_output(harvestd, tmp_path):
     out = tmp_path / "m.jsonl"
+    # A file that cannot be read, even by root.
     r = harvestd.command("merge", "--batch", "b", "-o", out, "/proc/self/mem")
     assert r.returncode == 1, r.stderr
-    assert "cannot read /proc/self/mem" in r.stderr
+    assert "harvestd: cannot read /proc/self/mem: Input/output error" in r.stderr
+    # A directory where a spool's output file should be.
+    spool = tmp_path / "spool"
+    write(spool / "out" / "b.n1.jsonl", [rec(1)])
+    (spool / "out" / "b.n2.jsonl").mkdir()
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool)
+    assert r.returncode == 1, r.stderr
+    assert "cannot read %s: not a regular file" % (spool / "out" / "b.n2.jsonl") in r.stderr
+    # A pipe or device: read twice, so refused.
+    r = harvestd.command("merge", "--batch", "b", "-o", out, "/dev/null")
+    assert r.returncode == 1 and "not a regular file" in r.stderr, r.stderr
     # An output directory that does not exist.
     f = tmp_path / "x.jsonl"
     write(f, [rec(1)])
     r = harvestd.command("merge", "--batch", "b", "-o", tmp_path / "no" / "m.jsonl", f)
-    assert r.returncode == 1 and "cannot create" in r.stderr
+    assert r.returncode == 1, r.stderr
+    assert "cannot create %s/no/m.jsonl.tmp." % tmp_path in r.stderr
+    assert "No such file or directory" in r.stderr
     assert not out.exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool", "x.jsonl"]
+
+
+def test_91_08_lines_without_a_record_are_counted_not_refused(harvestd, tmp_path):
+    f = tmp_path / "x.jsonl"
+    write(f, [rec(7), rec(3), rec(2)])
+    out = tmp_path / "m.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out, f)
+    assert r.returncode == 0, r.stderr
+    assert [x["line"] for x in merged_lines(out)] == [2, 3, 7]
+    assert "3 records (lines 2-7; 4 of lines 1-7 without a record) from 1 file" in r.stderr
+    # Nothing of the batch at all: an empty output, still a success.
+    g = tmp_path / "spool" / "out" / "b.n.jsonl"
+    write(g, [rec(1, batch="c")])
+    out2 = tmp_path / "m2.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out2, tmp_path / "spool")
+    assert r.returncode == 0, r.stderr
+    assert out2.read_bytes() == b""
+    assert summary(r.stderr) == (
+        "harvestd: merged batch b: 0 records from 1 file; 0 duplicates dropped; "
+        "0 invalid lines, 0 torn lines, 1 of other batches")
+
+
+def test_91_09_many_records_agree_with_a_plain_scan(harvestd, tmp_path):
+    rng = random.Random(91)
+    times = [None, T1, T2, T3, "2026-12-02T09:00:00.501Z"]
+    best = {}
+    spools = []
+    total = 0
+    for n in range(3):
+        lines = []
+        for i in range(4000):
+            line = rng.randint(1, 3000)
+            at = rng.choice(times)
+            text = rec(line, "s%d-%d" % (n, i), at=at, status="ok" if at else "failed")
+            lines.append(text)
+            key = at or ""
+            if line not in best or key >= best[line][0]:
+                best[line] = (key, text)
+            total += 1
+        spool = tmp_path / ("spool%d" % n)
+        # Split over two files per spool, one of them beside out/: read before out/'s.
+        write(spool / ("b.n%d-x.jsonl" % n), lines[:1000])
+        write(spool / "out" / ("b.n%d.jsonl" % n), lines[1000:])
+        spools.append(spool)
+    out = tmp_path / "m.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out, *spools)
+    assert r.returncode == 0, r.stderr
+    want = "".join(best[k][1] + "\n" for k in sorted(best)).encode()
+    assert open(str(out), "rb").read() == want
+    top = max(best)
+    assert "%d records (lines %d-%d" % (len(best), min(best), top) in r.stderr
+    assert "from 6 files; %d duplicates dropped" % (total - len(best)) in r.stderr
