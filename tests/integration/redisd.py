@@ -28,6 +28,8 @@ import time
 
 import pytest
 
+from origin import free_port
+
 REDIS_SERVER = os.environ.get("HARVESTD_REDIS_SERVER") or shutil.which("redis-server") or ""
 
 START_TIMEOUT = 15.0
@@ -120,15 +122,6 @@ class RespClient:
         self.close()
 
 
-def _free_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-    finally:
-        s.close()
-
-
 class RedisServer:
     """A redis-server process of the test's own."""
 
@@ -136,7 +129,7 @@ class RedisServer:
         self.dir = str(tmp_dir)
         self.appendonly = appendonly
         self.fsync_always = fsync_always
-        self.port = _free_port()
+        self.port = free_port()
         self.proc = None
 
     @property
@@ -174,7 +167,7 @@ class RedisServer:
         attempts = 1 if self.proc is not None else 5
         for attempt in range(attempts):
             if attempt > 0:
-                self.port = _free_port()
+                self.port = free_port()
             if self._start_once():
                 return self
         raise RuntimeError("redis-server did not start on 127.0.0.1:%d:\n%s"

@@ -11,10 +11,12 @@ import json
 import os
 import signal
 import time
+import urllib.request
 
 import pytest
 
 from harness import SLOWDOWN, preload_env
+from origin import free_port
 from redisd import REDIS_SERVER, RedisServer
 
 STREAM = "harvestd:urls"
@@ -119,6 +121,18 @@ def wait_for(predicate, timeout, what, daemons=()):
         time.sleep(0.02)
 
 
+def metrics(port):
+    """The daemon's /metrics as {name: value} (series without labels)."""
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#") and "{" not in line:
+            name, value = line.split()
+            out[name] = float(value)
+    return out
+
+
 def check_keys_and_lines(recs, batch, lines):
     """Every record names its batch and line (right after requested_url), and its line's URL."""
     for r in recs:
@@ -136,11 +150,18 @@ def test_92_01_every_entry_gets_one_record_and_is_acknowledged(
     c = redis_server.client()
     urls = [origin.url("/page?title=s%d" % i) for i in range(300)]
     lines = xadd_lines(c, "b1", urls)
-    d = start_daemon(**stream_config(redis_server, redis_consumer="node-a"))
+    port = free_port()
+    d = start_daemon(**stream_config(redis_server, redis_consumer="node-a",
+                                     metrics_listen="127.0.0.1:%d" % port))
     wait_for(lambda: batch_hash(c, "b1").get("done", 0) == 300, 30, "300 acknowledgements", [d])
     assert pending_total(c) == 0
     h = batch_hash(c, "b1")
     assert h["ok"] == 300 and h.get("failed", 0) == 0
+    m = metrics(port)
+    assert m["harvestd_redis_up"] == 1
+    assert m["harvestd_stream_entries_read_total"] == 300
+    assert m["harvestd_stream_entries_acked_total"] == 300
+    assert m["harvestd_stream_entries_held"] == 0
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
     outs = outputs(spool.root, "b1")
@@ -309,8 +330,9 @@ def test_92_08_redis_restarting_is_survived_and_nothing_is_lost(
         lines = xadd_lines(c, "rr", [origin.url("/page?title=q%d&delay=0.02" % i)
                                      for i in range(n)])
         c.close()
+        port = free_port()
         d = start_daemon(**stream_config(redis, concurrency="8", queue_size="50",
-                                         redis_consumer="n"))
+                                         redis_consumer="n", metrics_listen="127.0.0.1:%d" % port))
         c = redis.client()
         wait_for(lambda: batch_hash(c, "rr").get("done", 0) >= 20, 30, "some progress", [d])
         c.close()
@@ -318,6 +340,8 @@ def test_92_08_redis_restarting_is_survived_and_nothing_is_lost(
         wait_for(lambda: "event=redis_down" in d.stderr_text(), 10, "the daemon noticing", [d])
         time.sleep(1.5)
         assert d.running()
+        m = metrics(port)
+        assert m["harvestd_redis_up"] == 0 and m["harvestd_redis_disconnects_total"] >= 1
         redis.restart()
         c = redis.client()
         wait_for(lambda: batch_hash(c, "rr").get("done", 0) == n, 60, "every entry", [d])
@@ -378,3 +402,26 @@ def test_92_11_redis_unreachable_at_start_is_waited_for(start_daemon, spool, ori
         assert d.wait() == 0
     finally:
         redis.stop()
+
+
+def test_92_12_a_slow_daemon_keeps_its_entries(redis_server, start_daemon, origin, tmp_path):
+    # Pages take 3 s, longer than redis_claim_idle (2 s): a's entries would look idle to b,
+    # but a touches them every 0.5 s, so b never takes one, and each line has one record.
+    c = redis_server.client()
+    n = 6
+    xadd_lines(c, "slow", [origin.url("/page?title=w%d&delay=3" % i) for i in range(n)])
+    spool_a, spool_b = tmp_path / "spool-a", tmp_path / "spool-b"
+    spool_a.mkdir()
+    spool_b.mkdir()
+    cfg = dict(redis_claim_idle="2s", read_timeout="10s", total_timeout="20s")
+    a = start_daemon(spool_dir=spool_a, **stream_config(redis_server, redis_consumer="a", **cfg))
+    wait_for(lambda: pending_by_consumer(c).get("a", 0) == n, 10, "a holding every entry", [a])
+    b = start_daemon(spool_dir=spool_b, **stream_config(redis_server, redis_consumer="b", **cfg))
+    wait_for(lambda: batch_hash(c, "slow").get("done", 0) == n, 30, "every entry", [a, b])
+    assert b.events("stream_reclaimed") == []
+    assert a.events("stream_entry_taken") == []
+    for d in (a, b):
+        d.send_signal(signal.SIGTERM)
+        assert d.wait() == 0
+    recs = all_records([spool_a, spool_b], "slow")
+    assert sorted(r["line"] for r in recs) == list(range(1, n + 1))
