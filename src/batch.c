@@ -484,6 +484,12 @@ void hv_batch_sync_soon(hv_batch_t *b)
         hv_writer_sync_soon(b->writer);
 }
 
+void hv_batch_set_eager(hv_batch_t *b, int on)
+{
+    if (b->writer != NULL && b->state < B_FINISHING)
+        hv_writer_set_eager(b->writer, on);
+}
+
 void hv_batch_free(hv_batch_t *b)
 {
     assert(b->state == B_DONE);

@@ -450,6 +450,11 @@ unsigned hv_engine_batches(const hv_engine_t *e)
     return e->nflows;
 }
 
+unsigned hv_engine_waiting(const hv_engine_t *e)
+{
+    return hv_sched_waiting(e->sched);
+}
+
 /* ---- stopping ---- */
 
 static void on_drain_timeout(uv_timer_t *t)

@@ -41,10 +41,13 @@
 
 #define CONNECT_TIMEOUT_MS 5000
 #define COMMAND_TIMEOUT_MS 10000
-#define BLOCK_MS 1000               /* XREADGROUP BLOCK: also how soon a stop is noticed */
+/* XREADGROUP BLOCK. Short: a read that comes back empty says the stream is dry, and the last
+ * records are then written and synced at once; an idle daemon reads ten times a second. */
+#define BLOCK_MS 100
 #define BACKOFF_MIN_MS 200
 #define BACKOFF_MAX_MS 10000
 #define TICK_MS 500
+#define RECHECK_MS 10               /* a read held back by the backlog: how soon to look again */
 #define QUIET_END_MS 5000           /* a batch with nothing to do this long closes its output */
 #define ACKS_PER_SCRIPT 512
 #define IDS_PER_REFRESH 1024
@@ -89,6 +92,7 @@ struct slot_s {
     src_t *src;            /* the running batch's source, until the batch closes it */
     const hv_ruleset_t *rules; /* the running batch's */
     int paused;
+    int eager;             /* the batch writes and syncs each record at once */
     int ending;            /* the batch's input was ended */
     unsigned outstanding;  /* delivered to the batch, not yet durable */
     uint64_t quiet_since;  /* when it last had nothing queued or outstanding */
@@ -141,6 +145,7 @@ struct hv_stream_s {
 
     entry_t *held;         /* by id */
     unsigned nheld;
+    unsigned nqueued;      /* of those, waiting in their slot for the batch to take them */
     struct entry_list acks;
     unsigned nacks;        /* entries in `acks` */
     unsigned nacking;      /* entries in acknowledgements in flight */
@@ -150,6 +155,7 @@ struct hv_stream_s {
     uv_idle_t later;
     int later_on;
     uv_timer_t tick;
+    uv_timer_t recheck;    /* a read held back by the backlog looks again soon */
     hv_handles_t handles;
 
     int stopping;
@@ -415,6 +421,7 @@ static void start_batch(slot_t *sl, const hv_ruleset_t *rules)
     sl->src = src;
     sl->rules = rules;
     sl->paused = 0;
+    sl->eager = 0;
     sl->ending = 0;
     sl->outstanding = 0;
     rc = hv_batch_new(s->engine, &opts, &src->base, on_batch_done, sl, &sl->batch);
@@ -449,6 +456,7 @@ static void slot_pass(slot_t *sl)
             return;
         }
         TAILQ_REMOVE(&sl->queue, e, link);
+        s->nqueued--;
         e->state = E_DELIVERED;
         sl->outstanding++;
         hv_line_meta_t meta = {.token = e->id, .batch = sl->name, .reject = e->reject};
@@ -540,6 +548,7 @@ static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
     HASH_ADD_STR(s->held, id, e);
     s->nheld++;
     TAILQ_INSERT_TAIL(&sl->queue, e, link);
+    s->nqueued++;
     if (how == GOT_CLAIMED) {
         s->stats.reclaimed++;
         HV_LOG(HV_LOG_NOTICE, "event=stream_reclaimed id=%s batch=%s line=%" PRIu64, id,
@@ -694,13 +703,31 @@ static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep
     wake(s);
 }
 
+static void on_recheck(uv_timer_t *t)
+{
+    wake(t->data);
+}
+
+/* Entries this daemon holds but cannot start are entries another daemon could be fetching:
+ * it reads only while the jobs waiting for a request slot (and the entries not yet handed to
+ * their batch) are fewer than `concurrency`, one round of requests ahead. */
+static unsigned backlog_room(const hv_stream_t *s)
+{
+    unsigned backlog = hv_engine_waiting(s->engine) + s->nqueued;
+    return backlog < s->cfg->concurrency ? s->cfg->concurrency - backlog : 0;
+}
+
 static void start_read(hv_stream_t *s)
 {
-    unsigned n = free_slots(s);
+    unsigned n = HV_MIN(free_slots(s), backlog_room(s));
     /* Small reads while most of the bound is in use would cost a round trip per entry. */
-    unsigned least = HV_MAX(1u, HV_MIN(64u, bound(s) / 16));
-    if (n == 0 || (n < least && s->nheld > 0))
+    unsigned least = HV_MAX(1u, HV_MIN(64u, HV_MIN(bound(s), s->cfg->concurrency) / 8));
+    if (n == 0 || (n < least && s->nheld > 0)) {
+        /* Nothing wakes us when waiting jobs start: look again shortly. */
+        if (free_slots(s) >= least && !uv_is_active((uv_handle_t *)&s->recheck))
+            uv_timer_start(&s->recheck, on_recheck, RECHECK_MS, 0);
         return;
+    }
     char count[24], block[24];
     snprintf(count, sizeof(count), "%u", n);
     snprintf(block, sizeof(block), "%u", BLOCK_MS);
@@ -1037,13 +1064,30 @@ static void pass(hv_stream_t *s)
         start_read(s);
     if (!s->closing && s->wr.up && !s->refreshing && now >= s->next_refresh_ms)
         start_refresh(s);
-    /* Reading waits for entries that wait for an fsync, or there is nothing more to read:
-     * sync now rather than at the interval (which only spreads fsyncs out under load). */
-    if (active && (s->drained || free_slots(s) < bound(s) / 4 + 1) &&
-        s->nacks + s->nacking < s->nheld) {
+    /* A quarter of the bound waits for an fsync (reading would soon wait for it), or there is
+     * nothing more to read: sync now rather than at the interval, which only spreads fsyncs
+     * out under load. */
+    /* Once the stream runs dry, the last records are waited for one by one: each is written
+     * and synced at once (and the batches go back to flush_ms and the interval when entries
+     * come again). */
+    HASH_ITER(hh, s->slots, sl, tmp) {
+        if (sl->batch != NULL && sl->eager != (s->drained && active)) {
+            sl->eager = s->drained && active;
+            hv_batch_set_eager(sl->batch, sl->eager);
+        }
+    }
+    if (active && s->nacks + s->nacking < s->nheld) {
+        uint64_t unsynced = 0;
         HASH_ITER(hh, s->slots, sl, tmp) {
-            if (sl->batch != NULL && hv_batch_unsynced(sl->batch) > 0)
-                hv_batch_sync_soon(sl->batch);
+            if (sl->batch != NULL)
+                unsynced += hv_batch_unsynced(sl->batch);
+        }
+        if (unsynced > 0 && (s->drained || unsynced >= bound(s) / 4 ||
+                             free_slots(s) < bound(s) / 4 + 1)) {
+            HASH_ITER(hh, s->slots, sl, tmp) {
+                if (sl->batch != NULL && hv_batch_unsynced(sl->batch) > 0)
+                    hv_batch_sync_soon(sl->batch);
+            }
         }
     }
     if (s->closing)
@@ -1116,13 +1160,15 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     hv_handles_init(&s->handles, on_handles_closed);
     uv_idle_init(loop, &s->later);
     uv_timer_init(loop, &s->tick);
+    uv_timer_init(loop, &s->recheck);
     uv_timer_init(loop, &s->rd.retry);
     uv_timer_init(loop, &s->wr.retry);
-    s->later.data = s->tick.data = s;
+    s->later.data = s->tick.data = s->recheck.data = s;
     s->rd.retry.data = &s->rd;
     s->wr.retry.data = &s->wr;
     hv_handles_own(&s->handles, (uv_handle_t *)&s->later);
     hv_handles_own(&s->handles, (uv_handle_t *)&s->tick);
+    hv_handles_own(&s->handles, (uv_handle_t *)&s->recheck);
     hv_handles_own(&s->handles, (uv_handle_t *)&s->rd.retry);
     hv_handles_own(&s->handles, (uv_handle_t *)&s->wr.retry);
     *out = s;

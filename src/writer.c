@@ -34,6 +34,7 @@ struct hv_writer_s {
     int syncing;
     int dirty;                /* written since the last fsync */
     uint64_t sync_want;       /* hv_writer_sync_soon(): records to fsync without waiting */
+    int eager;                /* hv_writer_set_eager(): write and sync at once */
     uint64_t pending_n;       /* records in `pending` */
     uint64_t inflight_n;      /* records in `inflight` */
     uint64_t written;         /* records wholly written to the file */
@@ -223,7 +224,8 @@ static void on_write(uv_fs_t *req)
         report_durable(w, w->written); /* as durable as this policy makes them */
     if (w->dirty && !w->finishing && syncs(w)) {
         uint64_t since = uv_now(w->loop) - w->last_sync_ms;
-        if (w->fsync_always || w->sync_want > w->sync_upto || since >= w->fsync_interval_ms) {
+        if (w->fsync_always || w->eager || w->sync_want > w->sync_upto ||
+            since >= w->fsync_interval_ms) {
             start_sync(w);
             if (w->syncing) {
                 w->cbs.on_drain(w->ud);
@@ -316,7 +318,7 @@ int hv_writer_push(hv_writer_t *w, hv_record_t *rec)
         return rc;
     }
     w->pending_n++;
-    if (w->pending.len >= FLUSH_BYTES || w->flush_ms == 0) {
+    if (w->pending.len >= FLUSH_BYTES || w->flush_ms == 0 || w->eager) {
         start_write(w);
     } else if (!w->writing && !w->syncing &&
                (!w->timer_armed || uv_timer_get_due_in(&w->timer) > w->flush_ms)) {
@@ -367,4 +369,11 @@ void hv_writer_sync_soon(hv_writer_t *w)
 uint64_t hv_writer_unsynced(const hv_writer_t *w)
 {
     return w->pending_n + w->inflight_n + (w->written - w->durable);
+}
+
+void hv_writer_set_eager(hv_writer_t *w, int on)
+{
+    w->eager = on;
+    if (on)
+        hv_writer_sync_soon(w);
 }

@@ -88,6 +88,9 @@ uint64_t hv_batch_unsynced(const hv_batch_t *b);
 /** Someone waits for the durability of what is written: fsync soon (hv_writer_sync_soon). */
 void hv_batch_sync_soon(hv_batch_t *b);
 
+/** Write and sync each record at once while `on` (hv_writer_set_eager). */
+void hv_batch_set_eager(hv_batch_t *b, int on);
+
 /** Free a batch after its done callback returned. */
 void hv_batch_free(hv_batch_t *b);
 

@@ -121,6 +121,9 @@ void hv_engine_stop(hv_engine_t *e, int force);
 /** Flows (batches) alive. */
 unsigned hv_engine_batches(const hv_engine_t *e);
 
+/** Jobs waiting for a request slot, over every flow (a source's measure of its backlog). */
+unsigned hv_engine_waiting(const hv_engine_t *e);
+
 void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out);
 
 /**

@@ -61,6 +61,10 @@ uint64_t hv_writer_bytes(const hv_writer_t *w);
  *  written at once) allows, without waiting for the interval. Someone waits for durability. */
 void hv_writer_sync_soon(hv_writer_t *w);
 
+/** While `on`, records are written as they are pushed (no flush_ms) and, with a policy that
+ *  syncs, fsynced after each write: someone waits for each of them. */
+void hv_writer_set_eager(hv_writer_t *w, int on);
+
 /** Records pushed and not yet reported durable. */
 uint64_t hv_writer_unsynced(const hv_writer_t *w);
 

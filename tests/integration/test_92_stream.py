@@ -185,7 +185,7 @@ def test_92_02_no_acknowledgement_before_the_record_is_synced(
     path = os.path.join(str(spool.root), "out", "b2.n.jsonl")
     os.makedirs(os.path.dirname(path))
     open(path, "wb").close()  # there already: its creation (and that fsync) is not the test
-    d = start_daemon(env=env, **stream_config(redis_server, redis_consumer="n"))
+    d = start_daemon(env=env, ready=False, **stream_config(redis_server, redis_consumer="n"))
     assert d.wait(20) == 1
     assert open(path, "rb").read().count(b"\n") >= 1  # written...
     assert pending_total(c) == 10                       # ...but not acknowledged

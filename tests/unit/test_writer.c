@@ -550,3 +550,30 @@ TEST_IMPL(writer_durable_on_write_when_the_policy_never_syncs)
     ASSERT_EQ(1, f.durable);
     ASSERT_LOOP_CLOSE(&f.loop);
 }
+
+/* Eager: no flush delay and an fsync after each write, whatever the interval says. */
+TEST_IMPL(writer_eager_writes_and_syncs_each_record_at_once)
+{
+    fixture_t f;
+    const char *path =
+        fixture_start(&f, (hv_writer_opts_t){.flush_ms = 60000, .fsync_interval_ms = 3600000});
+    watch_fsyncs(path);
+    hv_writer_set_eager(f.w, 1);
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
+    while (f.durable < 1)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ASSERT_EQ(1, atomic_load(&fsyncs));
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
+    while (f.durable < 2)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ASSERT_EQ(2, atomic_load(&fsyncs));
+    /* Back to the minute's flush delay: the next record waits. */
+    hv_writer_set_eager(f.w, 0);
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://c.test/", NULL)));
+    uv_run(&f.loop, UV_RUN_NOWAIT);
+    ASSERT_EQ(0, hv_writer_bytes(f.w) > strlen(LINE_A LINE_C) ? 1 : 0);
+    fixture_finish(&f, 0);
+    ASSERT_EQ(3, f.durable);
+    assert_file_is(path, LINE_A LINE_C LINE_C);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
