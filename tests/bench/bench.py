@@ -7,6 +7,7 @@ Environment (set by the Makefile):
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs)
+  BENCH_PHASES    some of "nginx latency stream" (default: all three), to measure only those
 
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
@@ -17,6 +18,9 @@ What it measures (see README.md beside this file for the details and the reasons
      memory on large pages.
   4. harvestd --once against delay_server (tests/tools/delay_server.c: 100 ms per response,
      500 loopback hosts) at --concurrency 1000: the latency bound.
+  5. The same latency-bound load through a Redis stream (a redis-server of its own): one
+     daemon reading a spool file, one daemon and three daemons consuming the stream, each at
+     --concurrency 200: scaling out, and what the stream costs.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
 The table and the PASS/FAIL targets go to standard output, progress to standard error, and
 everything (raw numbers included) to BENCH_DIR/results.json.
@@ -64,6 +68,7 @@ if QUICK:
         "https_run": 2_000,
         "latency_urls": 5_000,
         "big_runs": [300, 1_500],
+        "stream_urls": 6_000,
     }
 else:
     CONFIG = {
@@ -74,6 +79,7 @@ else:
         "https_run": 20_000,
         "latency_urls": 20_000,
         "big_runs": [1_000, 10_000],
+        "stream_urls": 20_000,
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -95,6 +101,9 @@ CONFIG.update({
     # One C delay server serves all 500 hosts with a quarter to a third of a core at 10,000/s.
     "latency_server_procs": 1,
     "selfcheck_seconds": 1 if QUICK else 2,
+    # The stream runs: daemons at this concurrency each, against the latency servers.
+    "stream_concurrency": 200,
+    "stream_daemons": 3,
 })
 CONFIG["big_args"] = CONFIG["rules_args"] + ["--links"]
 
@@ -108,6 +117,8 @@ TARGETS = {
     "peak_rss_mib": 40,
     "rss_growth": 0.10,
     "big_rss_growth": 0.10,
+    "stream_scaling": 2.7,
+    "stream_vs_spool": 0.90,
 }
 
 BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
@@ -780,6 +791,158 @@ def judge_delay_server(stats, delay, concurrency):
             "note": note, "procs": stats}
 
 
+# ---- the stream runs --------------------------------------------------------------------------
+
+class RedisProc:
+    """A redis-server of the benchmark's own on a free loopback port (no persistence: the runs
+    measure harvestd, not Redis's disk)."""
+
+    def __init__(self, binary, d):
+        self.binary = binary
+        self.dir = d
+        self.port = None
+        self.proc = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    def start(self):
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        self.proc = CHILDREN.popen([self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                                    "--dir", self.dir, "--save", "", "--appendonly", "no",
+                                    "--daemonize", "no", "--logfile",
+                                    os.path.join(self.dir, "redis.log")],
+                                   stdin=subprocess.DEVNULL)
+        if not wait_listening("127.0.0.1", self.port, self.proc):
+            raise BenchError("redis-server did not start (see %s)"
+                             % os.path.join(self.dir, "redis.log"))
+
+    def call(self, *args):
+        """One command on a fresh connection; the reply's integer or text (None for nil)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as sock:
+            out = b"*%d\r\n" % len(args)
+            for a in args:
+                data = str(a).encode()
+                out += b"$%d\r\n%s\r\n" % (len(data), data)
+            sock.sendall(out)
+            f = sock.makefile("rb")
+            line = f.readline()
+            if line[:1] == b"-":
+                raise BenchError("redis: %s" % line[1:].decode().strip())
+            if line[:1] == b":":
+                return int(line[1:])
+            if line[:1] == b"$":
+                size = int(line[1:])
+                return None if size < 0 else f.read(size + 2)[:-2].decode()
+            return line[1:].decode().strip()
+
+    def stop(self):
+        if self.proc is not None:
+            CHILDREN.stop(self.proc)
+            self.proc = None
+
+
+def run_daemons(bin_path, runs_dir, name, urls, daemons, concurrency, source, redis):
+    """`urls` through `daemons` harvestd daemons, each with its own spool: from a spool file
+    (source "spool", one daemon) or from one Redis stream. The clock runs from just before the
+    daemons start (the work is already there: the file in incoming/, or the entries enqueued)
+    until every record is durable (the spool batch's summary; the stream batch's done count),
+    then the daemons are stopped and every record checked (the stream's through
+    `harvestd merge`)."""
+    base = os.path.join(runs_dir, name)
+    shutil.rmtree(base, ignore_errors=True)
+    os.makedirs(base)
+    n = len(urls)
+    urls_file = os.path.join(base, "urls.txt")
+    with open(urls_file, "w") as f:
+        f.writelines(u + "\n" for u in urls)
+    res = {"name": name, "urls": n, "daemons": daemons, "source": source, "ok": False,
+           "broke": False, "why": ""}
+    stream = "bench:%s" % name
+    if source == "redis":
+        redis.call("FLUSHALL")
+        t = time.monotonic()
+        done = subprocess.run([bin_path, "enqueue", "--redis", redis.url, "--stream", stream,
+                               "--batch", name, urls_file], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=300)
+        res["enqueue_s"] = time.monotonic() - t
+        if done.returncode != 0:
+            res.update(broke=True, why="enqueue: exit %d: %s" % (
+                done.returncode, done.stderr.decode(errors="replace")[-300:]))
+            return res
+    procs, errs = [], []
+    for i in range(daemons):
+        spool = os.path.join(base, "spool-%d" % i)
+        os.makedirs(os.path.join(spool, "incoming"))
+        conf = os.path.join(base, "daemon-%d.conf" % i)
+        lines = ["spool_dir = %s" % spool, "concurrency = %d" % concurrency, "per_host = 4",
+                 "allow_addresses = 127.0.0.0/8", "log_level = notice", "retries = 0"]
+        if source == "redis":
+            lines += ["source = redis", "redis_url = %s" % redis.url,
+                      "redis_stream = %s" % stream, "redis_consumer = node-%d" % i]
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        if source == "spool":
+            tmp = os.path.join(spool, "incoming", ".urls.tmp")
+            shutil.copy(urls_file, tmp)
+            os.rename(tmp, os.path.join(spool, "incoming", name + ".txt"))
+        errs.append(open(os.path.join(base, "daemon-%d.stderr" % i), "wb"))
+    t0 = time.monotonic()
+    for i in range(daemons):
+        procs.append(CHILDREN.popen([bin_path, "-c", os.path.join(base, "daemon-%d.conf" % i)],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=errs[i]))
+    summary = os.path.join(base, "spool-0", "out", name + ".txt.summary.json")
+    deadline = t0 + 120 + n / 200
+    finished = False
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        if source == "spool":
+            finished = os.path.exists(summary)
+        else:
+            finished = int(redis.call("HGET", "%s:batch:%s" % (stream, name), "done") or 0) >= n
+        if finished:
+            break
+        time.sleep(0.02)
+    wall = time.monotonic() - t0
+    cpu = 0.0
+    for p in procs:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+        try:
+            _, _, ru = os.wait4(p.pid, 0)
+            cpu += ru.ru_utime + ru.ru_stime
+        except ChildProcessError:
+            pass
+        CHILDREN.stop(p)
+    for e in errs:
+        e.close()
+    if not finished:
+        res.update(broke=True, why="not finished after %.0f s (a daemon exited: %s)" % (
+            wall, [p.returncode for p in procs]))
+        return res
+    res.update(wall_s=wall, pages_per_s=n / wall, cpu_s=cpu, cpu_s_per_1k=1000.0 * cpu / n)
+    if source == "spool":
+        out = os.path.join(base, "spool-0", "out", name + ".txt.jsonl")
+    else:
+        out = os.path.join(base, "merged.jsonl")
+        done = subprocess.run([bin_path, "merge", "--batch", name, "-o", out] +
+                              [os.path.join(base, "spool-%d" % i) for i in range(daemons)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+        if done.returncode != 0:
+            res.update(why="merge: exit %d: %s" % (done.returncode,
+                                                   done.stderr.decode(errors="replace")[-300:]))
+            return res
+    ok, why, details = check_records(out, collections.Counter(urls), lambda u: LATENCY_TITLE)
+    res.update(ok=ok, why=why, records=details)
+    if ok:
+        shutil.rmtree(base, ignore_errors=True)
+    return res
+
+
 # ---- report ----------------------------------------------------------------------------------
 
 def fmt_num(v, fmt="{:,.0f}"):
@@ -1059,6 +1222,52 @@ class Bench:
                 judged["lag_mean_ms"], fmt_num(judged["effective_bound"]))
         self.rows.append(harvest_row(label, res, status))
 
+    # -- the stream runs
+
+    def stream_phase(self):
+        conc = CONFIG["stream_concurrency"]
+        delay = CONFIG["latency_delay_s"]
+        hosts = CONFIG["latency_hosts"]
+        n = CONFIG["stream_urls"]
+        k = CONFIG["stream_daemons"]
+        labels = ["harvestd daemon, spool file, c=%d" % conc,
+                  "harvestd daemon, redis stream, c=%d" % conc,
+                  "harvestd %d daemons, redis stream, c=%d each" % (k, conc)]
+        redis_bin = shutil.which("redis-server")
+        if redis_bin is None:
+            for label in labels:
+                self.fail_row(label, n, "redis-server is not installed (`make deps`)")
+            return
+        servers = DelayServers(os.path.join(self.tools, "delay_server"), hosts,
+                               CONFIG["latency_server_procs"], delay)
+        redis = None
+        try:
+            servers.start()
+            redis = RedisProc(redis_bin, os.path.join(self.runs_dir, "redis"))
+            redis.start()
+            urls = ["http://%s:%d/p/%d" % (latency_address(i % hosts), servers.port, i)
+                    for i in range(n)]
+            runs = [("spool", 1), ("redis", 1), ("redis", k)]
+            for (source, daemons), label in zip(runs, labels):
+                name = "stream-%s-%d" % (source, daemons)
+                res = run_daemons(self.bin, self.runs_dir, name, urls, daemons, conc, source,
+                                  redis)
+                self.harvest[name] = res
+                self.rows.append({"label": label, "urls": n, "pages_per_s": res.get("pages_per_s"),
+                                  "cpu_s_per_1k": res.get("cpu_s_per_1k"),
+                                  "vs_fetch": (res["pages_per_s"] / (daemons * conc / delay)
+                                               if res.get("pages_per_s") else None),
+                                  "check": "ok" if res["ok"] else "FAIL: " + res["why"]})
+                if res.get("broke"):
+                    self.broken.append("%s: %s" % (label, res["why"]))
+        except BenchError as e:
+            self.fail_row(labels[0], n, str(e))
+        finally:
+            if redis is not None:
+                redis.stop()
+            judged = judge_delay_server(servers.stop(), delay, k * conc)
+            self.delay_notes.append("stream runs: " + judged["note"])
+
     # -- targets and report
 
     def targets(self):
@@ -1122,9 +1331,30 @@ class Bench:
                                                                 lat["bound"]))
         else:
             target(name, False, "not measured")
+        spool1 = self.harvest.get("stream-spool-1")
+        redis1 = self.harvest.get("stream-redis-1")
+        redisk = self.harvest.get("stream-redis-%d" % CONFIG["stream_daemons"])
+        name = "{} daemons on one stream >= {}x one daemon".format(CONFIG["stream_daemons"],
+                                                                 TARGETS["stream_scaling"])
+        if redis1 and redisk and redis1["ok"] and redisk["ok"]:
+            ratio = redisk["pages_per_s"] / redis1["pages_per_s"]
+            target(name, ratio >= TARGETS["stream_scaling"],
+                   "{:.2f}x ({:,.0f} vs {:,.0f} pages/s)".format(ratio, redisk["pages_per_s"],
+                                                                 redis1["pages_per_s"]))
+        else:
+            target(name, False, "not measured (a run failed)")
+        name = "one daemon through Redis >= {:.0%} of it reading a spool file".format(
+            TARGETS["stream_vs_spool"])
+        if redis1 and spool1 and redis1["ok"] and spool1["ok"]:
+            ratio = redis1["pages_per_s"] / spool1["pages_per_s"]
+            target(name, ratio >= TARGETS["stream_vs_spool"],
+                   "{:.1%} ({:,.0f} vs {:,.0f} pages/s)".format(ratio, redis1["pages_per_s"],
+                                                               spool1["pages_per_s"]))
+        else:
+            target(name, False, "not measured (a run failed)")
         # The big-page runs have a memory target of their own (below).
         default_runs = [r for k, r in self.harvest.items()
-                        if k != "latency" and not k.startswith("big-")]
+                        if k != "latency" and not k.startswith(("big-", "stream-"))]
         rss = [r["peak_rss_mib"] for r in default_runs if r["peak_rss_mib"] is not None and r["ok"]]
         name = "peak RSS <= {} MiB at default limits".format(TARGETS["peak_rss_mib"])
         if rss and len(rss) == len(default_runs):
@@ -1239,9 +1469,12 @@ def main():
 
     bench = Bench(snap, tools_dir, bench_dir)
     bench.results["harvestd_binary"] = {"source": harvestd_bin, "copy": snap, "sha256": digest}
+    phases = os.environ.get("BENCH_PHASES", "").replace(",", " ").split() or \
+        ["nginx", "latency", "stream"]
     bench.prepare()
-    bench.nginx_phase()
-    bench.latency_phase()
+    for phase in ("nginx", "latency", "stream"):
+        if phase in phases:
+            getattr(bench, phase + "_phase")()
     bench.report(started)
     return 1 if bench.broken else 0
 
