@@ -303,7 +303,8 @@ typedef struct {
     int failed;
 } client_t;
 
-static void client_vfail(client_t *s, int url_said, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void client_vfail(client_t *s, int url_said,
+                                                             const char *fmt, va_list ap)
 {
     char msg[1024];
     if (s->failed)
