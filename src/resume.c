@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "harvestd/common.h"
+#include "harvestd/log.h"
 #include "harvestd/record.h"
 
 typedef struct {
@@ -187,4 +188,25 @@ out:
     if (f != NULL)
         fclose(f);
     return rc;
+}
+
+void hv_crash_note_read(const char *path, const char *name, hv_okset_t *set)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        if (line[n - 1] != '\n')
+            break; /* torn by the crash: the page was not noted */
+        if (n > 1) {
+            hv_okset_add(set, line, (size_t)n - 1);
+            HV_LOG(HV_LOG_WARNING, "event=parser_crash_noted batch=\"%s\" url=%.*s", name,
+                   (int)HV_MIN(n - 1, 2048), line);
+        }
+    }
+    free(line);
+    fclose(f);
 }

@@ -475,29 +475,6 @@ static int skip_line(void *ud, const char *line, size_t len)
     return HV_BATCH_FETCH;
 }
 
-/* Add the lines of a resumed batch's crash note (whose pages took the parser down) to `set`.
- * None when there is no note (or it cannot be read: those pages are then tried again). */
-static void read_crash_note(const char *path, const char *name, hv_okset_t *set)
-{
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) > 0) {
-        if (line[n - 1] != '\n')
-            break; /* torn by the crash: the page was not noted */
-        if (n > 1) {
-            hv_okset_add(set, line, (size_t)n - 1);
-            HV_LOG(HV_LOG_WARNING, "event=parser_crash_noted batch=\"%s\" url=%.*s", name,
-                   (int)HV_MIN(n - 1, 2048), line);
-        }
-    }
-    free(line);
-    fclose(f);
-}
-
 /* Look at the start of the input: a NUL byte means it is not a URL list. */
 static int looks_binary(int fd, char *reason, size_t cap)
 {
@@ -573,7 +550,7 @@ static int resume_output(sbatch_t *sb, char *err, size_t errcap)
     int rc = hv_output_repair(sb->out_path, sb->okset, sb->crashed, &rep, err, errcap);
     if (rc != 0)
         return rc;
-    read_crash_note(sb->crash_path, sb->name, sb->crashed);
+    hv_crash_note_read(sb->crash_path, sb->name, sb->crashed);
     HV_LOG(HV_LOG_NOTICE,
            "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
            " parser_crashed=%" PRIu64 " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,

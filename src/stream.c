@@ -88,6 +88,8 @@ struct slot_s {
     hv_stream_t *s;
     char *name;
     char *path;            /* the output */
+    char *note;            /* its crash note: input lines whose page took the parser down */
+    hv_okset_t *crashed;   /* the running batch's: those lines, recorded as ParserCrashed */
     hv_batch_t *batch;
     src_t *src;            /* the running batch's source, until the batch closes it */
     const hv_ruleset_t *rules; /* the running batch's */
@@ -252,6 +254,9 @@ static void slot_free(slot_t *sl)
     HASH_DEL(sl->s->slots, sl);
     free(sl->name);
     free(sl->path);
+    free(sl->note);
+    if (sl->crashed != NULL)
+        hv_okset_free(sl->crashed);
     free(sl);
 }
 
@@ -290,6 +295,8 @@ static slot_t *slot_get(hv_stream_t *s, const char *name)
     size_t n = strlen(s->out_dir) + 1 + strlen(file) + 1;
     sl->path = hv_xmalloc(n);
     snprintf(sl->path, n, "%s/%s", s->out_dir, file);
+    sl->note = hv_xmalloc(n + 8);
+    snprintf(sl->note, n + 8, "%.*s.crashes", (int)(strlen(sl->path) - 6), sl->path);
     TAILQ_INIT(&sl->queue);
     sl->quiet_since = now_ms(s);
     HASH_ADD_KEYPTR(hh, s->slots, sl->name, strlen(sl->name), sl);
@@ -361,6 +368,18 @@ static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detai
     hv_batch_free(b);
     sl->batch = NULL;
     sl->src = NULL;
+    if (sl->crashed != NULL) {
+        hv_okset_free(sl->crashed);
+        sl->crashed = NULL;
+    }
+    /* Every record durable, the ParserCrashed ones too: the note has done its work. */
+    if (status == 0 && unlink(sl->note) == 0) {
+        int dfd = open(s->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
+    }
     sl->outstanding = 0; /* what was delivered and never written stays pending in Redis */
     s->nbatches--;
     if (status != 0 && status != HV_ECANCELLED)
@@ -396,6 +415,18 @@ static int prepare_output(slot_t *sl, char *err, size_t errcap)
     return rc;
 }
 
+/* A page that took the parser down (and the daemon with it) is not fetched into the same
+ * crash again when its entry comes back: it gets its ParserCrashed record (parse.h). */
+static int skip_crashed(void *ud, const char *line, size_t len)
+{
+    slot_t *sl = ud;
+    if (sl->crashed != NULL && hv_okset_take(sl->crashed, line, len)) {
+        hv_okset_add(sl->crashed, line, len); /* every entry of that URL */
+        return HV_BATCH_CRASHED;
+    }
+    return HV_BATCH_FETCH;
+}
+
 static void start_batch(slot_t *sl, const hv_ruleset_t *rules)
 {
     hv_stream_t *s = sl->s;
@@ -415,9 +446,13 @@ static void start_batch(slot_t *sl, const hv_ruleset_t *rules)
         .fsync = s->cfg->fsync,
         .fsync_interval_ms = s->cfg->fsync_interval_ms,
         .rules = rules,
-        .crash_note = NULL,
+        .crash_note = sl->note,
+        .skip = skip_crashed,
+        .skip_ud = sl,
         .on_durable = on_batch_durable,
     };
+    sl->crashed = hv_okset_new();
+    hv_crash_note_read(sl->note, sl->name, sl->crashed);
     sl->src = src;
     sl->rules = rules;
     sl->paused = 0;

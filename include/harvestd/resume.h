@@ -43,4 +43,12 @@ typedef struct {
 int hv_output_repair(const char *path, hv_okset_t *ok, hv_okset_t *crashed, hv_repair_t *out,
                      char *err, size_t errcap);
 
+/**
+ * Add the lines of a batch's crash note (the input lines whose pages took the parser down,
+ * see hv_parse_catch_crashes()) to `set`, logging each with the batch's `name`. Nothing when
+ * there is no note, or it cannot be read (those pages are then tried again); a torn last line
+ * (the crash cut it) is not a noted page.
+ */
+void hv_crash_note_read(const char *path, const char *name, hv_okset_t *set);
+
 #endif

@@ -425,3 +425,47 @@ def test_92_12_a_slow_daemon_keeps_its_entries(redis_server, start_daemon, origi
         assert d.wait() == 0
     recs = all_records([spool_a, spool_b], "slow")
     assert sorted(r["line"] for r in recs) == list(range(1, n + 1))
+
+
+def test_92_13_a_page_that_crashes_the_parser_is_not_fetched_again(
+        redis_server, start_daemon, spool, fresh_origin):
+    # The poisoned page takes the daemon down (a failure of ours), its line is noted in
+    # out/BATCH.CONSUMER.crashes, and the restart, with the fault still armed, records the
+    # entry as ParserCrashed instead of fetching it into the same crash; it is acknowledged
+    # like any other, and the note goes once the batch's output is closed.
+    import resource
+    import subprocess
+    o = fresh_origin
+    c = redis_server.client()
+    marker = "poison-92-13"
+    bad = o.url("/page?title=" + marker)
+    urls = [o.url("/page?title=g%d" % i) for i in range(3)] + [bad]
+    xadd_lines(c, "px", urls)
+    env = {"HARVESTD_TEST_PARSE_ABORT": marker}
+    cfg = stream_config(redis_server, redis_consumer="n", concurrency="1", per_host="1",
+                        parse_jobs="1", flush_ms="20ms")
+    note = os.path.join(str(spool.root), "out", "px.n.crashes")
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))
+    try:
+        d = start_daemon(env=env, **cfg)
+        try:
+            d.popen.wait(20 * SLOWDOWN)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the daemon did not abort on the poisoned page\n" + d.stderr_text()[-3000:])
+        assert d.popen.returncode == -signal.SIGABRT, d.stderr_text()[-3000:]
+        d.rc = d.popen.returncode
+        assert open(note).read() == bad + "\n"
+        fetched = len(o.find_request(marker))
+        d = start_daemon(env=env, **cfg)
+        wait_for(lambda: batch_hash(c, "px").get("done", 0) == 4, 20, "every entry", [d])
+        wait_for(lambda: not os.path.exists(note), 20, "the note's removal", [d])
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, core)
+    assert len(o.find_request(marker)) == fetched
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+    recs = {r["line"]: r for r in all_records([spool.root], "px")}
+    assert (recs[4]["stage"], recs[4]["error_type"]) == ("parse", "ParserCrashed")
+    assert all(recs[i]["status"] == "ok" for i in (1, 2, 3))
+    assert pending_total(c) == 0
