@@ -1099,9 +1099,6 @@ static void pass(hv_stream_t *s)
         start_read(s);
     if (!s->closing && s->wr.up && !s->refreshing && now >= s->next_refresh_ms)
         start_refresh(s);
-    /* A quarter of the bound waits for an fsync (reading would soon wait for it), or there is
-     * nothing more to read: sync now rather than at the interval, which only spreads fsyncs
-     * out under load. */
     /* Once the stream runs dry, the last records are waited for one by one: each is written
      * and synced at once (and the batches go back to flush_ms and the interval when entries
      * come again). */
@@ -1111,6 +1108,9 @@ static void pass(hv_stream_t *s)
             hv_batch_set_eager(sl->batch, sl->eager);
         }
     }
+    /* A quarter of the bound waits for an fsync (reading would soon wait for it), or there is
+     * nothing more to read: sync now rather than at the interval, which only spreads fsyncs
+     * out under load. */
     if (active && s->nacks + s->nacking < s->nheld) {
         uint64_t unsynced = 0;
         HASH_ITER(hh, s->slots, sl, tmp) {
