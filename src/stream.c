@@ -689,14 +689,15 @@ static void ensure_group(hv_stream_t *s)
         s->grouping = 1;
 }
 
+/* A read or a claim in flight: the entries it asked for count against the bound. */
 typedef struct {
     hv_stream_t *s;
     unsigned count;
-} readreq_t;
+} askreq_t;
 
 static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep)
 {
-    readreq_t *rq = data;
+    askreq_t *rq = data;
     hv_stream_t *s = rq->s;
     unsigned asked = rq->count;
     (void)r;
@@ -780,7 +781,7 @@ static void start_read(hv_stream_t *s)
     arg(&a, "STREAMS");
     arg(&a, s->cfg->redis_stream);
     arg(&a, s->phase == P_NEW ? ">" : s->cursor);
-    readreq_t *rq = hv_xmalloc(sizeof(*rq));
+    askreq_t *rq = hv_xmalloc(sizeof(*rq));
     rq->s = s;
     rq->count = n;
     if (link_send(&s->rd, &a, BLOCK_MS + COMMAND_TIMEOUT_MS, on_read, rq) != 0) {
@@ -877,14 +878,9 @@ static void ack_deleted(hv_stream_t *s, const char *id)
 
 /* ---- taking over and keeping ---- */
 
-typedef struct {
-    hv_stream_t *s;
-    unsigned count;
-} claimreq_t;
-
 static void on_claim(hv_redis_t *r, void *data, int status, const redisReply *rep)
 {
-    claimreq_t *cq = data;
+    askreq_t *cq = data;
     hv_stream_t *s = cq->s;
     (void)r;
     s->asked -= cq->count;
@@ -928,7 +924,7 @@ static void start_claim(hv_stream_t *s)
     arg(&a, s->claim_cursor);
     arg(&a, "COUNT");
     arg(&a, count);
-    claimreq_t *cq = hv_xmalloc(sizeof(*cq));
+    askreq_t *cq = hv_xmalloc(sizeof(*cq));
     cq->s = s;
     cq->count = HV_MIN(n, 1000u);
     if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_claim, cq) != 0) {
