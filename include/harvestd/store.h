@@ -1,0 +1,82 @@
+/*
+ * store.h: what harvestd last saw of each URL, for conditional re-fetching: an LMDB
+ * environment in one directory (data.mdb and lock.mdb), memory-mapped, crash-safe, and safe
+ * to share between processes (two daemons on one spool share one store).
+ *
+ * One record per requested URL (the key): the final URL, the validators (ETag,
+ * Last-Modified), a SHA-256 of the decoded body, what the record said (title, fields,
+ * content type, charset, bytes), a fingerprint of the rules that produced them, when it was
+ * fetched and when its content last changed. Values are small JSON objects.
+ *
+ * The store is bounded: its map is `max_bytes`; a write that does not fit fails with
+ * UV_ENOSPC and changes nothing, and the owner stops storing (the store never fails a batch).
+ * Writes go in transactions of many records (hv_store_write), so that a batch of records
+ * costs one commit. Calls block (LMDB commits fsync): the owner runs writes off the loop.
+ */
+#ifndef HARVESTD_STORE_H
+#define HARVESTD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hv_store_s hv_store_t;
+
+typedef struct {
+    char *url;            /* final URL; NULL: absent (likewise for every string) */
+    char *etag;
+    char *last_modified;
+    char body_sha256[65]; /* hex; "" when not known */
+    char *title;
+    char *fields;         /* a JSON object text */
+    char *content_type;
+    char *charset;
+    int64_t bytes;        /* -1: absent */
+    uint64_t rules_fp;    /* fingerprint of the extraction rules (0: title only) */
+    int64_t fetched_at_ms;  /* Unix ms */
+    int64_t modified_at_ms; /* Unix ms: when the content was last seen to change */
+} hv_store_entry_t;
+
+/** One write of hv_store_write: put `entry` under `key` (or delete `key` when entry is NULL). */
+typedef struct {
+    const char *key;
+    size_t key_len;
+    const hv_store_entry_t *entry;
+} hv_store_op_t;
+
+typedef struct {
+    uint64_t entries;
+    uint64_t bytes_used;  /* pages in use x page size */
+    uint64_t map_bytes;   /* the bound */
+} hv_store_stats_t;
+
+/** Longest key the store takes (LMDB's limit); longer URLs are not stored. */
+#define HV_STORE_KEY_MAX 511
+
+/**
+ * Open (creating `dir` and the store when missing) with a bound of `max_bytes`. 0 and *out,
+ * or an error with a message naming the path in `err`: a store that is not an LMDB
+ * environment or is corrupt says how to discard it.
+ */
+int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
+                  size_t errcap);
+
+/** The entry of `key` into *out (free with hv_store_entry_clear): 0, UV_ENOENT, or an error. */
+int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry_t *out);
+
+/** Apply `ops` in one transaction: 0, UV_ENOSPC (the bound: nothing written), or an error. */
+int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n);
+
+/** Delete entries fetched before `before_unix_ms`; *removed counts them. 0 or an error. */
+int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed);
+
+int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
+
+/** Free what an entry holds (not the struct) and reset it. */
+void hv_store_entry_clear(hv_store_entry_t *e);
+
+void hv_store_close(hv_store_t *st);
+
+/** A fingerprint (64-bit FNV-1a) of `len` bytes, e.g. of the rules' canonical text. */
+uint64_t hv_store_fingerprint(const void *data, size_t len);
+
+#endif
