@@ -480,7 +480,7 @@ uint64_t hv_batch_unsynced(const hv_batch_t *b)
 
 void hv_batch_sync_soon(hv_batch_t *b)
 {
-    if (b->writer != NULL && b->state < B_DONE)
+    if (b->writer != NULL && b->state < B_FINISHING)
         hv_writer_sync_soon(b->writer);
 }
 

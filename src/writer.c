@@ -350,7 +350,9 @@ uint64_t hv_writer_bytes(const hv_writer_t *w)
 
 void hv_writer_sync_soon(hv_writer_t *w)
 {
-    if (!syncs(w) || w->err != 0 || w->finishing)
+    /* Once finishing, the finish's own fsync covers everything (and owns sync_req: its
+     * `finishing` flag is cleared when that fsync starts, `done` is not). */
+    if (!syncs(w) || w->err != 0 || w->finishing || w->done != NULL)
         return;
     w->sync_want = w->written + w->inflight_n + w->pending_n;
     if (w->writing || w->syncing || w->pending.len > 0) {

@@ -469,3 +469,27 @@ def test_92_13_a_page_that_crashes_the_parser_is_not_fetched_again(
     assert (recs[4]["stage"], recs[4]["error_type"]) == ("parse", "ParserCrashed")
     assert all(recs[i]["status"] == "ok" for i in (1, 2, 3))
     assert pending_total(c) == 0
+
+
+def test_92_14_entries_name_their_rules(redis_server, harvestd, spool, origin):
+    # One batch's entries with two rule sets, in runs: each run of entries is analysed with
+    # its own set (a batch has one set at a time: the output is closed and opened again with
+    # the next), and an entry naming no set gets the default (default_rules).
+    c = redis_server.client()
+    urls = [origin.url("/page?title=r%d" % i) for i in range(7)]
+    rules = ["one", "one", "two", "two", "", "one", "two"]
+    pipeline(c, [["XADD", STREAM, "*", "batch", "rr", "line", i + 1, "url", u] +
+                 (["rules", r] if r else []) for i, (u, r) in enumerate(zip(urls, rules))])
+    conf = harvestd.daemon_config(spool.root, stream_config(redis_server, redis_consumer="n",
+                                                            default_rules="one"))
+    with open(conf, "a") as f:
+        f.write('\n[rules "one"]\nfirst = title\n\n[rules "two"]\nsecond = title\n')
+    d = harvestd.start_daemon(conf).wait_ready()
+    wait_for(lambda: batch_hash(c, "rr").get("done", 0) == 7, 20, "every entry", [d])
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+    recs = {r["line"]: r for r in all_records([spool.root], "rr")}
+    for i, r in enumerate(rules):
+        key = "second" if r == "two" else "first"
+        assert recs[i + 1]["fields"] == {key: "r%d" % i}, recs[i + 1]
+    assert len(d.events("stream_batch_open")) >= 4  # one, two, one, two

@@ -577,3 +577,38 @@ TEST_IMPL(writer_eager_writes_and_syncs_each_record_at_once)
     assert_file_is(path, LINE_A LINE_C LINE_C);
     ASSERT_LOOP_CLOSE(&f.loop);
 }
+
+/* Asking for an early fsync while the writer finishes is a no-op: the finish's own fsync
+ * covers everything (a second fsync on its request corrupted it, and `done` ran twice). */
+static void sync_soon_always(void *ud)
+{
+    fixture_t *f = ud;
+    if (f->w != NULL)
+        hv_writer_sync_soon(f->w);
+}
+
+TEST_IMPL(writer_sync_soon_while_finishing_does_nothing)
+{
+    fixture_t f;
+    const char *path =
+        fixture_start(&f, (hv_writer_opts_t){.flush_ms = 0, .fsync_interval_ms = 3600000});
+    watch_fsyncs(path);
+    ASSERT_OK(hv_writer_push(f.w, ok_record("http://a.test/", "A")));
+    while (f.drains == 0)
+        uv_run(&f.loop, UV_RUN_ONCE); /* written, dirty, not synced */
+    f.drain_hook = sync_soon_always;
+    f.in_finish = 1;
+    hv_writer_finish(f.w, on_done);
+    f.in_finish = 0;
+    hv_writer_sync_soon(f.w);
+    uv_run(&f.loop, UV_RUN_ONCE);
+    if (f.w != NULL)
+        hv_writer_sync_soon(f.w); /* the finish's fsync is in flight now */
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(1, f.done);
+    ASSERT_EQ(0, f.done_status);
+    ASSERT_EQ(1, atomic_load(&fsyncs));
+    ASSERT_EQ(1, f.durable);
+    assert_file_is(path, LINE_A);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
