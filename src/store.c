@@ -232,6 +232,22 @@ int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
     return from_mdb(mdb_txn_commit(txn));
 }
 
+int hv_store_delete(hv_store_t *st, const char *key, size_t key_len)
+{
+    MDB_txn *txn;
+    MDB_val k = {key_len, (void *)(uintptr_t)key};
+    if (key_len == 0 || key_len > HV_STORE_KEY_MAX)
+        return UV_ENOENT;
+    int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+    if (rc != 0)
+        return from_mdb(rc);
+    if ((rc = mdb_del(txn, st->dbi, &k, NULL)) != 0) {
+        mdb_txn_abort(txn);
+        return from_mdb(rc); /* MDB_NOTFOUND: UV_ENOENT */
+    }
+    return from_mdb(mdb_txn_commit(txn));
+}
+
 int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed)
 {
     MDB_txn *txn;

@@ -66,6 +66,14 @@ int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry
 /** Apply `ops` in one transaction: 0, UV_ENOSPC (the bound: nothing written), or an error. */
 int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n);
 
+/**
+ * Delete the entry of `key` in a transaction of its own: 0 when there was one, UV_ENOENT when
+ * there was none (also for an empty or overlong key), or an error. Unlike a NULL-entry op of
+ * hv_store_write, it tells whether something was deleted; an entry whose value does not
+ * decode (which hv_store_get reports as UV_ENOENT) is deleted and counts as one.
+ */
+int hv_store_delete(hv_store_t *st, const char *key, size_t key_len);
+
 /** Delete entries fetched before `before_unix_ms`; *removed counts them. 0 or an error. */
 int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed);
 

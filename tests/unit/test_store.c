@@ -1,6 +1,8 @@
 /*
  * test_store.c: the per-URL state store on a real LMDB environment in the test's directory.
  */
+#include <lmdb.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +105,57 @@ TEST_IMPL(store_misses_deletes_and_overlong_keys)
     hv_store_stats_t s;
     ASSERT_OK(hv_store_stats(st, &s));
     ASSERT_EQ(0, s.entries);
+    hv_store_close(st);
+}
+
+/* A raw value under `key`, written with LMDB itself while the store is closed. */
+static void put_raw(const char *name, const char *key, const char *value)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {strlen(key), (void *)(uintptr_t)key};
+    MDB_val v = {strlen(value), (void *)(uintptr_t)value};
+    ASSERT_OK(mdb_env_create(&env));
+    ASSERT_OK(mdb_env_set_mapsize(env, 16 << 20));
+    ASSERT_OK(mdb_env_open(env, hv_test_tmppath(name), MDB_NOTLS, 0644));
+    ASSERT_OK(mdb_txn_begin(env, NULL, 0, &txn));
+    ASSERT_OK(mdb_dbi_open(txn, NULL, 0, &dbi));
+    ASSERT_OK(mdb_put(txn, dbi, &k, &v, 0));
+    ASSERT_OK(mdb_txn_commit(txn));
+    mdb_env_close(env);
+}
+
+TEST_IMPL(store_delete_tells_whether_there_was_an_entry)
+{
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t e = sample(7), out;
+    put(st, "http://a.test/", &e);
+    put(st, "http://b.test/", &e);
+    ASSERT_OK(hv_store_delete(st, "http://a.test/", 14));
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/", 14, &out));
+    ASSERT_EQ(UV_ENOENT, hv_store_delete(st, "http://a.test/", 14));
+    ASSERT_EQ(UV_ENOENT, hv_store_delete(st, "", 0));
+    char longkey[HV_STORE_KEY_MAX + 2];
+    memset(longkey, 'x', sizeof(longkey) - 1);
+    longkey[sizeof(longkey) - 1] = '\0';
+    ASSERT_EQ(UV_ENOENT, hv_store_delete(st, longkey, strlen(longkey)));
+    /* The other entry is untouched. */
+    ASSERT_OK(hv_store_get(st, "http://b.test/", 14, &out));
+    hv_store_entry_clear(&out);
+    hv_store_stats_t s;
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(1, s.entries);
+    hv_store_close(st);
+
+    /* A value that is not an entry reads as absent, but is there to delete. */
+    put_raw("state", "http://c.test/", "not json");
+    st = open_store("state", 16 << 20);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://c.test/", 14, &out));
+    ASSERT_OK(hv_store_delete(st, "http://c.test/", 14));
+    ASSERT_EQ(UV_ENOENT, hv_store_delete(st, "http://c.test/", 14));
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(1, s.entries);
     hv_store_close(st);
 }
 
