@@ -6,6 +6,7 @@
  *   harvestd enqueue --redis URL [--stream S] [--batch NAME] [--rules NAME] FILE|-
  *   harvestd status  --redis URL [--stream S] [--group G] [--batch NAME] [--json]
  *   harvestd merge   --batch NAME -o FILE DIR_OR_FILE...
+ *   harvestd state   --state-dir DIR [--json] stats|get URL|forget URL|prune --older-than D
  */
 #ifndef HARVESTD_COMMANDS_H
 #define HARVESTD_COMMANDS_H
@@ -18,5 +19,14 @@ int hv_cmd_status(int argc, char **argv);
 
 /** One record per line of a batch from per-daemon outputs: 0, 1 (I/O), 2 (usage). */
 int hv_cmd_merge(int argc, char **argv);
+
+/**
+ * The per-URL state store of DIR (store.h), which must exist (it is never created): `stats`,
+ * `get URL` (the entry as one JSON line), `forget URL`, `prune --older-than DURATION` (a
+ * bare number is seconds; ms/s/m/h/d). URL is normalised with hv_url_parse() into the key the
+ * daemon uses. Exit status: 0 answered, 1 no store / a store that cannot be opened / I/O,
+ * 2 usage (also an unparsable URL), 3 the entry asked for (get, forget) is absent.
+ */
+int hv_cmd_state(int argc, char **argv);
 
 #endif
