@@ -1,0 +1,267 @@
+"""`harvestd state`: the per-URL state store inspected and trimmed from the command line.
+The daemon does not write the store yet, so the entries are put there by tests/tools/store_put
+(hv_store_write() itself, keys used as given): stats, get (the key normalised as the daemon
+does), forget, prune by age, the JSON answers, a missing, empty or corrupt store, and usage
+errors."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from harness import HARVESTD_BIN, HARVESTD_TOOLS, SLOWDOWN, check_sanitizer
+
+GIB = 1 << 30
+DAY_MS = 24 * 3600 * 1000
+USAGE_HINT = "Try 'harvestd state --help'."
+
+
+def tool_path(name):
+    """build/tools/<name> (HARVESTD_TOOLS, else beside HARVESTD_BIN); skipped when it was not
+    built (`make integration` builds every tests/tools/*.c)."""
+    dirs = ([HARVESTD_TOOLS] if HARVESTD_TOOLS else []) + [os.path.join(os.path.dirname(HARVESTD_BIN), "tools")]
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    if HARVESTD_TOOLS:
+        pytest.fail("%s is not in HARVESTD_TOOLS=%s: `make integration` builds it" % (name, HARVESTD_TOOLS))
+    pytest.skip("%s not built (HARVESTD_TOOLS is not set): run the suite with `make integration`" % name)
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def put(harvestd, store, *pairs):
+    """Write entries: pairs of (key, dict of entry fields, see tests/tools/store_put.c)."""
+    argv = [tool_path("store_put"), str(store)]
+    for key, fields in pairs:
+        argv += [key, json.dumps(fields)]
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=harvestd.env, timeout=30 * SLOWDOWN)
+    err = done.stderr.decode("utf-8", "replace")
+    check_sanitizer(err)
+    assert done.returncode == 0, err
+
+
+def state(harvestd, store, *args):
+    return harvestd.command("state", "--state-dir", store, *args)
+
+
+def one_line(out):
+    """The single line of an answer (exactly one, newline-terminated)."""
+    assert out.endswith("\n") and out.count("\n") == 1, repr(out)
+    return out[:-1]
+
+
+FULL = {"url": "http://a.test/final", "etag": '"v1"', "last_modified": "Wed, 02 Dec 2026 10:00:00 GMT",
+        "sha256": "ab" * 32, "title": "Tétre \"quoted\"", "fields": {"a": [1, "x"], "b": None},
+        "content_type": "text/html", "charset": "utf-8", "bytes": 1234, "rules": "fedcba9876543210",
+        "fetched_at": 1796210000123, "modified_at": 1796209995123}
+
+
+def test_94_01_no_store_in_the_directory_is_an_error_and_nothing_is_created(harvestd, tmp_path):
+    missing = tmp_path / "missing"
+    for args in (["stats"], ["get", "http://a.test/"], ["forget", "http://a.test/"],
+                 ["prune", "--older-than", "1d"], ["--json", "stats"]):
+        r = state(harvestd, missing, *args)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == "harvestd: no state store at %s\n" % missing
+        assert r.stdout == ""
+        assert not missing.exists()
+    # A directory without data.mdb: nothing is created in it either (no lock.mdb).
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = state(harvestd, empty, "stats")
+    assert r.returncode == 1
+    assert r.stderr == "harvestd: no state store at %s\n" % empty
+    assert list(empty.iterdir()) == []
+    # An empty data.mdb would become a new store: it is not one yet.
+    (empty / "data.mdb").write_bytes(b"")
+    r = state(harvestd, empty, "get", "http://a.test/")
+    assert r.returncode == 1
+    assert r.stderr.startswith("harvestd: no state store at %s (" % empty), r.stderr
+    assert sorted(p.name for p in empty.iterdir()) == ["data.mdb"]
+    assert (empty / "data.mdb").stat().st_size == 0
+    # A file where the directory should be.
+    f = tmp_path / "file"
+    f.write_bytes(b"x")
+    r = state(harvestd, f, "stats")
+    assert r.returncode == 1
+    assert r.stderr.startswith("harvestd: no state store at %s" % f), r.stderr
+
+
+def test_94_02_stats_in_text_and_json(harvestd, tmp_path):
+    store = tmp_path / "state"
+    put(harvestd, store, ("http://a.test/", FULL), ("http://b.test/", {}), ("http://c.test/", {}))
+    r = state(harvestd, store, "stats")
+    assert r.returncode == 0, r.stderr
+    m = re.fullmatch(r"entries=(\d+) bytes_used=(\d+) map_bytes=(\d+)", one_line(r.stdout))
+    assert m, r.stdout
+    entries, used, mapped = (int(x) for x in m.groups())
+    assert entries == 3
+    assert 0 < used <= os.path.getsize(store / "data.mdb")
+    assert mapped >= GIB  # never below the file, and at least 1 GiB
+    # Options after the verb, the --state-dir=DIR form, --json.
+    r = harvestd.command("state", "stats", "--json", "--state-dir=%s" % store)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(one_line(r.stdout)) == {"entries": 3, "bytes_used": used, "map_bytes": mapped}
+    assert list(json.loads(one_line(r.stdout))) == ["entries", "bytes_used", "map_bytes"]
+
+
+def test_94_03_get_finds_the_entry_by_its_normalised_url(harvestd, tmp_path):
+    store = tmp_path / "state"
+    put(harvestd, store, ("http://a.test/", FULL),
+        ("http://b.test/p/q?x=1", {"fetched_at": 1796210000000, "bytes": 0}))
+    want = {"url_key": "http://a.test/", "url": "http://a.test/final", "etag": '"v1"',
+            "last_modified": "Wed, 02 Dec 2026 10:00:00 GMT", "sha256": "ab" * 32,
+            "title": "Tétre \"quoted\"", "fields": {"a": [1, "x"], "b": None},
+            "content_type": "text/html", "charset": "utf-8", "bytes": 1234,
+            "rules": "fedcba9876543210", "fetched_at": "2026-12-02T11:13:20.123Z",
+            "modified_at": "2026-12-02T11:13:15.123Z"}
+    for url in ("HTTP://A.TEST", "http://a.test/", "http://a.test:80/#frag", "http://A.test/x/.."):
+        for mode in ([], ["--json"]):
+            r = state(harvestd, store, *mode, "get", url)
+            assert r.returncode == 0, r.stderr
+            got = json.loads(one_line(r.stdout))
+            assert got == want
+            assert list(got) == list(want)  # the documented key order
+            assert r.stderr == ""
+    # Absent fields are left out; a zero is not absent.
+    r = state(harvestd, store, "get", "http://B.test/p/./q?x=1")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(one_line(r.stdout)) == {
+        "url_key": "http://b.test/p/q?x=1", "bytes": 0, "rules": "0000000000000000",
+        "fetched_at": "2026-12-02T11:13:20.000Z", "modified_at": "2026-12-02T11:13:20.000Z"}
+    # Not there: exit 3, said on stderr, nothing on stdout; also for a query that differs.
+    for url in ("http://nope.test/", "http://b.test/p/q?x=2", "https://a.test/"):
+        for mode in ([], ["--json"]):
+            r = state(harvestd, store, *mode, "get", url)
+            assert r.returncode == 3, r.stderr
+            assert r.stdout == ""
+            assert r.stderr == "harvestd: no entry for %s\n" % url
+
+
+def test_94_04_forget_deletes_one_entry(harvestd, tmp_path):
+    store = tmp_path / "state"
+    put(harvestd, store, ("http://a.test/", FULL), ("http://b.test/", FULL), ("http://c.test/", FULL))
+    r = state(harvestd, store, "forget", "HTTP://A.TEST")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "forgot http://a.test/\n"
+    assert state(harvestd, store, "get", "http://a.test/").returncode == 3
+    assert state(harvestd, store, "get", "http://b.test/").returncode == 0
+    r = state(harvestd, store, "forget", "http://a.test/")
+    assert r.returncode == 3
+    assert r.stdout == ""
+    assert r.stderr == "harvestd: no entry for http://a.test/\n"
+    # JSON answers, present and absent.
+    r = state(harvestd, store, "forget", "http://B.TEST", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(one_line(r.stdout)) == {"forgot": True, "url": "http://b.test/"}
+    r = state(harvestd, store, "--json", "forget", "http://b.test")
+    assert r.returncode == 3
+    assert json.loads(one_line(r.stdout)) == {"forgot": False, "url": "http://b.test/"}
+    r = state(harvestd, store, "stats", "--json")
+    assert json.loads(r.stdout)["entries"] == 1
+
+
+def test_94_05_prune_drops_entries_fetched_before_now_minus_the_age(harvestd, tmp_path):
+    store = tmp_path / "state"
+    t = now_ms()
+    ages = {"d10": 10 * DAY_MS, "d2": 2 * DAY_MS, "h1": 3600 * 1000, "new": 0}
+    put(harvestd, store, *[("http://%s.test/" % k, {"fetched_at": t - age}) for k, age in ages.items()])
+
+    def present():
+        return sorted(k for k in ages
+                      if state(harvestd, store, "get", "http://%s.test/" % k).returncode == 0)
+
+    r = state(harvestd, store, "prune", "--older-than", "3d")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "pruned=1 entries=3\n"
+    assert present() == ["d2", "h1", "new"]
+    # Nothing older than a year: nothing pruned.
+    r = state(harvestd, store, "--older-than=365d", "prune")
+    assert r.stdout == "pruned=0 entries=3\n"
+    r = state(harvestd, store, "prune", "--older-than", "36h", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(one_line(r.stdout)) == {"pruned": 1, "entries": 2}
+    assert present() == ["h1", "new"]
+    # A bare number is seconds: 600 s removes the hour-old entry and keeps the new one.
+    r = state(harvestd, store, "prune", "--older-than", "600")
+    assert r.stdout == "pruned=1 entries=1\n"
+    assert present() == ["new"]
+    r = state(harvestd, store, "prune", "--older-than", "10m")
+    assert r.stdout == "pruned=0 entries=1\n"
+
+
+def test_94_06_a_corrupt_store_is_named_with_the_way_to_discard_it(harvestd, tmp_path):
+    store = tmp_path / "state"
+    store.mkdir()
+    garbage = bytes((i * 37 + 11) % 256 for i in range(8192))
+    (store / "data.mdb").write_bytes(garbage)
+    for args in (["stats"], ["get", "http://a.test/"], ["forget", "http://a.test/"],
+                 ["prune", "--older-than", "1d"]):
+        r = state(harvestd, store, *args)
+        assert r.returncode == 1, r.stderr
+        assert r.stdout == ""
+        line = one_line(r.stderr)
+        assert line.startswith("harvestd: the state store %s is not a usable LMDB store" % store), line
+        assert "%s/data.mdb" % store in line and "%s/lock.mdb" % store in line
+    # The store is left as it was, for whoever looks into it.
+    assert (store / "data.mdb").read_bytes() == garbage
+
+
+def test_94_07_usage_errors(harvestd, tmp_path):
+    store = tmp_path / "state"
+    put(harvestd, store, ("http://a.test/", FULL))
+    before = (store / "data.mdb").read_bytes()
+    cases = [
+        ([], "missing --state-dir DIR"),
+        (["stats"], "missing --state-dir DIR"),
+        (["--state-dir"], "--state-dir needs a value"),
+        (["--state-dir=", "stats"], "--state-dir needs a directory"),
+        (["--state-dir", store, "--state-dir", store, "stats"], "--state-dir given twice"),
+        (["--state-dir", store], "missing a verb"),
+        (["--state-dir", store, "list"], "unknown verb: list"),
+        (["--state-dir", store, "get"], "get needs a URL"),
+        (["--state-dir", store, "forget"], "forget needs a URL"),
+        (["--state-dir", store, "get", "http://a.test/", "http://b.test/"],
+         "unexpected argument: http://b.test/"),
+        (["--state-dir", store, "stats", "extra"], "unexpected argument: extra"),
+        (["--state-dir", store, "get", "not a url"], "not a URL the daemon fetches (contains_space)"),
+        (["--state-dir", store, "get", "example.com/x"], "(not_absolute)"),
+        (["--state-dir", store, "forget", "ftp://a.test/"], "(unsupported_scheme)"),
+        (["--state-dir", store, "prune"], "prune needs --older-than DURATION"),
+        (["--state-dir", store, "prune", "--older-than", "soon"], "'soon' is not a duration"),
+        (["--state-dir", store, "prune", "--older-than", "5x"], "'5x' is not a duration"),
+        (["--state-dir", store, "prune", "--older-than", "d"], "'d' is not a duration"),
+        (["--state-dir", store, "prune", "--older-than", "1hd"], "'1hd' is not a duration"),
+        (["--state-dir", store, "prune", "--older-than", "99999999999999999999d"], "too long"),
+        (["--state-dir", store, "prune", "--older-than"], "--older-than needs a value"),
+        (["--state-dir", store, "stats", "--older-than", "1d"], "--older-than is for prune only"),
+        (["--state-dir", store, "--jsn", "stats"], "unknown option: --jsn"),
+    ]
+    for args, what in cases:
+        r = harvestd.command("state", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stdout == ""
+        lines = r.stderr.splitlines()
+        assert len(lines) == 2 and lines[0].startswith("harvestd: ") and what in lines[0], (args, r.stderr)
+        assert lines[1] == USAGE_HINT
+    assert (store / "data.mdb").read_bytes() == before
+
+
+def test_94_08_help(harvestd, tmp_path):
+    for args in (["--help"], ["-h"], ["--state-dir", tmp_path / "missing", "stats", "--help"]):
+        r = harvestd.command("state", *args)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("usage: harvestd state --state-dir DIR [--json] stats\n")
+        assert "Exit status: 0 answered; 1 no store" in r.stdout
+        assert r.stderr == ""
+    assert not (tmp_path / "missing").exists()
+    r = harvestd.command("--help")
+    assert "harvestd state --state-dir DIR" in r.stdout
