@@ -17,6 +17,7 @@
 #include "harvestd/common.h"
 #include "harvestd/log.h"
 #include "harvestd/metrics.h"
+#include "harvestd/recrawl.h"
 #include "harvestd/url.h"
 #include "harvestd/writer.h"
 
@@ -24,11 +25,13 @@ typedef enum { B_RUNNING, B_DRAINING, B_STOPPING, B_FINISHING, B_DONE } hv_batch
 
 static const char *const state_names[] = {"running", "draining", "stopping", "finishing", "done"};
 
-/* A written record's token, until the writer says the record is durable. */
+/* What waits for a written record to be durable: its token (a stream entry's
+ * acknowledgement) and what the store is to keep of it (recrawl.h). */
 typedef struct token_s {
     uint64_t seq; /* its place among the records pushed to the writer (1-based) */
     int ok;
-    char *token;
+    char *token;             /* NULL: none */
+    hv_recrawl_op_t *store;  /* NULL: none */
     STAILQ_ENTRY(token_s) link;
 } token_t;
 
@@ -56,7 +59,9 @@ struct hv_batch_s {
     hv_writer_t *writer;
     uint64_t pushed;          /* records handed to the writer */
     void (*on_durable)(void *ud, hv_batch_t *b, char *token, int ok);
-    STAILQ_HEAD(, token_s) tokens; /* records with a token, written, not yet durable */
+    STAILQ_HEAD(, token_s) tokens; /* records with a token or a store operation, written,
+                                      not yet durable */
+    hv_recrawl_t *recrawl;
 
     hv_batch_stats_t stats;
 };
@@ -102,6 +107,9 @@ static void push_result(hv_batch_t *b, hv_record_t *rec)
         s->body_bytes += (uint64_t)rec->bytes;
         s->with_bytes++;
     }
+    s->not_modified += rec->not_modified != 0;
+    s->unchanged += rec->unchanged != 0;
+    s->from_cache += rec->from_cache != 0;
     TAILQ_INSERT_TAIL(&b->results, rec, link);
     b->nresults++;
     if (b->nresults > s->hwm_results)
@@ -179,8 +187,11 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
                b->name, lineno, hv_error_type_name(t), rec->error);
         push_result(b, rec);
         hv_engine_wake(b->e);
+    } else if ((rec = hv_engine_submit(b->flow, rec, &url)) != NULL) {
+        /* Answered from the store (recrawl_min_age): no request. */
+        push_result(b, rec);
+        hv_engine_wake(b->e);
     } else {
-        hv_engine_submit(b->flow, rec, &url);
         hv_engine_flow_counts_t c;
         hv_engine_flow_counts(b->flow, &c);
         b->stats.hwm_jobs = HV_MAX(b->stats.hwm_jobs, c.waiting);
@@ -248,7 +259,12 @@ static void on_writer_durable(void *ud, uint64_t records)
     token_t *t;
     while ((t = STAILQ_FIRST(&b->tokens)) != NULL && t->seq <= records) {
         STAILQ_REMOVE_HEAD(&b->tokens, link);
-        b->on_durable(b->ud, b, t->token, t->ok);
+        /* The store first: an acknowledged entry's record may be fetched again at once, by
+         * anyone, and should find what this one stored. */
+        if (t->store != NULL)
+            hv_recrawl_commit(b->recrawl, t->store);
+        if (t->token != NULL)
+            b->on_durable(b->ud, b, t->token, t->ok);
         free(t);
     }
 }
@@ -259,6 +275,7 @@ static void free_tokens(hv_batch_t *b)
     while ((t = STAILQ_FIRST(&b->tokens)) != NULL) {
         STAILQ_REMOVE_HEAD(&b->tokens, link);
         free(t->token);
+        hv_recrawl_op_free(t->store);
         free(t);
     }
 }
@@ -269,12 +286,16 @@ static const hv_writer_cbs_t writer_cbs = {on_writer_drain, on_writer_error, on_
 static void write_record(hv_batch_t *b, hv_record_t *rec)
 {
     b->pushed++;
-    if (rec->token != NULL && b->on_durable != NULL) {
+    hv_recrawl_op_t *op = b->recrawl != NULL ? hv_recrawl_op_new(b->recrawl, rec) : NULL;
+    int has_token = rec->token != NULL && b->on_durable != NULL;
+    if (has_token || op != NULL) {
         token_t *t = hv_xmalloc(sizeof(*t));
         t->seq = b->pushed;
         t->ok = rec->ok;
-        t->token = rec->token;
-        rec->token = NULL;
+        t->token = has_token ? rec->token : NULL;
+        if (has_token)
+            rec->token = NULL;
+        t->store = op;
         STAILQ_INSERT_TAIL(&b->tokens, t, link);
     }
     hv_writer_push(b->writer, rec);
@@ -420,6 +441,7 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->skip = opts->skip;
     b->skip_ud = opts->skip_ud;
     b->on_durable = opts->on_durable;
+    b->recrawl = hv_engine_recrawl(e);
     STAILQ_INIT(&b->tokens);
     TAILQ_INIT(&b->results);
     b->flow = hv_engine_flow_new(e, &flow_cbs, b, opts->rules, opts->crash_note);
@@ -468,6 +490,9 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
             ADD(" error_type.%s=%" PRIu64, hv_error_type_name((hv_error_type_t)t), s->by_type[t]);
     if (s->skipped > 0)
         ADD(" resumed=%" PRIu64, s->skipped);
+    if (b->recrawl != NULL)
+        ADD(" not_modified=%" PRIu64 " unchanged=%" PRIu64 " from_cache=%" PRIu64,
+            s->not_modified, s->unchanged, s->from_cache);
     ADD(" elapsed_s=%.3f pages_per_s=%.1f hwm_jobs=%u hwm_results=%u", elapsed,
         elapsed > 0 ? (double)s->records / elapsed : 0.0, s->hwm_jobs, s->hwm_results);
 #undef ADD

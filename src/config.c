@@ -41,7 +41,8 @@ typedef enum {
     T_STATUSES,
     T_FRACTION,
     T_ADDRESSES,
-    T_SOURCES
+    T_SOURCES,
+    T_RECRAWL
 } dtype_t;
 
 typedef struct {
@@ -154,6 +155,17 @@ static const directive_t directives[] = {
      "this daemon's consumer name, the same across its restarts; empty: HOSTNAME:SPOOL_DIR"},
     {"redis_claim_idle", T_DURATION, F(redis_claim_idle_ms), 1000, 24 * HOUR_MS, 1000, "60s",
      "entries another consumer has held this long without a sign of life are taken over"},
+    {"recrawl", T_RECRAWL, F(recrawl), 0, 0, 0, "off",
+     "off, or conditional: remember each URL's last ok record and validators, and ask the "
+     "server whether the page changed (If-None-Match, If-Modified-Since)"},
+    {"state_dir", T_PATH, F(state_dir), 0, 0, 0, "",
+     "the re-crawling store (an LMDB environment); empty: SPOOL_DIR/state (the daemon; "
+     "--once needs --state-dir)"},
+    {"state_max_bytes", T_SIZE, F(state_max_bytes), MIB, UINT64_C(1) << 40, 0, "1g",
+     "the store's bound: when full it stops storing (a warning) and pages are still fetched"},
+    {"recrawl_min_age", T_DURATION, F(recrawl_min_age_ms), 0, 365 * 24 * HOUR_MS, 1000, "0s",
+     "a URL whose stored record is younger than this is answered from the store without a "
+     "request (from_cache); 0: always ask the server"},
     {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
      "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
@@ -413,6 +425,8 @@ static const char *const level_names[] = {
     [HV_LOG_DEBUG] = "debug", [HV_LOG_INFO] = "info",   [HV_LOG_NOTICE] = "notice",
     [HV_LOG_WARNING] = "warning", [HV_LOG_ERROR] = "error",
 };
+static const char *const recrawl_names[] = {[HV_RECRAWL_OFF] = "off",
+                                             [HV_RECRAWL_CONDITIONAL] = "conditional"};
 static const char *const fsync_names[] = {
     [HV_FSYNC_NEVER] = "never", [HV_FSYNC_INTERVAL] = "interval", [HV_FSYNC_ALWAYS] = "always"};
 
@@ -459,6 +473,26 @@ static int format_fsync(const directive_t *d, const void *field, char *out, size
     (void)d;
     return format_name(fsync_names, HV_ARRAY_SIZE(fsync_names), (int)*(const hv_fsync_t *)field,
                        out, cap);
+}
+
+static int set_recrawl(const directive_t *d, void *field, const char *value, char *err,
+                       size_t errcap)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(recrawl_names); i++) {
+        if (strcmp(value, recrawl_names[i]) == 0) {
+            *(hv_recrawl_mode_t *)field = (hv_recrawl_mode_t)i;
+            return 0;
+        }
+    }
+    return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not off or conditional", d->name,
+                     value);
+}
+
+static int format_recrawl(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return format_name(recrawl_names, HV_ARRAY_SIZE(recrawl_names),
+                       (int)*(const hv_recrawl_mode_t *)field, out, cap);
 }
 
 /* A set of HTTP statuses, one flag per code (the field is indexed by the status). */
@@ -617,6 +651,7 @@ static const type_ops_t types[] = {
     [T_FRACTION] = {set_fraction, format_fraction},
     [T_ADDRESSES] = {set_addresses, format_addresses},
     [T_SOURCES] = {set_sources, format_sources},
+    [T_RECRAWL] = {set_recrawl, format_recrawl},
 };
 
 /* ---- directives by name ---- */

@@ -19,6 +19,7 @@
 #include "harvestd/log.h"
 #include "harvestd/pages.h"
 #include "harvestd/parse.h"
+#include "harvestd/recrawl.h"
 #include "harvestd/retry.h"
 #include "harvestd/sched.h"
 
@@ -34,6 +35,7 @@ struct hv_engine_flow_s {
     const hv_engine_flow_cbs_t *cbs;
     void *ud;
     const hv_ruleset_t *rules;
+    uint64_t rules_fp;         /* what the store keeps of the rules (recrawl.h) */
     const char *crash_note;
     unsigned pages;            /* queued, parsing, or parsed and not yet handed over */
     int forced;                /* stopped at once: what still ends is dropped */
@@ -51,6 +53,7 @@ struct hv_engine_s {
     hv_fetch_t *fetch;
     hv_parse_t *parse;
     hv_flow_t *robots_flow;    /* robots.txt requests: privileged, no batch */
+    hv_recrawl_t *recrawl;     /* NULL: re-crawling off */
 
     hv_pages_t *pages;
     uv_idle_t pass;            /* active exactly while work is pending */
@@ -219,6 +222,13 @@ static void job_ended(hv_engine_t *e, hv_job_t *job)
         return;
     }
     switch (job->end) {
+    case HV_JOB_NOT_MODIFIED:
+        /* The stored content is the answer: no parse. */
+        feedback(e, job);
+        hv_recrawl_not_modified(e->recrawl, job->rec);
+        f->cbs->on_record(f->ud, hv_job_take_record(job));
+        hv_job_free(job);
+        break;
     case HV_JOB_REDIRECTED:
         /* Ahead of the flow's other jobs for the next host, like a retry. */
         hv_sched_submit(e->sched, job->flow, job, 1);
@@ -256,10 +266,13 @@ static void hand_over(hv_engine_flow_t *f, int drop)
     while ((rec = TAILQ_FIRST(&f->records)) != NULL) {
         TAILQ_REMOVE(&f->records, rec, link);
         f->pages--;
-        if (drop)
+        if (drop) {
             hv_record_free(rec);
-        else
+        } else {
+            if (rec->state != NULL)
+                hv_recrawl_parsed(f->e->recrawl, rec);
             f->cbs->on_record(f->ud, rec);
+        }
     }
 }
 
@@ -368,6 +381,16 @@ hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t
     return e;
 }
 
+void hv_engine_use_recrawl(hv_engine_t *e, hv_recrawl_t *rc)
+{
+    e->recrawl = rc;
+}
+
+hv_recrawl_t *hv_engine_recrawl(const hv_engine_t *e)
+{
+    return e->recrawl;
+}
+
 const hv_config_t *hv_engine_config(const hv_engine_t *e)
 {
     return e->cfg;
@@ -394,6 +417,7 @@ hv_engine_flow_t *hv_engine_flow_new(hv_engine_t *e, const hv_engine_flow_cbs_t 
     f->cbs = cbs;
     f->ud = ud;
     f->rules = rules;
+    f->rules_fp = hv_ruleset_fingerprint(rules);
     f->crash_note = crash_note;
     f->sched = hv_sched_flow_new(e->sched, flow_gate, f, 0);
     TAILQ_INIT(&f->records);
@@ -403,12 +427,18 @@ hv_engine_flow_t *hv_engine_flow_new(hv_engine_t *e, const hv_engine_flow_cbs_t 
     return f;
 }
 
-void hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *url)
+hv_record_t *hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *url)
 {
     hv_engine_t *e = f->e;
+    if (e->recrawl != NULL &&
+        hv_recrawl_prepare(e->recrawl, rec, url, f->rules_fp) == HV_RECRAWL_ANSWERED) {
+        hv_url_free(url);
+        return rec;
+    }
     hv_job_t *job = hv_job_new(++e->next_job_id, HV_JOB_PAGE, rec, url);
     hv_sched_submit(e->sched, f->sched, job, 0);
     hv_engine_wake(e);
+    return NULL;
 }
 
 void hv_engine_flow_counts(const hv_engine_flow_t *f, hv_engine_flow_counts_t *out)

@@ -42,12 +42,14 @@ struct hv_ruleset_s {
     char *name;
     rule_t rules[MAX_RULES];
     unsigned nrules;
+    uint64_t fp;  /* FNV-1a over the rules as added (hv_ruleset_fingerprint) */
 };
 
 hv_ruleset_t *hv_ruleset_new(const char *name)
 {
     hv_ruleset_t *rs = hv_xcalloc(1, sizeof(*rs));
     rs->name = hv_xstrdup(name != NULL ? name : "");
+    rs->fp = HV_RULESET_FP_BASIS;
     return rs;
 }
 
@@ -95,8 +97,36 @@ static rule_t *new_rule(hv_ruleset_t *rs, const char *name, size_t n, rule_kind_
     return r;
 }
 
+static int add_rule(hv_ruleset_t *rs, const char *key, const char *value, char *err,
+                    size_t errcap);
+
+/* What the rules are, in order (their order is the order of the fields). */
+static void fold(uint64_t *h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        *h ^= (unsigned char)s[i];
+        *h *= UINT64_C(1099511628211);
+    }
+}
+
 int hv_ruleset_add(hv_ruleset_t *rs, const char *key, const char *value, char *err,
                    size_t errcap)
+{
+    int rc = add_rule(rs, key, value, err, errcap);
+    if (rc == 0) {
+        fold(&rs->fp, key, strlen(key) + 1);
+        fold(&rs->fp, value, strlen(value) + 1);
+    }
+    return rc;
+}
+
+uint64_t hv_ruleset_fingerprint(const hv_ruleset_t *rs)
+{
+    return rs != NULL && rs->nrules > 0 ? rs->fp : HV_RULESET_FP_TITLE;
+}
+
+static int add_rule(hv_ruleset_t *rs, const char *key, const char *value, char *err,
+                    size_t errcap)
 {
     size_t klen = strlen(key);
     const char *dot = strchr(key, '.');

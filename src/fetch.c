@@ -54,6 +54,8 @@ typedef struct hv_req_s {
     int http_ready;
     hv_http_t http;
     int is_redirect;           /* decided at the head: follow Location once complete */
+    int conditional;           /* the request carried the stored validators */
+    int not_modified;          /* ... and the answer was 304 */
     hv_error_type_t fail_type; /* decided at the head: fail once complete (or at abort) */
     hv_fault_t fail;
     TAILQ_ENTRY(hv_req_s) link;
@@ -285,6 +287,16 @@ static void finish_page(hv_req_t *r)
     f->on_end(f->ud, job);
 }
 
+static void finish_not_modified(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    hv_job_t *job = r->job;
+    hv_job_fill_record(job, uv_now(f->loop));
+    end_req(r);
+    job->end = HV_JOB_NOT_MODIFIED;
+    f->on_end(f->ud, job);
+}
+
 /* The argument of the <error> families: libuv's name for `err` in lower case, without its
  * first `skip` characters (ECONNABORTED is "connaborted", EAI_FAIL is "fail"). */
 static const char *err_name_arg(char *out, size_t cap, int err, size_t skip)
@@ -377,8 +389,18 @@ static void send_request(hv_req_t *r)
     hv_buf_t req;
     int rc;
 
-    hv_buf_init(&req, HV_URL_MAX + 2048);
-    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent);
+    /* Validators belong to the response of the stored final URL: they go to that URL only
+     * (after the same redirects, the last hop). */
+    const hv_record_state_t *st = r->job->rec != NULL ? r->job->rec->state : NULL;
+    hv_http_cond_t cond = {NULL, NULL};
+    r->conditional = st != NULL && st->conditional && st->prev.url != NULL &&
+                     strcmp(st->prev.url, r->job->url.href) == 0;
+    if (r->conditional) {
+        cond.etag = st->prev.etag;
+        cond.last_modified = st->prev.last_modified;
+    }
+    hv_buf_init(&req, HV_URL_MAX + 4096);
+    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL);
     if (rc == 0)
         rc = hv_conn_write(r->conn, req.data, req.len);
     hv_buf_free(&req);
@@ -464,6 +486,18 @@ static int is_redirect_status(int status)
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+/* What the response says for the store: its validators, and whether it may be stored. */
+static void keep_validators(hv_record_state_t *st, const hv_http_t *h)
+{
+    free(st->etag);
+    free(st->last_modified);
+    st->etag = h->etag.len > 0 ? hv_xstrndup(h->etag.data, h->etag.len) : NULL;
+    st->last_modified =
+        h->last_modified.len > 0 ? hv_xstrndup(h->last_modified.data, h->last_modified.len)
+                                 : NULL;
+    hv_http_cache_control(h, &st->no_store, &st->max_age_s);
+}
+
 static hv_http_body_t on_head(hv_http_t *h)
 {
     hv_req_t *r = h->data;
@@ -476,6 +510,12 @@ static hv_http_body_t on_head(hv_http_t *h)
     rec->content_type = h->content_type.len > 0
                             ? hv_xstrndup(h->content_type.data, h->content_type.len)
                             : NULL;
+    if (rec->state != NULL)
+        keep_validators(rec->state, h);
+    if (h->status == 304 && r->conditional) {
+        r->not_modified = 1;
+        return HV_HTTP_BODY_DISCARD;
+    }
     if (is_redirect_status(h->status) && h->location.len > 0) {
         if (job->redirects >= r->f->cfg->max_redirects) {
             r->fail_type = HV_ET_TOO_MANY_REDIRECTS;
@@ -545,6 +585,8 @@ static void response_complete(hv_req_t *r)
     r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
     if (r->fail_type != HV_ET_NONE)
         finish_fault(r, r->fail_type, &r->fail);
+    else if (r->not_modified)
+        finish_not_modified(r);
     else if (r->is_redirect)
         follow_redirect(r);
     else

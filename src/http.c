@@ -14,7 +14,17 @@
 
 #include "harvestd/common.h"
 
-enum { H_NONE, H_CONTENT_TYPE, H_CONTENT_ENCODING, H_LOCATION, H_RETRY_AFTER, H_SKIP };
+enum {
+    H_NONE,
+    H_CONTENT_TYPE,
+    H_CONTENT_ENCODING,
+    H_LOCATION,
+    H_RETRY_AFTER,
+    H_ETAG,
+    H_LAST_MODIFIED,
+    H_CACHE_CONTROL,
+    H_SKIP
+};
 
 /* A body bigger than our drain allowance is not worth reading just to reuse the connection;
  * the response is complete for us, the connection is not reusable. */
@@ -22,6 +32,8 @@ enum { H_NONE, H_CONTENT_TYPE, H_CONTENT_ENCODING, H_LOCATION, H_RETRY_AFTER, H_
 
 #define FIELD_MAX 64
 #define CONTENT_TYPE_MAX 1024
+#define VALIDATOR_MAX 1024     /* ETag, Last-Modified: longer ones are not kept */
+#define CACHE_CONTROL_MAX 1024
 #define ENCODING_MAX 256
 #define PRESIZE_MAX (1024 * 1024) /* bytes of an announced body allocated up front */
 
@@ -58,18 +70,40 @@ static void init_settings(void)
     settings_ready = 1;
 }
 
-int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent)
+/* A validator goes back to the server as it came, if it can be a header value at all. */
+static int header_safe(const char *v)
 {
-    char line[HV_URL_MAX + 1024];
+    if (v == NULL || *v == '\0')
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
+int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
+                    const hv_http_cond_t *cond)
+{
+    char line[HV_URL_MAX + 1024 + 2 * VALIDATOR_MAX];
+    const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
+    const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
+                                                                         : NULL;
+    if ((inm != NULL && strlen(inm) > VALIDATOR_MAX) ||
+        (ims != NULL && strlen(ims) > VALIDATOR_MAX))
+        return HV_ETOOBIG;
     int n = snprintf(line, sizeof(line),
                      "GET %s HTTP/1.1\r\n"
                      "Host: %s\r\n"
                      "User-Agent: %s\r\n"
                      "Accept: text/html,application/xhtml+xml\r\n"
                      "Accept-Encoding: gzip, deflate, br\r\n"
+                     "%s%s%s%s%s%s"
                      "Connection: keep-alive\r\n"
                      "\r\n",
-                     u->target, u->authority, user_agent);
+                     u->target, u->authority, user_agent, inm != NULL ? "If-None-Match: " : "",
+                     inm != NULL ? inm : "", inm != NULL ? "\r\n" : "",
+                     ims != NULL ? "If-Modified-Since: " : "", ims != NULL ? ims : "",
+                     ims != NULL ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof(line))
         return HV_ETOOBIG;
     return hv_buf_append(out, line, (size_t)n);
@@ -82,6 +116,10 @@ static void reset_response(hv_http_t *h)
     hv_buf_reset(&h->content_type);
     hv_buf_reset(&h->location);
     hv_buf_reset(&h->retry_after);
+    hv_buf_reset(&h->etag);
+    hv_buf_reset(&h->last_modified);
+    hv_buf_reset(&h->cache_control);
+    h->cache_control_cut = 0;
     hv_buf_reset(&h->_field);
     h->_header = H_NONE;
     h->encoding = HV_ENC_IDENTITY;
@@ -100,6 +138,9 @@ void hv_http_init(hv_http_t *h, const hv_http_limits_t *limits, hv_http_head_cb 
     hv_buf_init(&h->content_type, CONTENT_TYPE_MAX);
     hv_buf_init(&h->location, HV_URL_MAX);
     hv_buf_init(&h->retry_after, 64);
+    hv_buf_init(&h->etag, VALIDATOR_MAX);
+    hv_buf_init(&h->last_modified, VALIDATOR_MAX);
+    hv_buf_init(&h->cache_control, CACHE_CONTROL_MAX);
     hv_buf_init(&h->body, limits->max_body);
     hv_buf_init(&h->_field, FIELD_MAX);
     llhttp_init(&h->_parser, HTTP_RESPONSE, &settings);
@@ -111,6 +152,9 @@ void hv_http_free(hv_http_t *h)
     hv_buf_free(&h->content_type);
     hv_buf_free(&h->location);
     hv_buf_free(&h->retry_after);
+    hv_buf_free(&h->etag);
+    hv_buf_free(&h->last_modified);
+    hv_buf_free(&h->cache_control);
     hv_buf_free(&h->body);
     hv_buf_free(&h->_field);
     if (h->_z_init) {
@@ -203,6 +247,16 @@ static int on_header_field_complete(llhttp_t *p)
         h->_header = h->location.len == 0 ? H_LOCATION : H_SKIP;
     } else if (field_is(&h->_field, "retry-after")) {
         h->_header = h->retry_after.len == 0 ? H_RETRY_AFTER : H_SKIP;
+    } else if (field_is(&h->_field, "etag")) {
+        h->_header = h->etag.len == 0 ? H_ETAG : H_SKIP;
+    } else if (field_is(&h->_field, "last-modified")) {
+        h->_header = h->last_modified.len == 0 ? H_LAST_MODIFIED : H_SKIP;
+    } else if (field_is(&h->_field, "cache-control")) {
+        h->_header = H_CACHE_CONTROL;
+        /* Several headers are one list (RFC 9110 5.3). */
+        if (h->cache_control.len > 0 && !h->cache_control_cut &&
+            hv_buf_append(&h->cache_control, ",", 1) != 0)
+            h->cache_control_cut = 1;
     } else {
         h->_header = H_SKIP;
     }
@@ -231,6 +285,20 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
             hv_buf_reset(&h->retry_after);
             h->_header = H_SKIP;
         }
+        break;
+    case H_ETAG:
+    case H_LAST_MODIFIED: {
+        /* Validators are only an optimisation: an over-long one is dropped whole. */
+        hv_buf_t *b = h->_header == H_ETAG ? &h->etag : &h->last_modified;
+        if (hv_buf_append(b, at, len) != 0) {
+            hv_buf_reset(b);
+            h->_header = H_SKIP;
+        }
+        break;
+    }
+    case H_CACHE_CONTROL:
+        if (!h->cache_control_cut && hv_buf_append(&h->cache_control, at, len) != 0)
+            h->cache_control_cut = 1;
         break;
     case H_CONTENT_ENCODING:
         /* Collected in _field (free again once the name is classified). */
@@ -274,11 +342,14 @@ static int on_header_value_complete(llhttp_t *p)
     hv_http_t *h = from_parser(p);
     if (h->_header == H_CONTENT_ENCODING && h->encoding != HV_ENC_UNSUPPORTED)
         classify_encoding(h);
-    if (h->_header == H_CONTENT_TYPE || h->_header == H_LOCATION ||
-        h->_header == H_RETRY_AFTER) {
-        hv_buf_t *b = h->_header == H_CONTENT_TYPE ? &h->content_type
-                      : h->_header == H_LOCATION   ? &h->location
-                                                   : &h->retry_after;
+    hv_buf_t *b = h->_header == H_CONTENT_TYPE    ? &h->content_type
+                  : h->_header == H_LOCATION      ? &h->location
+                  : h->_header == H_RETRY_AFTER   ? &h->retry_after
+                  : h->_header == H_ETAG          ? &h->etag
+                  : h->_header == H_LAST_MODIFIED ? &h->last_modified
+                  : h->_header == H_CACHE_CONTROL ? &h->cache_control
+                                                  : NULL;
+    if (b != NULL) {
         /* NUL-terminate for the owner; the byte is outside len. */
         if (hv_buf_reserve(b, 1) == 0 && b->data != NULL)
             b->data[b->len] = '\0';
@@ -611,4 +682,52 @@ void hv_http_media_type(const hv_http_t *h, char *out, size_t cap)
     }
     if (cap > 0)
         out[n] = '\0';
+}
+
+void hv_http_cache_control(const hv_http_t *h, int *no_store, int64_t *max_age_s)
+{
+    const char *p = h->cache_control.data, *end = p + h->cache_control.len;
+    *no_store = h->cache_control_cut;
+    *max_age_s = -1;
+    if (p == NULL)
+        return;
+    /* directive *( "," directive ), directive = token [ "=" ( token / quoted-string ) ] */
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        const char *name = p;
+        while (p < end && *p != '=' && *p != ',' && *p != ' ' && *p != '\t')
+            p++;
+        size_t nlen = (size_t)(p - name);
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *val = NULL;
+        size_t vlen = 0;
+        if (p < end && *p == '=') {
+            p++;
+            while (p < end && (*p == ' ' || *p == '\t'))
+                p++;
+            int quoted = p < end && *p == '"';
+            if (quoted)
+                p++;
+            val = p;
+            while (p < end && (quoted ? *p != '"' : (*p != ',' && *p != ' ' && *p != '\t')))
+                p++;
+            vlen = (size_t)(p - val);
+            if (quoted && p < end)
+                p++;
+        }
+        while (p < end && *p != ',')
+            p++;
+        if (hv_ascii_case_is(name, nlen, "no-store")) {
+            *no_store = 1;
+        } else if (hv_ascii_case_is(name, nlen, "max-age") && val != NULL && vlen > 0) {
+            int64_t v = 0;
+            size_t i;
+            for (i = 0; i < vlen && val[i] >= '0' && val[i] <= '9'; i++)
+                v = v > INT64_MAX / 10 - 10 ? INT64_MAX / 10 : v * 10 + (val[i] - '0');
+            if (i == vlen)
+                *max_age_s = v;
+        }
+    }
 }

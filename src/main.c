@@ -38,6 +38,7 @@
 #include "harvestd/metrics.h"
 #include "harvestd/reader.h"
 #include "harvestd/spool.h"
+#include "harvestd/recrawl.h"
 #include "harvestd/stream.h"
 #include "harvestd/tls.h"
 
@@ -54,6 +55,7 @@ typedef struct {
     hv_batch_t *batch;    /* --once */
     hv_spool_t *spool;    /* daemon: the spool (its out/ holds the stream's outputs too) */
     hv_stream_t *stream;  /* daemon with source = redis */
+    hv_recrawl_t *recrawl; /* recrawl = conditional: the store */
     int stream_closing;
     hv_tls_ctx_t *tls;
     uv_signal_t sigint;
@@ -296,6 +298,11 @@ static int check_mode(app_t *app)
         cfg->drain_timeout_ms = 5000;
     if (hv_config_finish(cfg, err, sizeof(err)) != 0)
         return usage_error(err, NULL);
+    if (cfg->recrawl != HV_RECRAWL_OFF && cfg->state_dir[0] == '\0') {
+        if (cfg->input_path != NULL)
+            return usage_error("--recrawl conditional needs --state-dir DIR (the store)", NULL);
+        snprintf(cfg->state_dir, sizeof(cfg->state_dir), "%.1000s/state", cfg->spool_dir);
+    }
     return EXIT_OK;
 }
 
@@ -419,6 +426,11 @@ static void raise_nofile(void)
 /* The last step of every way out: the loop then runs dry. */
 static void close_app(app_t *app)
 {
+    /* Its last commits run on the threadpool; the loop runs until they are done. */
+    if (app->recrawl != NULL) {
+        hv_recrawl_close(app->recrawl, NULL, NULL);
+        app->recrawl = NULL;
+    }
     if (app->metrics != NULL) {
         hv_metrics_close(app->metrics, NULL, NULL);
         app->metrics = NULL;
@@ -431,6 +443,44 @@ static void on_engine_closed(void *ud)
     app_t *app = ud;
     app->engine = NULL;
     close_app(app);
+}
+
+static void render_recrawl(hv_buf_t *out, const hv_recrawl_stats_t *st)
+{
+    hv_metrics_counter(out, "harvestd_recrawl_lookups_total",
+                       "URLs looked up in the re-crawling store.", st->lookups);
+    hv_metrics_counter(out, "harvestd_recrawl_conditional_total",
+                       "URLs fetched with the stored validators.", st->conditional);
+    hv_metrics_counter(out, "harvestd_recrawl_not_modified_total",
+                       "Conditional requests answered 304 Not Modified.", st->not_modified);
+    hv_metrics_counter(out, "harvestd_recrawl_unchanged_total",
+                       "200 answers whose body was the stored one.", st->unchanged);
+    hv_metrics_counter(out, "harvestd_recrawl_from_cache_total",
+                       "URLs answered from the store without a request (recrawl_min_age).",
+                       st->from_cache);
+    hv_metrics_counter(out, "harvestd_recrawl_requests_avoided_total",
+                       "Requests not made: answers from the store.", st->from_cache);
+    hv_metrics_counter(out, "harvestd_recrawl_body_bytes_avoided_total",
+                       "Stored body bytes not transferred (304s and answers from the store).",
+                       st->bytes_avoided);
+    hv_metrics_counter(out, "harvestd_store_entries_written_total",
+                       "Store entries committed after their record was durable.", st->stored);
+    hv_metrics_counter(out, "harvestd_store_entries_not_stored_total",
+                       "ok records not stored (no-store, too large, store full or failing).",
+                       st->not_stored);
+    hv_metrics_counter(out, "harvestd_store_commits_total", "Store transactions committed.",
+                       st->commits);
+    hv_metrics_counter(out, "harvestd_store_commit_errors_total",
+                       "Store transactions that failed (storing then stops).",
+                       st->commit_errors);
+    hv_metrics_gauge(out, "harvestd_store_full", "1 once the store reached state_max_bytes.",
+                     (double)st->full);
+    hv_metrics_gauge(out, "harvestd_store_entries", "Entries in the store.",
+                     (double)st->entries);
+    hv_metrics_gauge(out, "harvestd_store_bytes", "Bytes of the store in use.",
+                     (double)st->bytes_used);
+    hv_metrics_gauge(out, "harvestd_store_max_bytes", "The store's bound (state_max_bytes).",
+                     (double)st->map_bytes);
 }
 
 static void render_metrics(void *ud, hv_buf_t *out)
@@ -477,6 +527,11 @@ static void render_metrics(void *ud, hv_buf_t *out)
                            st.invalid);
         hv_metrics_counter(out, "harvestd_redis_disconnects_total",
                            "Redis connections lost.", st.reconnects);
+    }
+    if (app->recrawl != NULL) {
+        hv_recrawl_stats_t st;
+        hv_recrawl_stats(app->recrawl, &st);
+        render_recrawl(out, &st);
     }
 }
 
@@ -574,6 +629,7 @@ static int start_once(app_t *app)
         return EXIT_USAGE;
     }
     app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
+    hv_engine_use_recrawl(app->engine, app->recrawl);
     /* Rules given on the command line win over the configuration's default set. */
     const hv_ruleset_t *rules = hv_config_ruleset(&app->cfg, "");
     if (hv_ruleset_empty(rules))
@@ -736,6 +792,7 @@ static int start_daemon(app_t *app)
      * the same crash (parse.h). */
     hv_parse_catch_crashes();
     app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
+    hv_engine_use_recrawl(app->engine, app->recrawl);
     int rc = hv_spool_open(&app->loop, &app->cfg, app->engine, &cbs, app, &app->spool, err,
                            sizeof(err));
     if (rc != 0) {
@@ -830,6 +887,19 @@ static void start_signals(app_t *app)
     uv_signal_start(&app->sighup, on_signal, SIGHUP);
 }
 
+/* The re-crawling store, when configured: EXIT_OK, or EXIT_USAGE said on stderr (a store
+ * that cannot be opened is a start-up error, never a batch's). */
+static int open_recrawl(app_t *app)
+{
+    char err[3300];
+    if (app->cfg.recrawl == HV_RECRAWL_OFF)
+        return EXIT_OK;
+    if (hv_recrawl_open(&app->loop, &app->cfg, &app->recrawl, err, sizeof(err)) == 0)
+        return EXIT_OK;
+    fprintf(stderr, "harvestd: %s\n", err);
+    return EXIT_USAGE;
+}
+
 /* The metrics endpoint, when configured: EXIT_OK, or EXIT_USAGE said on stderr (the server
  * closes itself then). */
 static int start_metrics(app_t *app)
@@ -921,6 +991,8 @@ int main(int argc, char **argv)
     uv_loop_init(&app.loop);
     hv_handles_init(&app.handles, NULL);
     rc = start_metrics(&app);
+    if (rc == EXIT_OK)
+        rc = open_recrawl(&app);
     if (rc == EXIT_OK) {
         start_signals(&app);
         rc = app.cfg.input_path != NULL ? start_once(&app) : start_daemon(&app);

@@ -73,6 +73,7 @@ hv_record_t *hv_record_new(const char *requested_url, size_t len)
     r->attempts = -1;
     r->elapsed_ms = -1;
     r->fetched_at_ms = -1;
+    r->modified_at_ms = -1;
     r->stage = HV_STAGE_NONE;
     r->error_type = HV_ET_NONE;
     r->detail = HV_D_NONE;
@@ -110,7 +111,24 @@ void hv_record_free(hv_record_t *r)
     free(r->charset);
     free(r->fields);
     free(r->error);
+    if (r->state != NULL) {
+        free(r->state->key);
+        hv_store_entry_clear(&r->state->prev);
+        free(r->state->etag);
+        free(r->state->last_modified);
+        free(r->state);
+    }
     free(r);
+}
+
+hv_record_state_t *hv_record_state_new(hv_record_t *r, const char *key)
+{
+    hv_record_state_t *st = hv_xcalloc(1, sizeof(*st));
+    st->key = hv_xstrdup(key);
+    hv_store_entry_clear(&st->prev);
+    st->max_age_s = -1;
+    r->state = st;
+    return st;
 }
 
 const char *hv_error_type_name(hv_error_type_t t)
@@ -184,6 +202,12 @@ static void hv_record_add_int(cJSON *obj, const char *key, int64_t value)
         hv_record_oom();
 }
 
+static void hv_record_add_bool(cJSON *obj, const char *key)
+{
+    if (cJSON_AddTrueToObject(obj, key) == NULL)
+        hv_record_oom();
+}
+
 /* The record as one line of JSON, without the newline (free with cJSON_free). */
 static char *hv_record_print(const hv_record_t *r)
 {
@@ -226,6 +250,17 @@ static char *hv_record_print(const hv_record_t *r)
         hv_format_rfc3339_ms(when, r->fetched_at_ms);
         hv_record_add_string(obj, "fetched_at", when);
     }
+    if (r->modified_at_ms >= 0) {
+        char when[32];
+        hv_format_rfc3339_ms(when, r->modified_at_ms);
+        hv_record_add_string(obj, "modified_at", when);
+    }
+    if (r->not_modified)
+        hv_record_add_bool(obj, "not_modified");
+    if (r->unchanged)
+        hv_record_add_bool(obj, "unchanged");
+    if (r->from_cache)
+        hv_record_add_bool(obj, "from_cache");
     const char *stage = hv_stage_name(r->stage);
     if (stage != NULL)
         hv_record_add_string(obj, "stage", stage);

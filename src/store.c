@@ -123,6 +123,10 @@ static char *encode(const hv_store_entry_t *e)
     add_str(o, "charset", e->charset);
     if (e->bytes >= 0)
         add_num(o, "bytes", (double)e->bytes);
+    if (e->http_status > 0)
+        add_num(o, "status", e->http_status);
+    if (e->max_age_s >= 0)
+        add_num(o, "max_age", (double)e->max_age_s);
     /* A 64-bit value does not survive a JSON number (a double): hex text. */
     snprintf(fp, sizeof(fp), "%016" PRIx64, e->rules_fp);
     add_str(o, "rules", fp);
@@ -152,6 +156,7 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     cJSON *o = cJSON_ParseWithLength(data, len);
     memset(e, 0, sizeof(*e));
     e->bytes = -1;
+    e->max_age_s = -1;
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return UV_EINVAL;
@@ -174,6 +179,8 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     e->content_type = dup_str(o, "content_type");
     e->charset = dup_str(o, "charset");
     e->bytes = get_num(o, "bytes", -1);
+    e->http_status = (int)get_num(o, "status", 0);
+    e->max_age_s = get_num(o, "max_age", -1);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "rules");
     if (cJSON_IsString(r))
         e->rules_fp = strtoull(r->valuestring, NULL, 16);
@@ -191,6 +198,7 @@ int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry
     MDB_val k = {key_len, (void *)(uintptr_t)key}, v;
     memset(out, 0, sizeof(*out));
     out->bytes = -1;
+    out->max_age_s = -1;
     if (key_len == 0 || key_len > HV_STORE_KEY_MAX)
         return UV_ENOENT;
     int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
@@ -311,6 +319,7 @@ void hv_store_entry_clear(hv_store_entry_t *e)
     free(e->charset);
     memset(e, 0, sizeof(*e));
     e->bytes = -1;
+    e->max_age_s = -1;
 }
 
 void hv_store_close(hv_store_t *st)

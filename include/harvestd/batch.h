@@ -60,6 +60,9 @@ typedef struct {
     uint64_t by_status[600];   /* by http_status (100..599) */
     uint64_t body_bytes;       /* sum of `bytes` over records that have it */
     uint64_t with_bytes;
+    uint64_t not_modified;     /* re-crawling: 304 answers, */
+    uint64_t unchanged;        /* 200s with the stored body, */
+    uint64_t from_cache;       /* answers from the store without a request */
     unsigned hwm_jobs;
     unsigned hwm_results;
     int64_t started_unix_ms;

@@ -32,6 +32,9 @@ typedef struct {
 /** Where the daemon takes work from (a set). */
 enum { HV_SOURCE_SPOOL = 1, HV_SOURCE_REDIS = 2 };
 
+/** Whether pages are fetched again conditionally (recrawl.h). */
+typedef enum { HV_RECRAWL_OFF, HV_RECRAWL_CONDITIONAL } hv_recrawl_mode_t;
+
 /** When batch outputs are fsynced (the daemon's; --once syncs once, at the end). */
 typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
 
@@ -108,6 +111,12 @@ typedef struct {
     char redis_group[256];
     char redis_consumer[256];    /* empty: HOSTNAME:SPOOL_DIR */
     uint64_t redis_claim_idle_ms; /* entries idle this long are taken over by a live daemon */
+
+    /* re-crawling (recrawl.h) and its store (store.h) */
+    hv_recrawl_mode_t recrawl;
+    char state_dir[1024];        /* empty: SPOOL_DIR/state (the daemon) */
+    uint64_t state_max_bytes;
+    uint64_t recrawl_min_age_ms; /* younger stored records answer without a request */
 
     /* where each directive was last set: 0 default, >0 line of config_file, -1 command line */
     int origin[64];

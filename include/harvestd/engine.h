@@ -85,6 +85,12 @@ typedef struct hv_engine_stats_s {
 /** `tls` (shared, outlives the engine) serves https URLs. */
 hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls);
 
+struct hv_recrawl_s;
+
+/** Re-crawl conditionally with `rc` (recrawl.h; it outlives the engine), before any flow. */
+void hv_engine_use_recrawl(hv_engine_t *e, struct hv_recrawl_s *rc);
+struct hv_recrawl_s *hv_engine_recrawl(const hv_engine_t *e);
+
 const hv_config_t *hv_engine_config(const hv_engine_t *e);
 uv_loop_t *hv_engine_loop(const hv_engine_t *e);
 
@@ -99,8 +105,10 @@ void hv_engine_wake(hv_engine_t *e);
 hv_engine_flow_t *hv_engine_flow_new(hv_engine_t *e, const hv_engine_flow_cbs_t *cbs, void *ud,
                                      const hv_ruleset_t *rules, const char *crash_note);
 
-/** Queue a download of `url` building `rec` (both taken over) in the flow. */
-void hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *url);
+/** Queue a download of `url` building `rec` (both taken over) in the flow. Returns NULL, or
+ * `rec` itself, complete, when re-crawling answered it from the store without a request
+ * (the caller then owns it; `url` is freed). */
+hv_record_t *hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *url);
 
 void hv_engine_flow_counts(const hv_engine_flow_t *f, hv_engine_flow_counts_t *out);
 

@@ -25,6 +25,7 @@
 
 #include <gumbo.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /** Matches kept per rule (and items per scoped rule); more are counted, not kept. */
 #define HV_EXTRACT_MAX_MATCHES 100000
@@ -54,6 +55,15 @@ int hv_ruleset_finish(hv_ruleset_t *rs, char *err, size_t errcap);
 
 const char *hv_ruleset_name(const hv_ruleset_t *rs);
 int hv_ruleset_empty(const hv_ruleset_t *rs);
+
+/* The fingerprint of a title-only run, and the basis of every rule set's. Change the basis
+ * when what a rule yields changes, so that stored results of older rules are not reused. */
+#define HV_RULESET_FP_TITLE UINT64_C(0x7469746c652d3031) /* "title-01" */
+#define HV_RULESET_FP_BASIS UINT64_C(0xcbf29ce484222325)
+
+/** A 64-bit fingerprint of what the set produces: its rules, in order (not its name). NULL or
+ *  an empty set: HV_RULESET_FP_TITLE. Equal rules give equal fingerprints across runs. */
+uint64_t hv_ruleset_fingerprint(const hv_ruleset_t *rs);
 
 /**
  * Evaluate the set over a parsed document. `src`/`len` are the bytes gumbo parsed (for

@@ -52,6 +52,10 @@ struct hv_http_s {
     hv_buf_t content_type;     /* raw header value (NUL-terminated when non-empty) */
     hv_buf_t location;
     hv_buf_t retry_after;      /* raw Retry-After value */
+    hv_buf_t etag;             /* raw ETag value (validators: an over-long one is dropped) */
+    hv_buf_t last_modified;    /* raw Last-Modified value */
+    hv_buf_t cache_control;    /* every Cache-Control header, joined with "," */
+    int cache_control_cut;     /* Cache-Control was longer than we keep */
     hv_http_enc_t encoding;
     hv_buf_t body;             /* decoded body (HV_HTTP_BODY_KEEP) */
     int complete;
@@ -84,8 +88,21 @@ struct hv_http_s {
     int _z_ignore;             /* junk after the last member: drop the rest */
 };
 
-/** Build a GET request for `u` into `out`. 0 or HV_ETOOBIG. */
-int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent);
+/** Validators of a conditional request; NULL members are not sent. */
+typedef struct {
+    const char *etag;          /* sent as If-None-Match */
+    const char *last_modified; /* sent as If-Modified-Since */
+} hv_http_cond_t;
+
+/** Build a GET request for `u` into `out`, conditional on `cond` (NULL: none; a validator
+ * that is no valid header value is not sent). 0 or HV_ETOOBIG. */
+int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
+                    const hv_http_cond_t *cond);
+
+/** What the response's Cache-Control says about storing it: *no_store is set for no-store
+ * (and when the header was too long to read whole: a limit never allows what the server
+ * may have refused), *max_age_s to max-age's value, or -1. */
+void hv_http_cache_control(const hv_http_t *h, int *no_store, int64_t *max_age_s);
 
 /** Prepare for one response. `limits` must outlive the exchange. */
 void hv_http_init(hv_http_t *h, const hv_http_limits_t *limits, hv_http_head_cb on_head,

@@ -40,6 +40,7 @@ typedef enum {
     HV_JOB_GOT_PAGE,     /* body and body_len hold the decoded page */
     HV_JOB_FAILED,       /* the record says how */
     HV_JOB_REDIRECTED,   /* url is the next hop: schedule it again */
+    HV_JOB_NOT_MODIFIED, /* a conditional request was answered 304: the stored content holds */
     HV_JOB_CANCELLED,    /* abandoned by hv_fetch_cancel() */
 } hv_job_end_t;
 

@@ -5,8 +5,10 @@
  * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
  * and absent fields are omitted:
  *   requested_url, batch, line, url, status, http_status, title, fields, content_type,
- *   charset, bytes, redirects, attempts, elapsed_ms, fetched_at, stage, error_type, error
- * (batch and line only on records of stream entries, whose output mixes no other batch).
+ *   charset, bytes, redirects, attempts, elapsed_ms, fetched_at, modified_at, not_modified,
+ *   unchanged, from_cache, stage, error_type, error
+ * (batch and line only on records of stream entries, whose output mixes no other batch;
+ * modified_at and the three flags only with re-crawling, recrawl.h).
  *
  * A failure is an error_type (the broad class) and a detail (detail.h): code and text are set
  * together by hv_record_fail(). Policy decides on the code; `error`, its text, is only output.
@@ -20,6 +22,7 @@
 
 #include "harvestd/buf.h"
 #include "harvestd/detail.h"
+#include "harvestd/store.h"
 
 typedef enum {
     HV_STAGE_NONE = 0,
@@ -58,6 +61,22 @@ typedef enum {
     HV_ET__COUNT
 } hv_error_type_t;
 
+/**
+ * What re-crawling (recrawl.h) keeps with a record of a page: what the store said of its URL
+ * and what the response said about storing it. Not output; NULL while re-crawling is off.
+ */
+typedef struct {
+    char *key;              /* the store key: the normalised requested URL */
+    hv_store_entry_t prev;  /* the stored entry (prev.fetched_at_ms == 0: none) */
+    int conditional;        /* prev's validators are to be sent to prev.url */
+    char *etag;             /* validators of the final response; NULL: absent */
+    char *last_modified;
+    int no_store;           /* Cache-Control: no-store (or too long to read) */
+    int64_t max_age_s;      /* Cache-Control: max-age; -1: absent */
+    char body_sha256[65];   /* of the decoded body, by the parser; "": not known */
+    uint64_t rules_fp;      /* fingerprint of what produced title and fields */
+} hv_record_state_t;
+
 typedef struct hv_record_s {
     char *requested_url;    /* the input line as given (trimmed); required */
     char *batch;            /* a stream entry's batch; NULL: absent (and so is line) */
@@ -75,6 +94,11 @@ typedef struct hv_record_s {
     int attempts;           /* download attempts made (retries + 1); -1: absent */
     int64_t elapsed_ms;     /* -1: absent */
     int64_t fetched_at_ms;  /* Unix ms; -1: absent */
+    int64_t modified_at_ms; /* Unix ms: when the content was last seen to change; -1: absent */
+    int not_modified;       /* the answer was 304 Not Modified: content is the stored one */
+    int unchanged;          /* a 200 whose body is the stored one */
+    int from_cache;         /* answered from the store, no request made */
+    hv_record_state_t *state; /* re-crawling's (not output); NULL: none */
     hv_stage_t stage;       /* HV_STAGE_NONE when ok */
     hv_error_type_t error_type;
     hv_detail_t detail;     /* what failed, for decisions; HV_D_NONE when ok */
@@ -92,6 +116,9 @@ hv_record_t *hv_record_new(const char *requested_url, size_t len);
  */
 void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, hv_detail_t detail,
                     const char *arg);
+
+/** Give `r` an empty re-crawling state for store key `key` (copied); returns it. */
+hv_record_state_t *hv_record_state_new(hv_record_t *r, const char *key);
 
 /** Free the record and its strings (NULL is fine). */
 void hv_record_free(hv_record_t *r);

@@ -31,6 +31,8 @@ typedef struct {
     char *content_type;
     char *charset;
     int64_t bytes;        /* -1: absent */
+    int http_status;      /* of the response that brought the content; 0: absent */
+    int64_t max_age_s;    /* the response's Cache-Control max-age; -1: absent */
     uint64_t rules_fp;    /* fingerprint of the extraction rules (0: title only) */
     int64_t fetched_at_ms;  /* Unix ms */
     int64_t modified_at_ms; /* Unix ms: when the content was last seen to change */

@@ -459,7 +459,7 @@ TEST_IMPL(http_request_text)
     u.authority = (char *)(uintptr_t)"example.org:8080";
     hv_buf_t b;
     hv_buf_init(&b, 4096);
-    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test"));
+    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test", NULL));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nUser-Agent: harvestd/test\r\n"
                   "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"

@@ -1,0 +1,361 @@
+/* recrawl.c: conditional re-fetching over the per-URL store (recrawl.h). */
+#include "harvestd/recrawl.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+
+#include "harvestd/common.h"
+#include "harvestd/log.h"
+#include "harvestd/store.h"
+
+/* Operations waiting for a commit while one runs. Beyond this (a store far slower than the
+ * pages), new ones are dropped and counted: the store is an optimisation, memory a bound. */
+#define PENDING_MAX 65536
+/* Operations in one transaction: bounds the worker's array and the commit's duration. */
+#define COMMIT_MAX 8192
+/* Title plus fields larger than this are not stored: the entry would cost more than the
+ * fetch it saves, and a record near the writer's line limit may be written as a failure. */
+#define STORED_TEXT_MAX ((size_t)4 << 20)
+
+struct hv_recrawl_op_s {
+    char *key;
+    hv_store_entry_t entry;
+    int remove;   /* delete the key (the server now says no-store) */
+    STAILQ_ENTRY(hv_recrawl_op_s) link;
+};
+
+STAILQ_HEAD(op_list_s, hv_recrawl_op_s);
+
+struct hv_recrawl_s {
+    uv_loop_t *loop;
+    hv_store_t *store;
+    char *dir;
+    uint64_t min_age_ms;
+    uint64_t max_bytes;
+    int stopped;               /* full or failed: no more commits */
+
+    struct op_list_s pending;  /* durable, waiting for the next commit */
+    unsigned npending;
+    uv_work_t work;
+    int busy;                  /* a commit is on the threadpool */
+    struct op_list_s batch;    /* the commit's operations (the worker reads them) */
+    unsigned nbatch;
+    int result;                /* the worker's hv_store_write result */
+
+    int closing;
+    void (*done)(void *ud);
+    void *done_ud;
+    hv_recrawl_stats_t stats;
+};
+
+static void op_free(hv_recrawl_op_t *op)
+{
+    free(op->key);
+    hv_store_entry_clear(&op->entry);
+    free(op);
+}
+
+void hv_recrawl_op_free(hv_recrawl_op_t *op)
+{
+    if (op != NULL)
+        op_free(op);
+}
+
+int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out, char *err,
+                    size_t errcap)
+{
+    hv_store_t *st;
+    int rc = hv_store_open(cfg->state_dir, cfg->state_max_bytes, &st, err, errcap);
+    *out = NULL;
+    if (rc != 0)
+        return rc;
+    hv_recrawl_t *r = hv_xcalloc(1, sizeof(*r));
+    r->loop = loop;
+    r->store = st;
+    r->dir = hv_xstrdup(cfg->state_dir);
+    r->min_age_ms = cfg->recrawl_min_age_ms;
+    r->max_bytes = cfg->state_max_bytes;
+    STAILQ_INIT(&r->pending);
+    STAILQ_INIT(&r->batch);
+    *out = r;
+    return 0;
+}
+
+/* ---- lookups (loop) ---- */
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? hv_xstrdup(s) : NULL;
+}
+
+int hv_recrawl_prepare(hv_recrawl_t *rc, hv_record_t *rec, const hv_url_t *url,
+                       uint64_t rules_fp)
+{
+    size_t klen = strlen(url->href);
+    hv_record_state_t *st = hv_record_state_new(rec, klen <= HV_STORE_KEY_MAX ? url->href : NULL);
+    st->rules_fp = rules_fp;
+    if (st->key == NULL)
+        return HV_RECRAWL_FETCH;
+    rc->stats.lookups++;
+    hv_store_entry_t *prev = &st->prev;
+    int r = hv_store_get(rc->store, st->key, klen, prev);
+    if (r != 0 || prev->url == NULL || prev->fetched_at_ms <= 0) {
+        if (r != 0 && r != UV_ENOENT)
+            HV_LOG(HV_LOG_DEBUG, "event=store_read_failed error=%s", hv_err_name(r));
+        hv_store_entry_clear(prev);
+        return HV_RECRAWL_FETCH;
+    }
+    rc->stats.found++;
+    /* Other rules made the stored title and fields: they are not this batch's answer, so
+     * the request is unconditional. The body hash still tells whether the page changed. */
+    if (prev->rules_fp != rules_fp)
+        return HV_RECRAWL_FETCH;
+    int64_t age = hv_now_unix_ms() - prev->fetched_at_ms;
+    if (rc->min_age_ms > 0 && age >= 0 && (uint64_t)age < rc->min_age_ms) {
+        rec->ok = 1;
+        free(rec->url);
+        rec->url = hv_xstrdup(prev->url);
+        rec->http_status = prev->http_status;
+        rec->title = dup_or_null(prev->title);
+        rec->fields = dup_or_null(prev->fields);
+        rec->content_type = dup_or_null(prev->content_type);
+        rec->charset = dup_or_null(prev->charset);
+        rec->bytes = prev->bytes;
+        /* When the content was fetched, not now: nothing was. */
+        rec->fetched_at_ms = prev->fetched_at_ms;
+        rec->modified_at_ms = prev->modified_at_ms;
+        rec->from_cache = 1;
+        rc->stats.from_cache++;
+        if (prev->bytes > 0)
+            rc->stats.bytes_avoided += (uint64_t)prev->bytes;
+        return HV_RECRAWL_ANSWERED;
+    }
+    st->conditional = prev->etag != NULL || prev->last_modified != NULL;
+    rc->stats.conditional += st->conditional != 0;
+    return HV_RECRAWL_FETCH;
+}
+
+void hv_recrawl_not_modified(hv_recrawl_t *rc, hv_record_t *rec)
+{
+    hv_record_state_t *st = rec->state;
+    const hv_store_entry_t *prev = &st->prev;
+    rec->ok = 1;
+    rec->not_modified = 1;
+    rec->title = dup_or_null(prev->title);
+    rec->fields = dup_or_null(prev->fields);
+    free(rec->content_type);
+    rec->content_type = dup_or_null(prev->content_type);
+    free(rec->charset);
+    rec->charset = dup_or_null(prev->charset);
+    rec->bytes = prev->bytes;
+    rec->modified_at_ms = prev->modified_at_ms;
+    /* The content is the stored one: so is its hash. */
+    memcpy(st->body_sha256, prev->body_sha256, sizeof(st->body_sha256));
+    rc->stats.not_modified++;
+    if (prev->bytes > 0)
+        rc->stats.bytes_avoided += (uint64_t)prev->bytes;
+}
+
+void hv_recrawl_parsed(hv_recrawl_t *rc, hv_record_t *rec)
+{
+    hv_record_state_t *st = rec->state;
+    if (st == NULL || !rec->ok || rec->from_cache || rec->not_modified)
+        return;
+    if (st->prev.body_sha256[0] != '\0' && strcmp(st->prev.body_sha256, st->body_sha256) == 0) {
+        rec->unchanged = 1;
+        rec->modified_at_ms = st->prev.modified_at_ms;
+        rc->stats.unchanged++;
+    } else {
+        rec->modified_at_ms = rec->fetched_at_ms;
+    }
+}
+
+/* ---- what to store (loop) ---- */
+
+hv_recrawl_op_t *hv_recrawl_op_new(hv_recrawl_t *rc, const hv_record_t *rec)
+{
+    const hv_record_state_t *st = rec->state;
+    if (st == NULL || st->key == NULL || !rec->ok || rec->from_cache || rec->url == NULL)
+        return NULL;
+    hv_recrawl_op_t *op = hv_xcalloc(1, sizeof(*op));
+    op->key = hv_xstrdup(st->key);
+    hv_store_entry_clear(&op->entry);
+    if (st->no_store) {
+        /* The server asks not to be stored: what an earlier response left goes too. */
+        rc->stats.not_stored++;
+        if (st->prev.url == NULL) {
+            op_free(op);
+            return NULL;
+        }
+        op->remove = 1;
+        return op;
+    }
+    size_t text = (rec->title != NULL ? strlen(rec->title) : 0) +
+                  (rec->fields != NULL ? strlen(rec->fields) : 0);
+    if (text > STORED_TEXT_MAX) {
+        rc->stats.not_stored++;
+        op_free(op);
+        return NULL;
+    }
+    hv_store_entry_t *e = &op->entry;
+    e->url = hv_xstrdup(rec->url);
+    /* A 304 need not repeat the validators; the stored ones still hold then. */
+    e->etag = dup_or_null(st->etag != NULL || !rec->not_modified ? st->etag : st->prev.etag);
+    e->last_modified = dup_or_null(st->last_modified != NULL || !rec->not_modified
+                                       ? st->last_modified
+                                       : st->prev.last_modified);
+    memcpy(e->body_sha256, st->body_sha256, sizeof(e->body_sha256));
+    e->title = dup_or_null(rec->title);
+    e->fields = dup_or_null(rec->fields);
+    e->content_type = dup_or_null(rec->content_type);
+    e->charset = dup_or_null(rec->charset);
+    e->bytes = rec->bytes;
+    e->http_status = rec->not_modified ? st->prev.http_status : rec->http_status;
+    e->max_age_s = st->max_age_s;
+    e->rules_fp = st->rules_fp;
+    e->fetched_at_ms = rec->fetched_at_ms;
+    e->modified_at_ms = rec->modified_at_ms >= 0 ? rec->modified_at_ms : rec->fetched_at_ms;
+    return op;
+}
+
+/* ---- commits (threadpool) ---- */
+
+static void start_commit(hv_recrawl_t *rc);
+
+static void commit_work(uv_work_t *w)
+{
+    hv_recrawl_t *rc = hv_container_of(w, hv_recrawl_t, work);
+    hv_store_op_t *ops = hv_xmalloc(sizeof(*ops) * (rc->nbatch > 0 ? rc->nbatch : 1));
+    size_t n = 0;
+    hv_recrawl_op_t *op;
+    STAILQ_FOREACH(op, &rc->batch, link)
+    {
+        ops[n].key = op->key;
+        ops[n].key_len = strlen(op->key);
+        ops[n].entry = op->remove ? NULL : &op->entry;
+        n++;
+    }
+    rc->result = hv_store_write(rc->store, ops, n);
+    free(ops);
+}
+
+static void finish_close(hv_recrawl_t *rc)
+{
+    void (*done)(void *) = rc->done;
+    void *ud = rc->done_ud;
+    hv_recrawl_op_t *op;
+    while ((op = STAILQ_FIRST(&rc->pending)) != NULL) {
+        STAILQ_REMOVE_HEAD(&rc->pending, link);
+        op_free(op);
+    }
+    hv_store_close(rc->store);
+    free(rc->dir);
+    free(rc);
+    if (done != NULL)
+        done(ud);
+}
+
+static void commit_done(uv_work_t *w, int status)
+{
+    hv_recrawl_t *rc = hv_container_of(w, hv_recrawl_t, work);
+    int result = status == 0 ? rc->result : status;
+    unsigned n = rc->nbatch;
+    hv_recrawl_op_t *op;
+    rc->busy = 0;
+    while ((op = STAILQ_FIRST(&rc->batch)) != NULL) {
+        STAILQ_REMOVE_HEAD(&rc->batch, link);
+        op_free(op);
+    }
+    rc->nbatch = 0;
+    if (result == 0) {
+        rc->stats.commits++;
+        rc->stats.stored += n;
+    } else {
+        rc->stats.commit_errors++;
+        rc->stats.not_stored += n;
+        rc->stopped = 1;
+        if (result == UV_ENOSPC) {
+            rc->stats.full = 1;
+            HV_LOG(HV_LOG_WARNING,
+                   "event=state_store_full dir=%s state_max_bytes=%" PRIu64
+                   " entries_not_stored=%u: no more entries are stored (pages are still "
+                   "fetched); prune it (harvestd state prune) or raise state_max_bytes",
+                   rc->dir, rc->max_bytes, n + rc->npending);
+        } else {
+            HV_LOG(HV_LOG_WARNING,
+                   "event=state_store_failed dir=%s error=%s: %s; no more entries are stored "
+                   "(pages are still fetched)",
+                   rc->dir, hv_err_name(result), hv_strerror(result));
+        }
+    }
+    start_commit(rc);
+}
+
+static void start_commit(hv_recrawl_t *rc)
+{
+    if (rc->busy)
+        return;
+    if (rc->stopped) {
+        hv_recrawl_op_t *op;
+        while ((op = STAILQ_FIRST(&rc->pending)) != NULL) {
+            STAILQ_REMOVE_HEAD(&rc->pending, link);
+            rc->stats.not_stored++;
+            op_free(op);
+        }
+        rc->npending = 0;
+    }
+    if (rc->npending == 0) {
+        if (rc->closing)
+            finish_close(rc);
+        return;
+    }
+    while (rc->nbatch < COMMIT_MAX && !STAILQ_EMPTY(&rc->pending)) {
+        hv_recrawl_op_t *op = STAILQ_FIRST(&rc->pending);
+        STAILQ_REMOVE_HEAD(&rc->pending, link);
+        rc->npending--;
+        STAILQ_INSERT_TAIL(&rc->batch, op, link);
+        rc->nbatch++;
+    }
+    rc->busy = 1;
+    int r = uv_queue_work(rc->loop, &rc->work, commit_work, commit_done);
+    if (r != 0) {
+        /* Only an invalid argument fails this: our bug. */
+        HV_LOG(HV_LOG_ERROR, "event=state_store_failed error=uv_queue_work: %s",
+               uv_strerror(r));
+        abort();
+    }
+}
+
+void hv_recrawl_commit(hv_recrawl_t *rc, hv_recrawl_op_t *op)
+{
+    if (rc->stopped || rc->npending >= PENDING_MAX) {
+        rc->stats.not_stored++;
+        op_free(op);
+        return;
+    }
+    STAILQ_INSERT_TAIL(&rc->pending, op, link);
+    rc->npending++;
+    start_commit(rc);
+}
+
+void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out)
+{
+    hv_store_stats_t ss;
+    *out = rc->stats;
+    if (hv_store_stats(rc->store, &ss) == 0) {
+        out->entries = ss.entries;
+        out->bytes_used = ss.bytes_used;
+        out->map_bytes = ss.map_bytes;
+    }
+}
+
+void hv_recrawl_close(hv_recrawl_t *rc, void (*done)(void *ud), void *ud)
+{
+    rc->closing = 1;
+    rc->done = done;
+    rc->done_ud = ud;
+    start_commit(rc);
+}

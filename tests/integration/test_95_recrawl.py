@@ -1,0 +1,432 @@
+"""Conditional re-fetching (recrawl = conditional): a second run over the same list sends the
+stored validators, gets 304s and still writes complete records; changed pages, other rules,
+no-store, recrawl_min_age, the durability order (store entries only for durable records), a
+full store, a corrupt store, and two daemons sharing one store.
+
+The origin here is a small server of versioned pages: each path has a body, validators and
+headers the test sets, and it answers If-None-Match / If-Modified-Since as RFC 9110 says
+(or ignores them, for a server that always sends 200). It records the validators of every
+request."""
+
+import email.utils
+import hashlib
+import http.server
+import json
+import os
+import random
+import signal
+import threading
+import time
+
+import pytest
+
+from harness import SLOWDOWN, parse_fetched_at, preload_env, wait_complete
+
+RECRAWL = ("--recrawl", "conditional")
+
+
+class Pages(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), PageHandler)
+        self.lock = threading.Lock()
+        self.pages = {}     # path -> dict(body, etag, last_modified, headers, honour)
+        self.log = []       # (path, If-None-Match, If-Modified-Since, status)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.server_address[1], path)
+
+    def put(self, path, title, etag=True, last_modified=True, honour=True, headers=(),
+            body=None, extra=""):
+        """Serve `path` as a page titled `title`; a new version gets new validators."""
+        if body is None:
+            body = ("<!doctype html><html><head><title>%s</title></head><body>"
+                    "<h1 class=h>%s</h1><p>%s</p></body></html>" % (title, title, extra)).encode()
+        with self.lock:
+            old = self.pages.get(path)
+            version = old["version"] + 1 if old else 1
+            self.pages[path] = {
+                "body": body, "version": version, "honour": honour, "headers": list(headers),
+                "etag": ('"%s-%d"' % (hashlib.sha1(body).hexdigest()[:12], version)
+                         if etag else None),
+                "last_modified": (email.utils.formatdate(time.time() - 3600 + version, usegmt=True)
+                                  if last_modified else None),
+            }
+
+    def set_headers(self, path, headers):
+        """Change what `path` answers with, not its version (validators stay)."""
+        with self.lock:
+            self.pages[path]["headers"] = list(headers)
+
+    def requests(self, path=None):
+        with self.lock:
+            return [r for r in self.log if path is None or r[0] == path]
+
+    def clear(self):
+        with self.lock:
+            self.log.clear()
+
+    def stop(self):
+        self.shutdown()
+        self.server_close()
+        self.thread.join(5)
+
+
+class PageHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        srv = self.server
+        path = self.path
+        inm = self.headers.get("If-None-Match")
+        ims = self.headers.get("If-Modified-Since")
+        with srv.lock:
+            page = srv.pages.get(path)
+            page = dict(page) if page else None
+        if page is None and path.startswith("/moved/"):
+            status, headers, body = 301, ["Location: /" + path[len("/moved/"):]], b""
+        elif page is None:
+            status, headers, body = 404, [], b"<title>no</title>"
+        else:
+            headers = ["Content-Type: text/html; charset=utf-8"] + page["headers"]
+            if page["etag"]:
+                headers.append("ETag: " + page["etag"])
+            if page["last_modified"]:
+                headers.append("Last-Modified: " + page["last_modified"])
+            fresh = False
+            if page["honour"]:
+                if inm is not None:
+                    fresh = page["etag"] is not None and inm == page["etag"]
+                elif ims is not None and page["last_modified"]:
+                    fresh = ims == page["last_modified"]
+            status, body = (304, b"") if fresh else (200, page["body"])
+        with srv.lock:
+            srv.log.append((path, inm, ims, status))
+        self.send_response(status)
+        for h in headers:
+            k, v = h.split(": ", 1)
+            self.send_header(k, v)
+        if status != 304:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if status != 304:
+            self.wfile.write(body)
+
+
+@pytest.fixture
+def pages():
+    p = Pages()
+    yield p
+    p.stop()
+
+
+def by_requested(records):
+    return {r["requested_url"]: r for r in records}
+
+
+def state_args(tmp_path, *extra):
+    return RECRAWL + ("--state-dir", str(tmp_path / "state")) + extra
+
+
+def test_95_01_second_run_sends_validators_and_writes_complete_304_records(
+        run_harvestd, pages, tmp_path):
+    pages.put("/both", "Both")
+    pages.put("/etag", "Only ETag", last_modified=False)
+    pages.put("/lm", "Only Last-Modified", etag=False)
+    pages.put("/none", "No validators", etag=False, last_modified=False)
+    urls = [pages.url(p) for p in ("/both", "/etag", "/lm", "/none")]
+    rules = ("--extract", "h=h1.h")
+    first = run_harvestd(urls, *state_args(tmp_path, *rules))
+    assert first.rc == 0, first.stderr
+    assert all(r["status"] == "ok" and r["http_status"] == 200 for r in first.records)
+    for r in first.records:
+        assert r["modified_at"] == r["fetched_at"], r
+        assert "not_modified" not in r and "unchanged" not in r
+    assert "not_modified=0 unchanged=0 from_cache=0" in first.stderr
+    assert all(inm is None and ims is None for _, inm, ims, _ in pages.requests())
+
+    pages.clear()
+    time.sleep(0.01)
+    second = run_harvestd(urls, *state_args(tmp_path, *rules))
+    assert second.rc == 0, second.stderr
+    seen = {p: (inm, ims, st) for p, inm, ims, st in pages.requests()}
+    assert seen["/both"][0] == pages.pages["/both"]["etag"]
+    assert seen["/both"][1] == pages.pages["/both"]["last_modified"]
+    assert seen["/etag"][:2] == (pages.pages["/etag"]["etag"], None)
+    assert seen["/lm"][:2] == (None, pages.pages["/lm"]["last_modified"])
+    assert seen["/none"][:2] == (None, None)
+    a, b = by_requested(first.records), by_requested(second.records)
+    for path in ("/both", "/etag", "/lm"):
+        u = pages.url(path)
+        assert seen[path][2] == 304
+        r = b[u]
+        assert r["status"] == "ok" and r["http_status"] == 304 and r["not_modified"] is True, r
+        for key in ("url", "title", "fields", "content_type", "bytes", "charset"):
+            assert r[key] == a[u][key], (key, r, a[u])
+        assert r["modified_at"] == a[u]["modified_at"]
+        assert parse_fetched_at(r["fetched_at"]) > parse_fetched_at(a[u]["fetched_at"])
+    # A page without validators is fetched again whole, and recognised by its hash.
+    r = b[pages.url("/none")]
+    assert r["http_status"] == 200 and r["unchanged"] is True and "not_modified" not in r
+    assert r["modified_at"] == a[pages.url("/none")]["modified_at"]
+    assert "not_modified=3 unchanged=1 from_cache=0" in second.stderr
+
+
+def test_95_02_a_changed_page_gets_a_fresh_record(run_harvestd, pages, tmp_path):
+    pages.put("/a", "Version one")
+    pages.put("/b", "Stays")
+    urls = [pages.url("/a"), pages.url("/b")]
+    first = run_harvestd(urls, *state_args(tmp_path))
+    assert first.rc == 0, first.stderr
+    pages.put("/a", "Version two")
+    second = run_harvestd(urls, *state_args(tmp_path))
+    r = by_requested(second.records)
+    assert r[urls[0]]["http_status"] == 200 and r[urls[0]]["title"] == "Version two"
+    assert "not_modified" not in r[urls[0]] and "unchanged" not in r[urls[0]]
+    assert r[urls[0]]["modified_at"] == r[urls[0]]["fetched_at"]
+    assert r[urls[1]]["not_modified"] is True and r[urls[1]]["title"] == "Stays"
+    # The new version is what is stored now: a third run gets a 304 carrying it.
+    pages.clear()
+    third = run_harvestd(urls, *state_args(tmp_path))
+    r3 = by_requested(third.records)
+    assert r3[urls[0]]["not_modified"] is True and r3[urls[0]]["title"] == "Version two"
+    assert r3[urls[0]]["modified_at"] == r[urls[0]]["modified_at"]
+    assert pages.requests("/a")[0][1] == pages.pages["/a"]["etag"]
+
+
+def test_95_03_a_server_that_ignores_validators_gives_unchanged(run_harvestd, pages, tmp_path):
+    pages.put("/stubborn", "Always 200", honour=False)
+    pages.put("/stubborn-changed", "Before", honour=False)
+    urls = [pages.url("/stubborn"), pages.url("/stubborn-changed")]
+    first = run_harvestd(urls, *state_args(tmp_path))
+    assert first.rc == 0, first.stderr
+    pages.put("/stubborn-changed", "After", honour=False)
+    pages.clear()
+    second = run_harvestd(urls, *state_args(tmp_path))
+    a, b = by_requested(first.records), by_requested(second.records)
+    assert all(inm is not None for _, inm, _, _ in pages.requests()), pages.requests()
+    same = b[urls[0]]
+    assert same["http_status"] == 200 and same["unchanged"] is True
+    assert same["modified_at"] == a[urls[0]]["modified_at"]
+    changed = b[urls[1]]
+    assert "unchanged" not in changed and changed["title"] == "After"
+    assert changed["modified_at"] == changed["fetched_at"]
+
+
+def test_95_04_other_rules_make_the_request_unconditional(run_harvestd, pages, tmp_path):
+    pages.put("/r", "Ruled", extra="<span class=x>X value</span>")
+    url = pages.url("/r")
+    first = run_harvestd([url], *state_args(tmp_path, "--extract", "h=h1.h"))
+    assert first.records[0]["fields"] == {"h": "Ruled"}
+    pages.clear()
+    second = run_harvestd([url], *state_args(tmp_path, "--extract", "x=span.x"))
+    assert pages.requests("/r")[0][1:3] == (None, None), "validators sent under other rules"
+    r = second.records[0]
+    assert r["http_status"] == 200 and r["fields"] == {"x": "X value"}
+    # Same content, other rules: the page did not change.
+    assert r["unchanged"] is True
+    # The new rules' answer is stored now: the same rules again get a 304 with those fields.
+    pages.clear()
+    third = run_harvestd([url], *state_args(tmp_path, "--extract", "x=span.x"))
+    assert third.records[0]["not_modified"] is True
+    assert third.records[0]["fields"] == {"x": "X value"}
+    # And title-only runs are a rule set of their own.
+    pages.clear()
+    fourth = run_harvestd([url], *state_args(tmp_path))
+    assert pages.requests("/r")[0][1] is None and "fields" not in fourth.records[0]
+
+
+def test_95_05_no_store_keeps_a_response_out_of_the_store(run_harvestd, pages, tmp_path):
+    pages.put("/private", "Secret", headers=["Cache-Control: private, no-store"])
+    pages.put("/later", "Stored first")
+    pages.put("/split", "Split header", headers=["Cache-Control: max-age=60",
+                                                 "Cache-Control: No-Store"])
+    urls = [pages.url("/private"), pages.url("/later"), pages.url("/split")]
+    run_harvestd(urls, *state_args(tmp_path))
+    # /later now says no-store (on its 304): its stored entry goes.
+    pages.set_headers("/later", ["Cache-Control: no-store"])
+    pages.clear()
+    second = run_harvestd(urls, *state_args(tmp_path))
+    sent = {p: inm for p, inm, _, _ in pages.requests()}
+    assert sent["/private"] is None and sent["/split"] is None
+    assert sent["/later"] is not None  # still stored before this answer
+    assert by_requested(second.records)[urls[1]]["not_modified"] is True
+    pages.clear()
+    run_harvestd(urls, *state_args(tmp_path))
+    assert all(inm is None for _, inm, _, _ in pages.requests()), pages.requests()
+
+
+def test_95_06_recrawl_min_age_answers_from_the_store_without_requests(
+        run_harvestd, pages, tmp_path):
+    for i in range(20):
+        pages.put("/p%d" % i, "Page %d" % i)
+    urls = [pages.url("/p%d" % i) for i in range(20)]
+    first = run_harvestd(urls, *state_args(tmp_path, "--extract", "h=h1.h"))
+    assert first.rc == 0
+    pages.clear()
+    second = run_harvestd(urls + urls[:3],
+                          *state_args(tmp_path, "--extract", "h=h1.h", "--recrawl-min-age", "1h"))
+    assert second.rc == 0, second.stderr
+    assert pages.requests() == [], "requests made although every entry is young enough"
+    a = by_requested(first.records)
+    assert len(second.records) == 23
+    for r in second.records:
+        f = a[r["requested_url"]]
+        assert r["from_cache"] is True and r["status"] == "ok"
+        for key in ("url", "title", "fields", "http_status", "bytes", "fetched_at",
+                    "modified_at"):
+            assert r[key] == f[key], key
+    assert "from_cache=23" in second.stderr
+    # Older than the minimum age: asked again.
+    time.sleep(1.1)
+    third = run_harvestd(urls[:2],
+                         *state_args(tmp_path, "--extract", "h=h1.h", "--recrawl-min-age", "1s"))
+    assert all(r.get("not_modified") for r in third.records), third.records
+
+
+def test_95_07_validators_go_to_the_final_url_after_redirects(run_harvestd, pages, tmp_path):
+    pages.put("/target", "Target")
+    url = pages.url("/moved/target")
+    first = run_harvestd([url], *state_args(tmp_path))
+    assert first.records[0]["url"] == pages.url("/target")
+    pages.clear()
+    second = run_harvestd([url], *state_args(tmp_path))
+    log = pages.requests()
+    assert [(p, inm is not None) for p, inm, _, _ in log] == [("/moved/target", False),
+                                                              ("/target", True)]
+    r = second.records[0]
+    assert r["not_modified"] is True and r["url"] == pages.url("/target")
+    assert r["redirects"] == 1 and r["title"] == "Target"
+
+
+def test_95_08_only_durable_records_reach_the_store(harvestd, pages, tmp_path, spool,
+                                                     start_daemon):
+    """The durability order: the output's fsync fails, so none of the written records is
+    durable, and the store must hold none of them."""
+    for i in range(30):
+        pages.put("/d%d" % i, "Durable %d" % i)
+    urls = [pages.url("/d%d" % i) for i in range(30)]
+    state = tmp_path / "state"
+    d = start_daemon(env=preload_env(HV_FAULT_FSYNC="EIO", HV_FAULT_FSYNC_PATH="/out/"),
+                     recrawl="conditional", state_dir=str(state), fsync="always")
+    spool.drop("d.txt", urls)
+    deadline = time.monotonic() + 20 * SLOWDOWN
+    while d.running() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert d.wait(timeout=5) == 1
+    written = spool.records("d.txt", complete=False)
+    assert written, "nothing was written before the failed fsync"
+    pages.clear()
+    check = harvestd.run(urls, *RECRAWL, "--state-dir", str(state))
+    assert check.rc == 0
+    leaked = [p for p, inm, ims, _ in pages.requests() if inm or ims]
+    assert leaked == [], "stored without a durable record: %r" % leaked
+
+
+def test_95_09_killed_daemon_never_stores_what_it_did_not_write(harvestd, pages, tmp_path,
+                                                                 spool, start_daemon):
+    """SIGKILL at random moments while records and store commits interleave: every URL the
+    store knows has its ok record in the output that survived."""
+    seed = int(os.environ.get("HARVESTD_TEST_SEED", random.randrange(1 << 30)))
+    print("seed", seed)
+    rnd = random.Random(seed)
+    n = 400
+    for i in range(n):
+        pages.put("/k%d" % i, "Killed %d" % i)
+    urls = [pages.url("/k%d" % i) for i in range(n)]
+    state = tmp_path / "state"
+    d = start_daemon(recrawl="conditional", state_dir=str(state), fsync="interval",
+                     fsync_interval="30ms", concurrency=8)
+    spool.drop("k.txt", urls)
+    time.sleep(rnd.uniform(0.05, 0.4))
+    d.kill()
+    durable = {r["requested_url"] for r in spool.records("k.txt", complete=False)
+               if r["status"] == "ok"}
+    pages.clear()
+    check = harvestd.run(urls, *RECRAWL, "--state-dir", str(state))
+    assert check.rc == 0
+    stored = {pages.url(p) for p, inm, ims, _ in pages.requests() if inm or ims}
+    assert stored <= durable, "stored without a record: %r" % sorted(stored - durable)[:5]
+    print("durable", len(durable), "stored", len(stored))
+
+
+def test_95_10_a_full_store_stops_storing_and_the_batch_completes(run_harvestd, pages,
+                                                                  tmp_path):
+    n = 300
+    big = "x" * 8000
+    for i in range(n):
+        pages.put("/f%d" % i, "Full %d" % i, extra=big)
+    urls = [pages.url("/f%d" % i) for i in range(n)]
+    run = run_harvestd(urls, *state_args(tmp_path, "--extract", "p=p", "--state-max-bytes",
+                                         "1m"))
+    assert run.rc == 0, run.stderr
+    assert len(run.records) == n and all(r["status"] == "ok" for r in run.records)
+    warnings = [l for l in run.stderr.splitlines() if "state_store_full" in l]
+    assert len(warnings) == 1, run.stderr
+    assert str(tmp_path / "state") in warnings[0]
+    # What was stored before it filled up still serves.
+    pages.clear()
+    again = run_harvestd(urls, *state_args(tmp_path, "--extract", "p=p", "--state-max-bytes",
+                                           "1m"))
+    assert again.rc == 0
+    nm = sum(1 for r in again.records if r.get("not_modified"))
+    assert 0 < nm < n, nm
+
+
+def test_95_11_a_corrupt_store_is_a_start_up_error_naming_it(run_harvestd, harvestd, pages,
+                                                            tmp_path):
+    pages.put("/c", "C")
+    state = tmp_path / "state"
+    run_harvestd([pages.url("/c")], *state_args(tmp_path))
+    with open(state / "data.mdb", "r+b") as f:
+        f.write(os.urandom(8192))
+    pages.clear()
+    bad = run_harvestd([pages.url("/c")], *state_args(tmp_path), parse=False)
+    assert bad.rc == 2, bad.stderr
+    assert str(state) in bad.stderr and "delete" in bad.stderr, bad.stderr
+    assert pages.requests() == []
+    # Discarding it as the message says starts afresh.
+    os.unlink(state / "data.mdb")
+    os.unlink(state / "lock.mdb")
+    good = run_harvestd([pages.url("/c")], *state_args(tmp_path))
+    assert good.rc == 0 and good.records[0]["http_status"] == 200
+
+
+def test_95_12_once_needs_a_state_dir(harvestd, pages):
+    res = harvestd.command("--once", "/dev/null", "-o", "-", "--recrawl", "conditional")
+    assert res.returncode == 2 and "--state-dir" in res.stderr
+
+
+def test_95_13_two_daemons_share_one_store(harvestd, pages, tmp_path):
+    from harness import Spool
+    state = tmp_path / "shared-state"
+    n = 60
+    for i in range(2 * n):
+        pages.put("/s%d" % i, "Shared %d" % i)
+    lists = [[pages.url("/s%d" % i) for i in range(k * n, (k + 1) * n)] for k in (0, 1)]
+    spools, daemons = [], []
+    for k in (0, 1):
+        sp = Spool(tmp_path / ("spool%d" % k))
+        cfg = harvestd.daemon_config(sp.root, {"recrawl": "conditional",
+                                               "state_dir": str(state)})
+        d = harvestd.start_daemon(cfg)
+        d.wait_ready()
+        spools.append(sp)
+        daemons.append(d)
+    for k in (0, 1):
+        spools[k].drop("l%d.txt" % k, lists[k])
+    for k in (0, 1):
+        wait_complete(daemons[k], spools[k], ["l%d.txt" % k], timeout=20)
+    for d in daemons:
+        d.send_signal(signal.SIGTERM)
+        assert d.wait(timeout=20) == 0
+    pages.clear()
+    both = harvestd.run(lists[0] + lists[1], *RECRAWL, "--state-dir", str(state))
+    assert both.rc == 0
+    assert sum(1 for r in both.records if r.get("not_modified")) == 2 * n
