@@ -313,3 +313,40 @@ TEST_IMPL(extract_control_characters_cut_at_the_value_limit)
     }
     free(doc);
 }
+
+static hv_ruleset_t *rules_of(const char *name, const char *const *kv)
+{
+    char err[256];
+    hv_ruleset_t *rs = hv_ruleset_new(name);
+    for (; kv[0] != NULL; kv += 2)
+        ASSERT_OK(hv_ruleset_add(rs, kv[0], kv[1], err, sizeof(err)));
+    ASSERT_OK(hv_ruleset_finish(rs, err, sizeof(err)));
+    return rs;
+}
+
+/* The fingerprint is what the rules produce: their keys, selectors and order, not the name. */
+TEST_IMPL(extract_fingerprint_follows_the_rules)
+{
+    static const char *const ab[] = {"a", "h1", "b[]", "p @title", NULL};
+    static const char *const ba[] = {"b[]", "p @title", "a", "h1", NULL};
+    static const char *const ab2[] = {"a", "h1", "b[]", "p @titles", NULL};
+    static const char *const none[] = {NULL};
+    hv_ruleset_t *x = rules_of("x", ab), *y = rules_of("y", ab), *z = rules_of("x", ba),
+                 *w = rules_of("x", ab2), *e = rules_of("e", none);
+    ASSERT_EQ(hv_ruleset_fingerprint(x), hv_ruleset_fingerprint(y));
+    ASSERT_EQ(1, hv_ruleset_fingerprint(x) != hv_ruleset_fingerprint(z));
+    ASSERT_EQ(1, hv_ruleset_fingerprint(x) != hv_ruleset_fingerprint(w));
+    ASSERT_EQ(HV_RULESET_FP_TITLE, hv_ruleset_fingerprint(e));
+    ASSERT_EQ(HV_RULESET_FP_TITLE, hv_ruleset_fingerprint(NULL));
+    ASSERT_EQ(1, hv_ruleset_fingerprint(x) != HV_RULESET_FP_TITLE);
+    /* A rule that was refused leaves the fingerprint as it was. */
+    char err[256];
+    uint64_t before = hv_ruleset_fingerprint(y);
+    ASSERT_EQ(UV_EINVAL, hv_ruleset_add(y, "c", "p[", err, sizeof(err)));
+    ASSERT_EQ(before, hv_ruleset_fingerprint(y));
+    hv_ruleset_free(x);
+    hv_ruleset_free(y);
+    hv_ruleset_free(z);
+    hv_ruleset_free(w);
+    hv_ruleset_free(e);
+}

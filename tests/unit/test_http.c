@@ -20,6 +20,10 @@ typedef struct {
     char body[4096];
     int head_calls;
     int64_t retry_after_ms;
+    char etag[128];
+    char last_modified[64];
+    int no_store;
+    int64_t max_age_s;
 } outcome_t;
 
 static hv_http_body_t mode_for_test = HV_HTTP_BODY_KEEP;
@@ -63,6 +67,10 @@ static outcome_t run(const char *resp, size_t len, size_t split, size_t step, in
         snprintf(o.location, sizeof(o.location), "%.*s", (int)h.location.len, h.location.data);
     snprintf(o.error, sizeof(o.error), "%s", h.error);
     o.retry_after_ms = hv_http_retry_after_ms(&h, 0);
+    snprintf(o.etag, sizeof(o.etag), "%.*s", (int)h.etag.len, h.etag.data ? h.etag.data : "");
+    snprintf(o.last_modified, sizeof(o.last_modified), "%.*s", (int)h.last_modified.len,
+             h.last_modified.data ? h.last_modified.data : "");
+    hv_http_cache_control(&h, &o.no_store, &o.max_age_s);
     o.body_len = h.body.len;
     if (h.body.len < sizeof(o.body))
         memcpy(o.body, h.body.data ? h.body.data : "", h.body.len);
@@ -79,6 +87,10 @@ static void assert_same(const outcome_t *a, const outcome_t *b)
     ASSERT_STR_EQ(a->location, b->location);
     ASSERT_STR_EQ(a->error, b->error);
     ASSERT_EQ(a->retry_after_ms, b->retry_after_ms);
+    ASSERT_STR_EQ(a->etag, b->etag);
+    ASSERT_STR_EQ(a->last_modified, b->last_modified);
+    ASSERT_EQ(a->no_store, b->no_store);
+    ASSERT_EQ(a->max_age_s, b->max_age_s);
     if (a->rc == 1) { /* a failed body is partial, at whatever point the limit hit */
         ASSERT_EQ(a->body_len, b->body_len);
         ASSERT_MEM_EQ(a->body, b->body, a->body_len < sizeof(a->body) ? a->body_len : 0);
@@ -466,6 +478,90 @@ TEST_IMPL(http_request_text)
                   "Connection: keep-alive\r\n\r\n",
                   b.data);
     hv_buf_free(&b);
+}
+
+/* A conditional request carries the validators as they came; one that could split the
+ * request (a control byte) is not sent at all. */
+TEST_IMPL(http_request_conditional)
+{
+    hv_url_t u;
+    memset(&u, 0, sizeof(u));
+    u.target = (char *)(uintptr_t)"/p";
+    u.authority = (char *)(uintptr_t)"a.test";
+    hv_buf_t b;
+    hv_buf_init(&b, 8192);
+    hv_http_cond_t cond = {"W/\"v1\"", "Wed, 02 Dec 2026 10:00:00 GMT"};
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond));
+    ASSERT_OK(hv_buf_append(&b, "", 1));
+    ASSERT_STR_EQ("GET /p HTTP/1.1\r\nHost: a.test\r\nUser-Agent: ua\r\n"
+                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
+                  "If-None-Match: W/\"v1\"\r\nIf-Modified-Since: Wed, 02 Dec 2026 10:00:00 GMT\r\n"
+                  "Connection: keep-alive\r\n\r\n",
+                  b.data);
+    hv_buf_reset(&b);
+    hv_http_cond_t evil = {"\"a\"\r\nX-Injected: 1", NULL};
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &evil));
+    ASSERT_OK(hv_buf_append(&b, "", 1));
+    ASSERT_NULL(strstr(b.data, "X-Injected"));
+    ASSERT_NULL(strstr(b.data, "If-None-Match"));
+    hv_buf_free(&b);
+}
+
+/* The validators and Cache-Control of a response, at every split of it. */
+TEST_IMPL(http_validators_and_cache_control)
+{
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nETag: \"abc\"\r\nLast-Modified: Tue, 01 Dec 2026 "
+                        "08:00:00 GMT\r\nCache-Control: public, max-age=\"600\"\r\n"
+                        "etag: \"second\"\r\nContent-Length: 0\r\n\r\n",
+                        0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_STR_EQ("\"abc\"", o.etag);
+    ASSERT_STR_EQ("Tue, 01 Dec 2026 08:00:00 GMT", o.last_modified);
+    ASSERT_EQ(0, o.no_store);
+    ASSERT_EQ(600, o.max_age_s);
+    /* Several headers are one list; directive names are case-insensitive. */
+    o = TRACE("HTTP/1.1 200 OK\r\nCache-Control: max-age=5\r\nCache-Control: private, "
+              "NO-STORE\r\nContent-Length: 0\r\n\r\n",
+              0);
+    ASSERT_EQ(1, o.no_store);
+    ASSERT_EQ(5, o.max_age_s);
+    /* A name that only starts like it is another directive. */
+    o = TRACE("HTTP/1.1 200 OK\r\nCache-Control: no-store-later, max-age=x\r\n"
+              "Content-Length: 0\r\n\r\n",
+              0);
+    ASSERT_EQ(0, o.no_store);
+    ASSERT_EQ(-1, o.max_age_s);
+    /* A 304 has no body, whatever it says of one. */
+    o = TRACE("HTTP/1.1 304 Not Modified\r\nETag: \"abc\"\r\nContent-Length: 99\r\n\r\n", 0);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(304, o.status);
+    ASSERT_EQ(0, o.body_len);
+}
+
+/* A Cache-Control too long to read whole might hide a no-store: it counts as one. An
+ * over-long ETag is dropped, never an error. */
+TEST_IMPL(http_overlong_cache_control_means_no_store)
+{
+    char resp[8192];
+    char big[3000];
+    memset(big, 'a', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    hv_http_limits_t lim = {1024, 65536, 64, 0};
+    int calls = 0;
+    hv_http_t h;
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nCache-Control: x=%s\r\nETag: \"%s\"\r\n"
+                     "Content-Length: 0\r\n\r\n",
+                     big, big);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(1, hv_http_feed(&h, resp, (size_t)n));
+    int no_store;
+    int64_t max_age;
+    hv_http_cache_control(&h, &no_store, &max_age);
+    ASSERT_EQ(1, no_store);
+    ASSERT_EQ(0, h.etag.len);
+    hv_http_free(&h);
 }
 
 TEST_IMPL(http_media_type)

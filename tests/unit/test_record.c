@@ -85,6 +85,33 @@ TEST_IMPL(record_full_ok_key_order)
     hv_record_free(r);
 }
 
+/* A 304's record: the re-crawling keys after fetched_at; its state is never output. */
+TEST_IMPL(record_recrawl_keys_in_order)
+{
+    hv_record_t *r = record("http://a.test/");
+    r->url = hv_xstrdup("http://a.test/");
+    r->http_status = 304;
+    r->title = hv_xstrdup("T");
+    r->fetched_at_ms = INT64_C(1795953600123);
+    r->modified_at_ms = INT64_C(1795953500000);
+    r->not_modified = 1;
+    hv_record_state_t *st = hv_record_state_new(r, "http://a.test/");
+    st->etag = hv_xstrdup("\"e\"");
+    ASSERT_JSON(r, "{\"requested_url\":\"http://a.test/\",\"url\":\"http://a.test/\","
+                   "\"status\":\"ok\",\"http_status\":304,\"title\":\"T\","
+                   "\"fetched_at\":\"2026-11-29T12:00:00.123Z\","
+                   "\"modified_at\":\"2026-11-29T11:58:20.000Z\",\"not_modified\":true}\n");
+    r->not_modified = 0;
+    r->unchanged = 1;
+    r->from_cache = 1;
+    ASSERT_JSON(r, "{\"requested_url\":\"http://a.test/\",\"url\":\"http://a.test/\","
+                   "\"status\":\"ok\",\"http_status\":304,\"title\":\"T\","
+                   "\"fetched_at\":\"2026-11-29T12:00:00.123Z\","
+                   "\"modified_at\":\"2026-11-29T11:58:20.000Z\",\"unchanged\":true,"
+                   "\"from_cache\":true}\n");
+    hv_record_free(r);
+}
+
 TEST_IMPL(record_failed_input)
 {
     hv_record_t *r = record("ftp://example.com/file");
