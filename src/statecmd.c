@@ -58,7 +58,8 @@ static void usage(FILE *out)
             "              command opened the store with)\n"
             "  get URL     the entry as one JSON object, with or without --json: url_key,\n"
             "              url, etag, last_modified, sha256, title, fields, content_type,\n"
-            "              charset, bytes, rules, fetched_at, modified_at (absent ones left\n"
+            "              charset, bytes, http_status, max_age, rules, fetched_at,\n"
+            "              modified_at (absent ones left\n"
             "              out; times in RFC 3339 UTC with milliseconds)\n"
             "  forget URL  deletes the entry: forgot URL\n"
             "  prune       deletes the entries fetched more than DURATION ago:\n"
@@ -316,6 +317,10 @@ static char *entry_json(const char *key, const hv_store_entry_t *e)
     add_str(o, "content_type", e->content_type);
     add_str(o, "charset", e->charset);
     if (e->bytes >= 0 && cJSON_AddNumberToObject(o, "bytes", (double)e->bytes) == NULL)
+        oom();
+    if (e->http_status > 0 && cJSON_AddNumberToObject(o, "http_status", e->http_status) == NULL)
+        oom();
+    if (e->max_age_s >= 0 && cJSON_AddNumberToObject(o, "max_age", (double)e->max_age_s) == NULL)
         oom();
     snprintf(fp, sizeof(fp), "%016" PRIx64, e->rules_fp);
     add_str(o, "rules", fp);

@@ -430,3 +430,29 @@ def test_95_13_two_daemons_share_one_store(harvestd, pages, tmp_path):
     both = harvestd.run(lists[0] + lists[1], *RECRAWL, "--state-dir", str(state))
     assert both.rc == 0
     assert sum(1 for r in both.records if r.get("not_modified")) == 2 * n
+
+
+def test_95_14_state_command_reads_what_a_run_stored(run_harvestd, harvestd, pages, tmp_path):
+    pages.put("/cmd", "Command", headers=["Cache-Control: max-age=120"])
+    url = pages.url("/cmd")
+    first = run_harvestd([url], *state_args(tmp_path, "--extract", "h=h1.h"))
+    assert first.rc == 0
+    state = str(tmp_path / "state")
+    got = harvestd.command("state", "--state-dir", state, "get", url)
+    assert got.returncode == 0, got.stderr
+    e = json.loads(got.stdout)
+    assert e["url"] == url and e["etag"] == pages.pages["/cmd"]["etag"]
+    assert e["title"] == "Command" and e["fields"] == {"h": "Command"}
+    assert e["http_status"] == 200 and e["max_age"] == 120
+    assert e["fetched_at"] == first.records[0]["fetched_at"]
+    assert e["sha256"] == hashlib.sha256(pages.pages["/cmd"]["body"]).hexdigest()
+    stats = harvestd.command("state", "--state-dir", state, "--json", "stats")
+    assert json.loads(stats.stdout)["entries"] == 1
+    # Forgotten: the next request is unconditional.
+    assert harvestd.command("state", "--state-dir", state, "forget", url).returncode == 0
+    pages.clear()
+    run_harvestd([url], *state_args(tmp_path, "--extract", "h=h1.h"))
+    assert pages.requests("/cmd")[0][1] is None
+    pruned = harvestd.command("state", "--state-dir", state, "--json", "prune",
+                              "--older-than", "0s")
+    assert json.loads(pruned.stdout) == {"pruned": 1, "entries": 0}

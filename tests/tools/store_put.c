@@ -70,6 +70,8 @@ static void fill(hv_store_entry_t *e, const char *json)
     e->content_type = str_of(o, "content_type");
     e->charset = str_of(o, "charset");
     e->bytes = num_of(o, "bytes", -1);
+    e->http_status = (int)num_of(o, "http_status", 0);
+    e->max_age_s = num_of(o, "max_age", -1);
     char *rules = str_of(o, "rules");
     if (rules != NULL) {
         e->rules_fp = strtoull(rules, NULL, 16);
