@@ -7,7 +7,8 @@ Environment (set by the Makefile):
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs)
-  BENCH_PHASES    some of "nginx latency stream" (default: all three), to measure only those
+  BENCH_PHASES    some of "nginx latency stream recrawl" (default: all four), to measure only
+                  those
 
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
@@ -69,6 +70,7 @@ if QUICK:
         "latency_urls": 5_000,
         "big_runs": [300, 1_500],
         "stream_urls": 6_000,
+        "recrawl_urls": 2_000,
     }
 else:
     CONFIG = {
@@ -80,6 +82,7 @@ else:
         "latency_urls": 20_000,
         "big_runs": [1_000, 10_000],
         "stream_urls": 20_000,
+        "recrawl_urls": 20_000,
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -119,6 +122,8 @@ TARGETS = {
     "big_rss_growth": 0.10,
     "stream_scaling": 2.7,
     "stream_vs_spool": 0.90,
+    "recrawl_warm_vs_cold": 1.5,
+    "recrawl_body_bytes": 0.05,
 }
 
 BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
@@ -473,6 +478,9 @@ def check_records(out_path, expected_count, expected_title, field=None):
     bad_json = 0
     example = None
     records = 0
+    statuses = collections.Counter()
+    body_bytes = 0      # bytes of the bodies that came over the wire (200s; 304s bring none)
+    flags = collections.Counter()
     try:
         f = open(out_path, "rb")
     except OSError as e:
@@ -487,6 +495,11 @@ def check_records(out_path, expected_count, expected_title, field=None):
                 continue
             url = rec.get("requested_url")
             seen[url] += 1
+            statuses[rec.get("http_status")] += 1
+            for flag in ("not_modified", "unchanged", "from_cache"):
+                flags[flag] += rec.get(flag) is True
+            if rec.get("http_status") == 200 and not rec.get("from_cache"):
+                body_bytes += rec.get("bytes") or 0
             if rec.get("status") != "ok":
                 key = "%s/%s" % (rec.get("error_type"), rec.get("error"))
                 failures[key] += 1
@@ -521,6 +534,8 @@ def check_records(out_path, expected_count, expected_title, field=None):
     if extra:
         problems.append("%d unexpected records" % extra)
     details = {"records": records, "failed": dict(failures), "bad_title": bad_title,
+               "http_statuses": {str(k): v for k, v in statuses.items()},
+               "body_bytes": body_bytes, "flags": dict(flags),
                "bad_field": bad_field,
                "bad_json": bad_json, "missing": missing, "extra": extra, "example": example}
     return not problems, "; ".join(problems), details
@@ -997,6 +1012,8 @@ class Bench:
         self.results = {"mode": "QUICK" if QUICK else "full", "config": CONFIG,
                         "targets_config": TARGETS}
         self.harvest = {}
+        self.recrawl = None
+        self.recrawl_note = None
         self.wrk = {}
         self.parse = None
         self.latency = None
@@ -1268,6 +1285,62 @@ class Bench:
             judged = judge_delay_server(servers.stop(), delay, k * conc)
             self.delay_notes.append("stream runs: " + judged["note"])
 
+    # -- conditional re-fetching
+
+    def recrawl_phase(self):
+        """The 20k-URL HTTP run three times over one store: cold (empty store), warm (nginx
+        answers every conditional request 304: `etag on` is its default for static files),
+        and warm with recrawl_min_age, which makes no request at all."""
+        n = CONFIG["recrawl_urls"]
+        labels = ["harvestd HTTP, recrawl cold", "harvestd HTTP, recrawl warm (304s)",
+                  "harvestd HTTP, recrawl min age 1h"]
+        nginx = Nginx(self.dir, self.root, self.big_root, self.cert, self.key)
+        try:
+            nginx.start()
+        except BenchError as e:
+            for label in labels:
+                self.fail_row(label, n, str(e))
+            nginx.stop()
+            return
+        try:
+            base = "http://127.0.0.1:%d" % nginx.http_port
+            state = os.path.join(self.runs_dir, "recrawl-state")
+            shutil.rmtree(state, ignore_errors=True)
+            args = ["--recrawl", "conditional", "--state-dir", state]
+            runs = [("recrawl-cold-%d" % n, args), ("recrawl-warm-%d" % n, args),
+                    ("recrawl-cached-%d" % n, args + ["--recrawl-min-age", "1h"])]
+            for (name, extra), label in zip(runs, labels):
+                res = self._nginx_harvest(nginx, label, name, base, n, extra, "http")
+                st = subprocess.run([self.bin, "state", "--state-dir", state, "--json",
+                                     "stats"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    timeout=60)
+                try:
+                    res["store"] = json.loads(st.stdout)
+                except ValueError:
+                    res["store"] = None
+        finally:
+            nginx.stop()
+        cold, warm, cached = (self.harvest.get(name) for name, _ in runs)
+        if cold and warm and cached and not (cold["broke"] or warm["broke"] or cached["broke"]):
+            cb = cold["records"]["body_bytes"]
+            wb = warm["records"]["body_bytes"]
+            store = cold.get("store") or {}
+            self.recrawl = {"cold": cold, "warm": warm, "cached": cached,
+                            "speedup": warm["pages_per_s"] / cold["pages_per_s"],
+                            "body_ratio": wb / cb if cb else None}
+            self.recrawl_note = (
+                "recrawl: cold %s pages/s, %s MB of bodies, store %s entries in %s MB; warm "
+                "%s pages/s (%.2fx), %s 304s, %s MB of bodies (%.1f%% of cold), 0 requests "
+                "avoided; min age 1h: %s pages/s, %s requests avoided" % (
+                    fmt_num(cold["pages_per_s"]), fmt_num(cb / 1e6, "{:,.1f}"),
+                    fmt_num(store.get("entries")),
+                    fmt_num((store.get("bytes_used") or 0) / 1e6, "{:,.1f}"),
+                    fmt_num(warm["pages_per_s"]), self.recrawl["speedup"],
+                    fmt_num(warm["records"]["flags"].get("not_modified", 0)),
+                    fmt_num(wb / 1e6, "{:,.2f}"), 100.0 * (wb / cb if cb else 0),
+                    fmt_num(cached["pages_per_s"]),
+                    fmt_num(cached["records"]["flags"].get("from_cache", 0))))
+
     # -- targets and report
 
     def targets(self):
@@ -1366,6 +1439,25 @@ class Bench:
         self._growth_target(target, "", "http", CONFIG["http_runs"], TARGETS["rss_growth"])
         self._growth_target(target, "big pages: ", "big", CONFIG["big_runs"],
                             TARGETS["big_rss_growth"])
+        rc = self.recrawl
+        name = "recrawl: warm run (304s) >= {:.1f}x the cold run's pages/s".format(
+            TARGETS["recrawl_warm_vs_cold"])
+        if rc:
+            target(name, rc["cold"]["ok"] and rc["warm"]["ok"] and
+                   rc["speedup"] >= TARGETS["recrawl_warm_vs_cold"],
+                   "{:.2f}x ({:,.0f} / {:,.0f})".format(rc["speedup"], rc["warm"]["pages_per_s"],
+                                                       rc["cold"]["pages_per_s"]))
+        else:
+            target(name, False, "not measured")
+        name = "recrawl: warm run transfers <= {:.0%} of the cold run's body bytes".format(
+            TARGETS["recrawl_body_bytes"])
+        if rc and rc["body_ratio"] is not None:
+            target(name, rc["body_ratio"] <= TARGETS["recrawl_body_bytes"],
+                   "{:.2%} ({:,} / {:,} bytes)".format(
+                       rc["body_ratio"], rc["warm"]["records"]["body_bytes"],
+                       rc["cold"]["records"]["body_bytes"]))
+        else:
+            target(name, False, "not measured")
         return out
 
     def _growth_target(self, target, prefix, key, runs, limit):
@@ -1407,6 +1499,8 @@ class Bench:
                 self.parse["raw"]["threads"], self.parse["mb_per_s"]))
         for note in self.delay_notes:
             notes.append("delay server: " + note)
+        if self.recrawl_note:
+            notes.append(self.recrawl_note)
         big = [(n, self.harvest.get("big-%d" % n)) for n in CONFIG["big_runs"]]
         big = [(n, r) for n, r in big if r and not r["broke"]]
         if big:
@@ -1470,9 +1564,9 @@ def main():
     bench = Bench(snap, tools_dir, bench_dir)
     bench.results["harvestd_binary"] = {"source": harvestd_bin, "copy": snap, "sha256": digest}
     phases = os.environ.get("BENCH_PHASES", "").replace(",", " ").split() or \
-        ["nginx", "latency", "stream"]
+        ["nginx", "latency", "stream", "recrawl"]
     bench.prepare()
-    for phase in ("nginx", "latency", "stream"):
+    for phase in ("nginx", "latency", "stream", "recrawl"):
         if phase in phases:
             getattr(bench, phase + "_phase")()
     bench.report(started)

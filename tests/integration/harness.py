@@ -548,6 +548,19 @@ class Harvestd:
             p.kill()
 
 
+def tool_path(name):
+    """build/tools/<name> (HARVESTD_TOOLS, else beside HARVESTD_BIN); skipped when it was not
+    built (`make integration` builds every tests/tools/*.c)."""
+    dirs = ([HARVESTD_TOOLS] if HARVESTD_TOOLS else []) + [os.path.join(os.path.dirname(HARVESTD_BIN), "tools")]
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    if HARVESTD_TOOLS:
+        pytest.fail("%s is not in HARVESTD_TOOLS=%s: `make integration` builds it" % (name, HARVESTD_TOOLS))
+    pytest.skip("%s not built (HARVESTD_TOOLS is not set): run the suite with `make integration`" % name)
+
+
 def parse_fetched_at(text):
     """Seconds since the epoch of an RFC 3339 "YYYY-MM-DDTHH:MM:SS.mmmZ" string."""
     assert FETCHED_AT_RE.match(text), "fetched_at %r is not RFC 3339 UTC with milliseconds" % text

@@ -18,9 +18,9 @@ import urllib.parse
 
 import pytest
 
-from harness import (ALWAYS_DEFAULTS, FAST_DEFAULTS, HARVESTD_BIN, HARVESTD_TOOLS, SLOWDOWN,
+from harness import (ALWAYS_DEFAULTS, FAST_DEFAULTS, HARVESTD_BIN, SLOWDOWN,
                      assert_ok, by_url, check_batch, check_sanitizer, count_by, parse_records,
-                     parse_summary, wait_complete, wait_listening)
+                     parse_summary, tool_path, wait_complete, wait_listening)
 from origin import html_page, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1164,19 +1164,6 @@ def test_70_10_title_fast_path_gives_the_records_of_the_full_parse(run_harvestd,
 
 
 # ---------------------------------------------------------------------------- title_equiv (C)
-
-
-def tool_path(name):
-    """build/tools/<name> (HARVESTD_TOOLS, else beside HARVESTD_BIN); skipped when it was not
-    built (`make integration` builds every tests/tools/*.c)."""
-    dirs = ([HARVESTD_TOOLS] if HARVESTD_TOOLS else []) + [os.path.join(os.path.dirname(HARVESTD_BIN), "tools")]
-    for d in dirs:
-        path = os.path.join(d, name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    if HARVESTD_TOOLS:
-        pytest.fail("%s is not in HARVESTD_TOOLS=%s: `make integration` builds it" % (name, HARVESTD_TOOLS))
-    pytest.skip("%s not built (HARVESTD_TOOLS is not set): run the suite with `make integration`" % name)
 
 
 EQUIV_RE = re.compile(r"^checked=(\d+) fast=(\d+) beyond=(\d+) mismatches=(\d+)$")

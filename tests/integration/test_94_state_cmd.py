@@ -12,24 +12,11 @@ import time
 
 import pytest
 
-from harness import HARVESTD_BIN, HARVESTD_TOOLS, SLOWDOWN, check_sanitizer
+from harness import SLOWDOWN, check_sanitizer, tool_path
 
 GIB = 1 << 30
 DAY_MS = 24 * 3600 * 1000
 USAGE_HINT = "Try 'harvestd state --help'."
-
-
-def tool_path(name):
-    """build/tools/<name> (HARVESTD_TOOLS, else beside HARVESTD_BIN); skipped when it was not
-    built (`make integration` builds every tests/tools/*.c)."""
-    dirs = ([HARVESTD_TOOLS] if HARVESTD_TOOLS else []) + [os.path.join(os.path.dirname(HARVESTD_BIN), "tools")]
-    for d in dirs:
-        path = os.path.join(d, name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    if HARVESTD_TOOLS:
-        pytest.fail("%s is not in HARVESTD_TOOLS=%s: `make integration` builds it" % (name, HARVESTD_TOOLS))
-    pytest.skip("%s not built (HARVESTD_TOOLS is not set): run the suite with `make integration`" % name)
 
 
 def now_ms():
