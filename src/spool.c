@@ -300,6 +300,12 @@ static int write_summary(sbatch_t *sb, int64_t finished_ms, char *err, size_t er
     }
     add_uint(root, "body_bytes_total", s->body_bytes);
     add_uint(root, "body_bytes_mean", s->with_bytes ? s->body_bytes / s->with_bytes : 0);
+    if (hv_engine_recrawl(sp->engine) != NULL) {
+        cJSON *re = cJSON_AddObjectToObject(root, "recrawl");
+        add_uint(re, "not_modified", s->not_modified);
+        add_uint(re, "unchanged", s->unchanged);
+        add_uint(re, "from_cache", s->from_cache);
+    }
     hv_format_rfc3339_ms(ts, s->started_unix_ms);
     cJSON_AddStringToObject(root, "started_at", ts);
     hv_format_rfc3339_ms(ts, finished_ms);

@@ -423,7 +423,9 @@ def test_95_13_two_daemons_share_one_store(harvestd, pages, tmp_path):
         spools[k].drop("l%d.txt" % k, lists[k])
     for k in (0, 1):
         wait_complete(daemons[k], spools[k], ["l%d.txt" % k], timeout=20)
-    for d in daemons:
+    for k, d in enumerate(daemons):
+        summary = json.loads(open(spools[k].summary_path("l%d.txt" % k)).read())
+        assert summary["recrawl"] == {"not_modified": 0, "unchanged": 0, "from_cache": 0}
         d.send_signal(signal.SIGTERM)
         assert d.wait(timeout=20) == 0
     pages.clear()
