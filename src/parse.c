@@ -24,7 +24,7 @@
 #include "harvestd/common.h"
 #include "harvestd/html.h"
 #include "harvestd/metrics.h"
-#include "harvestd/tls.h"
+#include "harvestd/recrawl.h"
 
 typedef struct {
     hv_record_t *rec;
@@ -133,7 +133,7 @@ static void work_cb(uv_work_t *req)
             abort();
         /* The item owns its record while it runs: reading it here is safe. */
         if (it->rec->state != NULL && it->body != NULL)
-            hv_sha256_hex(it->body, it->len, it->rec->state->body_sha256);
+            hv_recrawl_body_hash(it->body, it->len, it->rec->state->body_hash);
         hv_charset_result_t cs;
         hv_charset_decode(it->body, it->len, it->rec->content_type, &cs);
         const char *text = cs.text != NULL ? cs.text : it->body;

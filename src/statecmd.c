@@ -57,7 +57,7 @@ static void usage(FILE *out)
             "  stats       entries=N bytes_used=N map_bytes=N (map_bytes: the map this\n"
             "              command opened the store with)\n"
             "  get URL     the entry as one JSON object, with or without --json: url_key,\n"
-            "              url, etag, last_modified, sha256, title, fields, content_type,\n"
+            "              url, etag, last_modified, body_hash, title, fields, content_type,\n"
             "              charset, bytes, http_status, max_age, rules, fetched_at,\n"
             "              modified_at (absent ones left\n"
             "              out; times in RFC 3339 UTC with milliseconds)\n"
@@ -305,8 +305,8 @@ static char *entry_json(const char *key, const hv_store_entry_t *e)
     add_str(o, "url", e->url);
     add_str(o, "etag", e->etag);
     add_str(o, "last_modified", e->last_modified);
-    if (e->body_sha256[0] != '\0')
-        add_str(o, "sha256", e->body_sha256);
+    if (e->body_hash[0] != '\0')
+        add_str(o, "body_hash", e->body_hash);
     add_str(o, "title", e->title);
     if (e->fields != NULL) {
         /* The store printed it from a parsed object: valid JSON. */

@@ -52,7 +52,7 @@ int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *e
         snprintf(err, errcap, "cannot set up the state store %s: %s", dir, mdb_strerror(rc));
         goto fail;
     }
-    rc = mdb_env_open(env, dir, MDB_NOTLS, 0644);
+    rc = mdb_env_open(env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0644);
     if (rc != 0) {
         if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED)
             snprintf(err, errcap,
@@ -111,8 +111,8 @@ static char *encode(const hv_store_entry_t *e)
     add_str(o, "url", e->url);
     add_str(o, "etag", e->etag);
     add_str(o, "last_modified", e->last_modified);
-    if (e->body_sha256[0] != '\0')
-        add_str(o, "sha256", e->body_sha256);
+    if (e->body_hash[0] != '\0')
+        add_str(o, "body_hash", e->body_hash);
     add_str(o, "title", e->title);
     if (e->fields != NULL) {
         cJSON *f = cJSON_CreateRaw(e->fields);
@@ -164,9 +164,9 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     e->url = dup_str(o, "url");
     e->etag = dup_str(o, "etag");
     e->last_modified = dup_str(o, "last_modified");
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "sha256");
-    if (cJSON_IsString(h) && strlen(h->valuestring) < sizeof(e->body_sha256))
-        snprintf(e->body_sha256, sizeof(e->body_sha256), "%s", h->valuestring);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "body_hash");
+    if (cJSON_IsString(h) && strlen(h->valuestring) < sizeof(e->body_hash))
+        snprintf(e->body_hash, sizeof(e->body_hash), "%s", h->valuestring);
     e->title = dup_str(o, "title");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fields");
     if (cJSON_IsObject(f)) {

@@ -16,7 +16,6 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
-#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_internal.h>
 #include <mbedtls/x509_crt.h>
@@ -475,18 +474,4 @@ const char *hv_tls_error(const hv_tls_t *t)
 const hv_fault_t *hv_tls_fault(const hv_tls_t *t)
 {
     return &t->fault;
-}
-
-void hv_sha256_hex(const void *data, size_t len, char out[65])
-{
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[32];
-    /* mbedtls 2.28's name; 3.x calls it mbedtls_sha256(). It only fails on bad arguments. */
-    if (mbedtls_sha256_ret(data, len, md, 0) != 0)
-        memset(md, 0, sizeof(md));
-    for (size_t i = 0; i < sizeof(md); i++) {
-        out[2 * i] = hex[md[i] >> 4];
-        out[2 * i + 1] = hex[md[i] & 15];
-    }
-    out[64] = '\0';
 }

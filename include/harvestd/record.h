@@ -73,7 +73,7 @@ typedef struct {
     char *last_modified;
     int no_store;           /* Cache-Control: no-store (or too long to read) */
     int64_t max_age_s;      /* Cache-Control: max-age; -1: absent */
-    char body_sha256[65];   /* of the decoded body, by the parser; "": not known */
+    char body_hash[65];   /* of the decoded body, by the parser; "": not known */
     uint64_t rules_fp;      /* fingerprint of what produced title and fields */
 } hv_record_state_t;
 

@@ -4,7 +4,7 @@
  * to share between processes (two daemons on one spool share one store).
  *
  * One record per requested URL (the key): the final URL, the validators (ETag,
- * Last-Modified), a SHA-256 of the decoded body, what the record said (title, fields,
+ * Last-Modified), a hash of the decoded body, what the record said (title, fields,
  * content type, charset, bytes), a fingerprint of the rules that produced them, when it was
  * fetched and when its content last changed. Values are small JSON objects.
  *
@@ -25,7 +25,7 @@ typedef struct {
     char *url;            /* final URL; NULL: absent (likewise for every string) */
     char *etag;
     char *last_modified;
-    char body_sha256[65]; /* hex; "" when not known */
+    char body_hash[65]; /* "xxh3-128:HEX" (hv_recrawl_body_hash); "" when not known */
     char *title;
     char *fields;         /* a JSON object text */
     char *content_type;

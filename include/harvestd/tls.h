@@ -88,8 +88,4 @@ const char *hv_tls_error(const hv_tls_t *t);
  *  valid until hv_tls_free() and changes only with a later failure on `t`. */
 const hv_fault_t *hv_tls_fault(const hv_tls_t *t);
 
-/** SHA-256 of `len` bytes as 64 lower-case hex digits and a NUL (every mbedtls call stays in
- *  this module, so that a move to mbedtls 3 touches one file). Safe on any thread. */
-void hv_sha256_hex(const void *data, size_t len, char out[65]);
-
 #endif

@@ -1292,8 +1292,8 @@ class Bench:
         answers every conditional request 304: `etag on` is its default for static files),
         and warm with recrawl_min_age, which makes no request at all."""
         n = CONFIG["recrawl_urls"]
-        labels = ["harvestd HTTP, recrawl cold", "harvestd HTTP, recrawl warm (304s)",
-                  "harvestd HTTP, recrawl min age 1h"]
+        labels = ["harvestd HTTP, recrawl off", "harvestd HTTP, recrawl cold",
+                  "harvestd HTTP, recrawl warm (304s)", "harvestd HTTP, recrawl min age 1h"]
         nginx = Nginx(self.dir, self.root, self.big_root, self.cert, self.key)
         try:
             nginx.start()
@@ -1307,10 +1307,13 @@ class Bench:
             state = os.path.join(self.runs_dir, "recrawl-state")
             shutil.rmtree(state, ignore_errors=True)
             args = ["--recrawl", "conditional", "--state-dir", state]
-            runs = [("recrawl-cold-%d" % n, args), ("recrawl-warm-%d" % n, args),
+            runs = [("recrawl-off-%d" % n, []), ("recrawl-cold-%d" % n, args),
+                    ("recrawl-warm-%d" % n, args),
                     ("recrawl-cached-%d" % n, args + ["--recrawl-min-age", "1h"])]
             for (name, extra), label in zip(runs, labels):
                 res = self._nginx_harvest(nginx, label, name, base, n, extra, "http")
+                if not extra:
+                    continue
                 st = subprocess.run([self.bin, "state", "--state-dir", state, "--json",
                                      "stats"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     timeout=60)
@@ -1320,8 +1323,8 @@ class Bench:
                     res["store"] = None
         finally:
             nginx.stop()
-        cold, warm, cached = (self.harvest.get(name) for name, _ in runs)
-        if cold and warm and cached and not (cold["broke"] or warm["broke"] or cached["broke"]):
+        off, cold, warm, cached = (self.harvest.get(name) for name, _ in runs)
+        if all(r and not r["broke"] for r in (off, cold, warm, cached)):
             cb = cold["records"]["body_bytes"]
             wb = warm["records"]["body_bytes"]
             store = cold.get("store") or {}
@@ -1329,10 +1332,11 @@ class Bench:
                             "speedup": warm["pages_per_s"] / cold["pages_per_s"],
                             "body_ratio": wb / cb if cb else None}
             self.recrawl_note = (
-                "recrawl: cold %s pages/s, %s MB of bodies, store %s entries in %s MB; warm "
+                "recrawl: off %s pages/s; cold %s pages/s (%.0f%% of off), %s MB of bodies, store %s entries in %s MB; warm "
                 "%s pages/s (%.2fx), %s 304s, %s MB of bodies (%.1f%% of cold), 0 requests "
                 "avoided; min age 1h: %s pages/s, %s requests avoided" % (
-                    fmt_num(cold["pages_per_s"]), fmt_num(cb / 1e6, "{:,.1f}"),
+                    fmt_num(off["pages_per_s"]), fmt_num(cold["pages_per_s"]),
+                    100.0 * cold["pages_per_s"] / off["pages_per_s"], fmt_num(cb / 1e6, "{:,.1f}"),
                     fmt_num(store.get("entries")),
                     fmt_num((store.get("bytes_used") or 0) / 1e6, "{:,.1f}"),
                     fmt_num(warm["pages_per_s"]), self.recrawl["speedup"],

@@ -46,7 +46,7 @@ def one_line(out):
 
 
 FULL = {"url": "http://a.test/final", "etag": '"v1"', "last_modified": "Wed, 02 Dec 2026 10:00:00 GMT",
-        "sha256": "ab" * 32, "title": "Tétre \"quoted\"", "fields": {"a": [1, "x"], "b": None},
+        "body_hash": "ab" * 32, "title": "Tétre \"quoted\"", "fields": {"a": [1, "x"], "b": None},
         "content_type": "text/html", "charset": "utf-8", "bytes": 1234, "rules": "fedcba9876543210",
         "fetched_at": 1796210000123, "modified_at": 1796209995123}
 
@@ -105,7 +105,7 @@ def test_94_03_get_finds_the_entry_by_its_normalised_url(harvestd, tmp_path):
     put(harvestd, store, ("http://a.test/", FULL),
         ("http://b.test/p/q?x=1", {"fetched_at": 1796210000000, "bytes": 0}))
     want = {"url_key": "http://a.test/", "url": "http://a.test/final", "etag": '"v1"',
-            "last_modified": "Wed, 02 Dec 2026 10:00:00 GMT", "sha256": "ab" * 32,
+            "last_modified": "Wed, 02 Dec 2026 10:00:00 GMT", "body_hash": "ab" * 32,
             "title": "Tétre \"quoted\"", "fields": {"a": [1, "x"], "b": None},
             "content_type": "text/html", "charset": "utf-8", "bytes": 1234,
             "rules": "fedcba9876543210", "fetched_at": "2026-12-02T11:13:20.123Z",

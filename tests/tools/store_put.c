@@ -6,7 +6,7 @@
  *
  * Opens (creating) the store in DIR with a 64 MiB map and puts every KEY, used as it is (not
  * normalised), in one hv_store_write() transaction. JSON is an object with the entry's
- * fields, all optional: "url", "etag", "last_modified", "sha256", "title", "content_type",
+ * fields, all optional: "url", "etag", "last_modified", "body_hash", "title", "content_type",
  * "charset" (strings), "fields" (an object), "bytes", "fetched_at", "modified_at" (numbers;
  * the times in Unix ms) and "rules" (hex text). Exit status 0, 1 when the store cannot be
  * opened or written, 2 on a usage error.
@@ -49,11 +49,11 @@ static void fill(hv_store_entry_t *e, const char *json)
     e->url = str_of(o, "url");
     e->etag = str_of(o, "etag");
     e->last_modified = str_of(o, "last_modified");
-    char *sha = str_of(o, "sha256");
+    char *sha = str_of(o, "body_hash");
     if (sha != NULL) {
-        if (strlen(sha) >= sizeof(e->body_sha256))
-            die("sha256 is too long", sha);
-        snprintf(e->body_sha256, sizeof(e->body_sha256), "%s", sha);
+        if (strlen(sha) >= sizeof(e->body_hash))
+            die("body_hash is too long", sha);
+        snprintf(e->body_hash, sizeof(e->body_hash), "%s", sha);
         free(sha);
     }
     e->title = str_of(o, "title");

@@ -35,7 +35,7 @@ static hv_store_entry_t sample(int64_t fetched_at)
     e.url = url;
     e.etag = etag;
     e.last_modified = lm;
-    snprintf(e.body_sha256, sizeof(e.body_sha256), "%064d", 7);
+    snprintf(e.body_hash, sizeof(e.body_hash), "%064d", 7);
     e.title = title;
     e.fields = fields;
     e.content_type = ct;
@@ -62,7 +62,7 @@ TEST_IMPL(store_keeps_every_field_of_an_entry)
     ASSERT_STR_EQ(in.url, out.url);
     ASSERT_STR_EQ(in.etag, out.etag);
     ASSERT_STR_EQ(in.last_modified, out.last_modified);
-    ASSERT_STR_EQ(in.body_sha256, out.body_sha256);
+    ASSERT_STR_EQ(in.body_hash, out.body_hash);
     ASSERT_STR_EQ(in.title, out.title);
     ASSERT_STR_EQ(in.fields, out.fields);
     ASSERT_STR_EQ(in.content_type, out.content_type);
@@ -82,7 +82,7 @@ TEST_IMPL(store_keeps_every_field_of_an_entry)
     ASSERT_NULL(out.etag);
     ASSERT_NULL(out.fields);
     ASSERT_EQ(-1, out.bytes);
-    ASSERT_STR_EQ("", out.body_sha256);
+    ASSERT_STR_EQ("", out.body_hash);
     hv_store_entry_clear(&out);
     hv_store_close(st);
 }
