@@ -114,11 +114,9 @@ static char *encode(const hv_store_entry_t *e)
     if (e->body_hash[0] != '\0')
         add_str(o, "body_hash", e->body_hash);
     add_str(o, "title", e->title);
-    if (e->fields != NULL) {
-        cJSON *f = cJSON_CreateRaw(e->fields);
-        if (f == NULL || !cJSON_AddItemToObject(o, "fields", f))
-            store_oom();
-    }
+    /* As text: reading an entry (once per URL, on the loop) then copies it instead of
+     * parsing and printing it again. */
+    add_str(o, "fields", e->fields);
     add_str(o, "content_type", e->content_type);
     add_str(o, "charset", e->charset);
     if (e->bytes >= 0)
@@ -168,13 +166,17 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     if (cJSON_IsString(h) && strlen(h->valuestring) < sizeof(e->body_hash))
         snprintf(e->body_hash, sizeof(e->body_hash), "%s", h->valuestring);
     e->title = dup_str(o, "title");
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fields");
-    if (cJSON_IsObject(f)) {
-        char *text = cJSON_PrintUnformatted(f);
-        if (text == NULL)
-            store_oom();
-        e->fields = hv_xstrdup(text);
-        cJSON_free(text);
+    e->fields = dup_str(o, "fields");
+    if (e->fields != NULL) {
+        /* It goes into records as it is: it must be a JSON object, whatever the file holds. */
+        cJSON *f = cJSON_Parse(e->fields);
+        int valid = cJSON_IsObject(f);
+        cJSON_Delete(f);
+        if (!valid) {
+            cJSON_Delete(o);
+            hv_store_entry_clear(e);
+            return UV_EINVAL;
+        }
     }
     e->content_type = dup_str(o, "content_type");
     e->charset = dup_str(o, "charset");

@@ -256,3 +256,20 @@ TEST_IMPL(store_fingerprint_is_stable_and_tells_texts_apart)
     ASSERT(hv_store_fingerprint("a=h1", 4) != hv_store_fingerprint("a=h2", 4));
     ASSERT(hv_store_fingerprint("", 0) == UINT64_C(14695981039346656037));
 }
+
+/* Fields go into records as they are stored: an entry whose fields are no JSON object (a
+ * damaged file) reads as no entry, never as a record that is not JSON. */
+TEST_IMPL(store_entry_with_broken_fields_reads_as_absent)
+{
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t in = sample(1796210000123), out;
+    char bad[] = "{\"a\":";
+    in.fields = bad;
+    put(st, "http://a.test/bad", &in);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/bad", 17, &out));
+    char list[] = "[1]";
+    in.fields = list;
+    put(st, "http://a.test/list", &in);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/list", 18, &out));
+    hv_store_close(st);
+}
