@@ -686,11 +686,11 @@ void hv_http_media_type(const hv_http_t *h, char *out, size_t cap)
 
 void hv_http_cache_control(const hv_http_t *h, int *no_store, int64_t *max_age_s)
 {
-    const char *p = h->cache_control.data, *end = p + h->cache_control.len;
     *no_store = h->cache_control_cut;
     *max_age_s = -1;
-    if (p == NULL)
+    if (h->cache_control.data == NULL)
         return;
+    const char *p = h->cache_control.data, *end = p + h->cache_control.len;
     /* directive *( "," directive ), directive = token [ "=" ( token / quoted-string ) ] */
     while (p < end) {
         while (p < end && (*p == ' ' || *p == '\t' || *p == ','))

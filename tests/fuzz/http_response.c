@@ -111,12 +111,20 @@ static hv_http_body_t on_head(hv_http_t *h)
     o->heads++;
     FUZZ_CHECK(h->status >= 200 || h->status < 100, "head callback for interim status %d",
                h->status);
-    /* What fetch.c does with every head: the media type and the Retry-After delay. */
+    /* What fetch.c does with every head: the media type, the Retry-After delay, and with
+     * re-crawling the validators and Cache-Control. */
     hv_http_media_type(h, mt, sizeof(mt));
     for (const char *p = mt; *p != '\0'; p++)
         FUZZ_CHECK(*p != ';' && *p != ' ' && !(*p >= 'A' && *p <= 'Z'), "media type \"%s\"", mt);
     int64_t ra = hv_http_retry_after_ms(h, 1700000000000);
     FUZZ_CHECK(ra >= -1, "retry-after %lld", (long long)ra);
+    int no_store;
+    int64_t max_age;
+    hv_http_cache_control(h, &no_store, &max_age);
+    FUZZ_CHECK(max_age >= -1 && (no_store == 0 || no_store == 1), "cache-control %d %lld",
+               no_store, (long long)max_age);
+    FUZZ_CHECK(!h->cache_control_cut || no_store, "a cut Cache-Control must read as no-store");
+    FUZZ_CHECK(h->etag.len <= 1024 && h->last_modified.len <= 1024, "validator too long");
     if (h->content_type.len > 0)
         FUZZ_CHECK(h->content_type.data[h->content_type.len] == '\0', "content type not ended");
     if (h->location.len > 0)
