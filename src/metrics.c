@@ -78,7 +78,12 @@ void hv_metrics_counter(hv_buf_t *out, const char *name, const char *help, uint6
 
 void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double v)
 {
-    appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name, v);
+    /* Whole numbers (bytes, entries) exactly; others to six digits. */
+    if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v)
+        appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %" PRId64 "\n", name, help, name, name,
+                (int64_t)v);
+    else
+        appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name, v);
 }
 
 void hv_metrics_render_engine(hv_buf_t *out, const hv_engine_stats_t *s)

@@ -16,6 +16,7 @@ import os
 import random
 import signal
 import threading
+import urllib.request
 import time
 
 import pytest
@@ -458,3 +459,49 @@ def test_95_14_state_command_reads_what_a_run_stored(run_harvestd, harvestd, pag
     pruned = harvestd.command("state", "--state-dir", state, "--json", "prune",
                               "--older-than", "0s")
     assert json.loads(pruned.stdout) == {"pruned": 1, "entries": 0}
+
+
+def scrape_metrics(port):
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_95_15_daemon_counts_what_re_crawling_saved(start_daemon, spool, pages, tmp_path):
+    from origin import free_port
+    n = 12
+    for i in range(n):
+        pages.put("/m%d" % i, "Metric %d" % i)
+    pages.put("/m-cc", "Cached", headers=["Cache-Control: no-store"])
+    urls = [pages.url("/m%d" % i) for i in range(n)] + [pages.url("/m-cc")]
+    port = free_port()
+    d = start_daemon(recrawl="conditional", metrics_listen="127.0.0.1:%d" % port)
+    spool.drop("first.txt", urls)
+    wait_complete(d, spool, ["first.txt"], timeout=20)
+    m = scrape_metrics(port)
+    assert m["harvestd_store_entries"] == n, m
+    assert m["harvestd_store_entries_written_total"] == n
+    assert m["harvestd_store_entries_not_stored_total"] == 1  # the no-store page
+    assert m["harvestd_store_bytes"] > 0 and m["harvestd_store_max_bytes"] == 1 << 30
+    assert m["harvestd_recrawl_not_modified_total"] == 0
+    # Under the spool's state/ directory by default.
+    assert os.path.exists(spool.path("state", "data.mdb"))
+    pages.put("/m0", "Metric 0, changed")
+    spool.drop("second.txt", urls)
+    wait_complete(d, spool, ["second.txt"], timeout=20)
+    m = scrape_metrics(port)
+    assert m["harvestd_recrawl_not_modified_total"] == n - 1, m
+    assert m["harvestd_recrawl_conditional_total"] == n
+    body = len(pages.pages["/m1"]["body"])
+    assert m["harvestd_recrawl_body_bytes_avoided_total"] >= (n - 1) * (body - 2)
+    assert m["harvestd_recrawl_requests_avoided_total"] == 0
+    assert m["harvestd_store_full"] == 0 and m["harvestd_store_commit_errors_total"] == 0
+    summary = json.loads(open(spool.summary_path("second.txt")).read())
+    assert summary["recrawl"] == {"not_modified": n - 1, "unchanged": 0, "from_cache": 0}
+    recs = spool.records("second.txt")
+    assert sum(1 for r in recs if r.get("not_modified")) == n - 1
+    assert d.stop() == 0
