@@ -63,10 +63,17 @@ int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *e
             snprintf(err, errcap, "cannot open the state store %s: %s", dir, mdb_strerror(rc));
         goto fail;
     }
-    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) != 0 ||
-        (rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0 || (rc = mdb_txn_commit(txn)) != 0) {
-        if (txn != NULL && rc != 0)
+    /* Reader slots of processes that died (a daemon killed mid-lookup) would pin old pages
+     * and make the store grow: clear them. */
+    int dead = 0;
+    mdb_reader_check(env, &dead);
+    if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) == 0) {
+        if ((rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0)
             mdb_txn_abort(txn);
+        else
+            rc = mdb_txn_commit(txn); /* frees the transaction, failed or not */
+    }
+    if (rc != 0) {
         snprintf(err, errcap, "cannot read the state store %s: %s", dir, mdb_strerror(rc));
         goto fail;
     }
