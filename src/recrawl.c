@@ -14,9 +14,15 @@
 
 /* Operations waiting for a commit while one runs. Beyond this (a store far slower than the
  * pages), new ones are dropped and counted: the store is an optimisation, memory a bound. */
-#define PENDING_MAX 65536
+#define PENDING_MAX 16384
 /* Operations in one transaction: bounds the worker's array and the commit's duration. */
 #define COMMIT_MAX 8192
+/* A commit waits for this many operations, or this long after the first: every transaction
+ * rewrites the pages it touches and syncs, so a few large ones cost far less than many
+ * small ones (on 20,000 304s, committing each write's records at once took a third of the
+ * run). A crash in the wait only loses entries. */
+#define COMMIT_BATCH 1024
+#define COMMIT_DELAY_MS 100
 /* Title plus fields larger than this are not stored: the entry would cost more than the
  * fetch it saves, and a record near the writer's line limit may be written as a failure. */
 #define STORED_TEXT_MAX ((size_t)4 << 20)
@@ -42,6 +48,8 @@ struct hv_recrawl_s {
     unsigned npending;
     uv_work_t work;
     int busy;                  /* a commit is on the threadpool */
+    uv_timer_t timer;          /* the wait for more operations (COMMIT_DELAY_MS) */
+    int timer_closed;
     struct op_list_s batch;    /* the commit's operations (the worker reads them) */
     unsigned nbatch;
     int result;                /* the worker's hv_store_write result */
@@ -81,6 +89,7 @@ int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out,
     r->max_bytes = cfg->state_max_bytes;
     STAILQ_INIT(&r->pending);
     STAILQ_INIT(&r->batch);
+    uv_timer_init(loop, &r->timer);
     *out = r;
     return 0;
 }
@@ -234,7 +243,8 @@ hv_recrawl_op_t *hv_recrawl_op_new(hv_recrawl_t *rc, const hv_record_t *rec)
 
 /* ---- commits (threadpool) ---- */
 
-static void start_commit(hv_recrawl_t *rc);
+static void want_commit(hv_recrawl_t *rc);
+static void maybe_finish(hv_recrawl_t *rc);
 
 static void commit_work(uv_work_t *w)
 {
@@ -302,27 +312,19 @@ static void commit_done(uv_work_t *w, int status)
                    rc->dir, hv_err_name(result), hv_strerror(result));
         }
     }
-    start_commit(rc);
+    want_commit(rc);
+    maybe_finish(rc);
+}
+
+/* The store is closing and nothing is left in flight: free it. */
+static void maybe_finish(hv_recrawl_t *rc)
+{
+    if (rc->closing && rc->timer_closed && !rc->busy && rc->npending == 0)
+        finish_close(rc);
 }
 
 static void start_commit(hv_recrawl_t *rc)
 {
-    if (rc->busy)
-        return;
-    if (rc->stopped) {
-        hv_recrawl_op_t *op;
-        while ((op = STAILQ_FIRST(&rc->pending)) != NULL) {
-            STAILQ_REMOVE_HEAD(&rc->pending, link);
-            rc->stats.not_stored++;
-            op_free(op);
-        }
-        rc->npending = 0;
-    }
-    if (rc->npending == 0) {
-        if (rc->closing)
-            finish_close(rc);
-        return;
-    }
     while (rc->nbatch < COMMIT_MAX && !STAILQ_EMPTY(&rc->pending)) {
         hv_recrawl_op_t *op = STAILQ_FIRST(&rc->pending);
         STAILQ_REMOVE_HEAD(&rc->pending, link);
@@ -340,6 +342,35 @@ static void start_commit(hv_recrawl_t *rc)
     }
 }
 
+static void on_commit_timer(uv_timer_t *t)
+{
+    hv_recrawl_t *rc = hv_container_of(t, hv_recrawl_t, timer);
+    if (!rc->busy && rc->npending > 0)
+        start_commit(rc);
+}
+
+/* Something is pending: commit now when enough is (or the store closes), else soon. */
+static void want_commit(hv_recrawl_t *rc)
+{
+    if (rc->stopped) {
+        hv_recrawl_op_t *op;
+        while ((op = STAILQ_FIRST(&rc->pending)) != NULL) {
+            STAILQ_REMOVE_HEAD(&rc->pending, link);
+            rc->stats.not_stored++;
+            op_free(op);
+        }
+        rc->npending = 0;
+    }
+    if (rc->busy || rc->npending == 0)
+        return;
+    if (rc->closing || rc->npending >= COMMIT_BATCH) {
+        uv_timer_stop(&rc->timer);
+        start_commit(rc);
+    } else if (!uv_is_active((uv_handle_t *)&rc->timer)) {
+        uv_timer_start(&rc->timer, on_commit_timer, COMMIT_DELAY_MS, 0);
+    }
+}
+
 void hv_recrawl_commit(hv_recrawl_t *rc, hv_recrawl_op_t *op)
 {
     if (rc->stopped || rc->npending >= PENDING_MAX) {
@@ -349,7 +380,7 @@ void hv_recrawl_commit(hv_recrawl_t *rc, hv_recrawl_op_t *op)
     }
     STAILQ_INSERT_TAIL(&rc->pending, op, link);
     rc->npending++;
-    start_commit(rc);
+    want_commit(rc);
 }
 
 void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out)
@@ -363,10 +394,18 @@ void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out)
     }
 }
 
+static void on_timer_closed(uv_handle_t *h)
+{
+    hv_recrawl_t *rc = hv_container_of((uv_timer_t *)h, hv_recrawl_t, timer);
+    rc->timer_closed = 1;
+    maybe_finish(rc);
+}
+
 void hv_recrawl_close(hv_recrawl_t *rc, void (*done)(void *ud), void *ud)
 {
     rc->closing = 1;
     rc->done = done;
     rc->done_ud = ud;
-    start_commit(rc);
+    uv_close((uv_handle_t *)&rc->timer, on_timer_closed);
+    want_commit(rc);
 }

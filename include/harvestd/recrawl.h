@@ -21,7 +21,8 @@
  * entry whose content no output holds.
  *
  * Commits run on the threadpool, one at a time, each taking every operation that became
- * durable meanwhile in one LMDB transaction: the loop never waits for the store's fsync.
+ * durable meanwhile (at least COMMIT_BATCH of them, or what came within COMMIT_DELAY_MS of
+ * the first) in one LMDB transaction: the loop never waits for the store's fsync.
  * Reads are LMDB lookups in the memory map, done on the loop.
  *
  * The store never fails a batch: when it is full (state_max_bytes) or a commit fails, the
@@ -109,8 +110,8 @@ void hv_recrawl_body_hash(const void *data, size_t len, char *out);
 void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out);
 
 /**
- * Commit what is pending, then close the store and free `rc`; `done` runs then (possibly
- * from inside this call). No other call may follow.
+ * Commit what is pending at once, then close the store and free `rc`; `done` runs then, from
+ * a callback of the loop (the loop must run). No other call may follow.
  */
 void hv_recrawl_close(hv_recrawl_t *rc, void (*done)(void *ud), void *ud);
 

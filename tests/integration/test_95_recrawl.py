@@ -482,6 +482,9 @@ def test_95_15_daemon_counts_what_re_crawling_saved(start_daemon, spool, pages, 
     d = start_daemon(recrawl="conditional", metrics_listen="127.0.0.1:%d" % port)
     spool.drop("first.txt", urls)
     wait_complete(d, spool, ["first.txt"], timeout=20)
+    # Commits follow durability, within the store's commit delay.
+    d.poll_until(lambda: scrape_metrics(port)["harvestd_store_entries_written_total"] >= n, 10,
+                 "the store's commit")
     m = scrape_metrics(port)
     assert m["harvestd_store_entries"] == n, m
     assert m["harvestd_store_entries_written_total"] == n
