@@ -44,8 +44,11 @@ void hv_metrics_record(const hv_record_t *rec)
         hv_metrics.records_failed[rec->error_type]++;
     if (rec->http_status >= 100 && rec->http_status < 600)
         hv_metrics.http_status_class[rec->http_status / 100]++;
-    if (rec->bytes > 0)
+    /* A 304 or an answer from the store brought no body. */
+    if (rec->bytes > 0 && !rec->not_modified && !rec->from_cache)
         hv_metrics.body_bytes += (uint64_t)rec->bytes;
+    if (rec->parse_ns > 0)
+        hv_metrics_parse_time((double)rec->parse_ns / 1e9);
 }
 
 void hv_metrics_parse_time(double seconds)

@@ -23,7 +23,6 @@
 #include "harvestd/charset.h"
 #include "harvestd/common.h"
 #include "harvestd/html.h"
-#include "harvestd/metrics.h"
 #include "harvestd/recrawl.h"
 
 typedef struct {
@@ -213,7 +212,9 @@ static int found_something(const char *fields)
 static void finish_item(item_t *it)
 {
     hv_record_t *rec = it->rec;
-    hv_metrics_parse_time((double)it->ns / 1e9);
+    /* Observed with the record (hv_metrics_record), so that a scrape never counts a parse
+     * whose record is not counted yet. */
+    rec->parse_ns = it->ns > 0 ? it->ns : 1;
     if (it->charset[0] != '\0') {
         free(rec->charset);
         rec->charset = hv_xstrdup(it->charset);

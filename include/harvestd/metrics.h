@@ -32,7 +32,7 @@ typedef struct {
 
 extern hv_metrics_t hv_metrics;
 
-/** Count one finished record. */
+/** Count one finished record (and its parse time, if it was parsed). */
 void hv_metrics_record(const hv_record_t *rec);
 /** Count one parse of `seconds`. */
 void hv_metrics_parse_time(double seconds);

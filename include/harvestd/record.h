@@ -99,6 +99,7 @@ typedef struct hv_record_s {
     int unchanged;          /* a 200 whose body is the stored one */
     int from_cache;         /* answered from the store, no request made */
     hv_record_state_t *state; /* re-crawling's (not output); NULL: none */
+    uint64_t parse_ns;      /* what the parser took; 0: not parsed (not output) */
     hv_stage_t stage;       /* HV_STAGE_NONE when ok */
     hv_error_type_t error_type;
     hv_detail_t detail;     /* what failed, for decisions; HV_D_NONE when ok */

@@ -491,6 +491,7 @@ def test_95_15_daemon_counts_what_re_crawling_saved(start_daemon, spool, pages, 
     assert m["harvestd_store_entries_not_stored_total"] == 1  # the no-store page
     assert m["harvestd_store_bytes"] > 0 and m["harvestd_store_max_bytes"] == 1 << 30
     assert m["harvestd_recrawl_not_modified_total"] == 0
+    first_bytes = m["harvestd_downloaded_bytes_total"]
     # Under the spool's state/ directory by default.
     assert os.path.exists(spool.path("state", "data.mdb"))
     pages.put("/m0", "Metric 0, changed")
@@ -503,6 +504,10 @@ def test_95_15_daemon_counts_what_re_crawling_saved(start_daemon, spool, pages, 
     assert m["harvestd_recrawl_body_bytes_avoided_total"] >= (n - 1) * (body - 2)
     assert m["harvestd_recrawl_requests_avoided_total"] == 0
     assert m["harvestd_store_full"] == 0 and m["harvestd_store_commit_errors_total"] == 0
+    # The 304s brought no body: only the changed page and the no-store one count as
+    # downloaded again.
+    assert m["harvestd_downloaded_bytes_total"] == \
+        first_bytes + len(pages.pages["/m0"]["body"]) + len(pages.pages["/m-cc"]["body"])
     summary = json.loads(open(spool.summary_path("second.txt")).read())
     assert summary["recrawl"] == {"not_modified": n - 1, "unchanged": 0, "from_cache": 0}
     recs = spool.records("second.txt")
