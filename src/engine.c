@@ -269,7 +269,7 @@ static void hand_over(hv_engine_flow_t *f, int drop)
         if (drop) {
             hv_record_free(rec);
         } else {
-            if (rec->state != NULL)
+            if (f->e->recrawl != NULL)
                 hv_recrawl_parsed(f->e->recrawl, rec);
             f->cbs->on_record(f->ud, rec);
         }

@@ -391,7 +391,7 @@ static void send_request(hv_req_t *r)
 
     /* Validators belong to the response of the stored final URL: they go to that URL only
      * (after the same redirects, the last hop). */
-    const hv_record_state_t *st = r->job->rec != NULL ? r->job->rec->state : NULL;
+    const hv_record_state_t *st = r->job->rec->state;
     hv_http_cond_t cond = {NULL, NULL};
     r->conditional = st != NULL && st->conditional && st->prev.url != NULL &&
                      strcmp(st->prev.url, r->job->url.href) == 0;

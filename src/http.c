@@ -70,13 +70,15 @@ static void init_settings(void)
     settings_ready = 1;
 }
 
-/* A validator goes back to the server as it came, if it can be a header value at all. */
+/* A validator goes back to the server as it came, if it can be a header value at all (and
+ * is no longer than a response could have given us). */
 static int header_safe(const char *v)
 {
     if (v == NULL || *v == '\0')
         return 0;
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++)
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++, n++)
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f || n >= VALIDATOR_MAX)
             return 0;
     return 1;
 }
@@ -88,9 +90,6 @@ int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
     const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
     const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
                                                                          : NULL;
-    if ((inm != NULL && strlen(inm) > VALIDATOR_MAX) ||
-        (ims != NULL && strlen(ims) > VALIDATOR_MAX))
-        return HV_ETOOBIG;
     int n = snprintf(line, sizeof(line),
                      "GET %s HTTP/1.1\r\n"
                      "Host: %s\r\n"

@@ -131,7 +131,8 @@ static void work_cb(uv_work_t *req)
             memmem(it->body, it->len, g->p->abort_marker, strlen(g->p->abort_marker)) != NULL)
             abort();
         /* The item owns its record while it runs: reading it here is safe. */
-        if (it->rec->state != NULL && it->body != NULL)
+        /* Only a stored URL has anything to compare the hash with, now or later. */
+        if (it->rec->state != NULL && it->rec->state->key != NULL && it->body != NULL)
             hv_recrawl_body_hash(it->body, it->len, it->rec->state->body_hash);
         hv_charset_result_t cs;
         hv_charset_decode(it->body, it->len, it->rec->content_type, &cs);

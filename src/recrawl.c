@@ -18,9 +18,9 @@
 /* Operations in one transaction: bounds the worker's array and the commit's duration. */
 #define COMMIT_MAX 8192
 /* A commit waits for this many operations, or this long after the first: every transaction
- * rewrites the pages it touches and syncs, so a few large ones cost far less than many
- * small ones (on 20,000 304s, committing each write's records at once took a third of the
- * run). A crash in the wait only loses entries. */
+ * rewrites the pages it touches and syncs, so a few large ones cost less than many small
+ * ones (on 20,000 304s the commits took a third of the run: 1.1 s against 0.7 s without
+ * them). A crash in the wait only loses entries. */
 #define COMMIT_BATCH 1024
 #define COMMIT_DELAY_MS 100
 /* Title plus fields larger than this are not stored: the entry would cost more than the
@@ -38,10 +38,8 @@ STAILQ_HEAD(op_list_s, hv_recrawl_op_s);
 
 struct hv_recrawl_s {
     uv_loop_t *loop;
+    const hv_config_t *cfg;    /* state_dir, state_max_bytes, recrawl_min_age */
     hv_store_t *store;
-    char *dir;
-    uint64_t min_age_ms;
-    uint64_t max_bytes;
     int stopped;               /* full or failed: no more commits */
 
     struct op_list_s pending;  /* durable, waiting for the next commit */
@@ -83,10 +81,8 @@ int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out,
         return rc;
     hv_recrawl_t *r = hv_xcalloc(1, sizeof(*r));
     r->loop = loop;
+    r->cfg = cfg;
     r->store = st;
-    r->dir = hv_xstrdup(cfg->state_dir);
-    r->min_age_ms = cfg->recrawl_min_age_ms;
-    r->max_bytes = cfg->state_max_bytes;
     STAILQ_INIT(&r->pending);
     STAILQ_INIT(&r->batch);
     uv_timer_init(loop, &r->timer);
@@ -111,6 +107,24 @@ static char *dup_or_null(const char *s)
     return s != NULL ? hv_xstrdup(s) : NULL;
 }
 
+/* The stored content is the record's: what the page said, as it was fetched. */
+static void fill_from_entry(hv_recrawl_t *rc, hv_record_t *rec, const hv_store_entry_t *prev)
+{
+    rec->ok = 1;
+    free(rec->title);
+    rec->title = dup_or_null(prev->title);
+    free(rec->fields);
+    rec->fields = dup_or_null(prev->fields);
+    free(rec->content_type);
+    rec->content_type = dup_or_null(prev->content_type);
+    free(rec->charset);
+    rec->charset = dup_or_null(prev->charset);
+    rec->bytes = prev->bytes;
+    rec->modified_at_ms = prev->modified_at_ms;
+    if (prev->bytes > 0)
+        rc->stats.bytes_avoided += (uint64_t)prev->bytes;
+}
+
 int hv_recrawl_prepare(hv_recrawl_t *rc, hv_record_t *rec, const hv_url_t *url,
                        uint64_t rules_fp)
 {
@@ -128,29 +142,21 @@ int hv_recrawl_prepare(hv_recrawl_t *rc, hv_record_t *rec, const hv_url_t *url,
         hv_store_entry_clear(prev);
         return HV_RECRAWL_FETCH;
     }
-    rc->stats.found++;
     /* Other rules made the stored title and fields: they are not this batch's answer, so
      * the request is unconditional. The body hash still tells whether the page changed. */
     if (prev->rules_fp != rules_fp)
         return HV_RECRAWL_FETCH;
     int64_t age = hv_now_unix_ms() - prev->fetched_at_ms;
-    if (rc->min_age_ms > 0 && age >= 0 && (uint64_t)age < rc->min_age_ms) {
-        rec->ok = 1;
+    uint64_t min_age = rc->cfg->recrawl_min_age_ms;
+    if (min_age > 0 && age >= 0 && (uint64_t)age < min_age) {
+        fill_from_entry(rc, rec, prev);
         free(rec->url);
         rec->url = hv_xstrdup(prev->url);
         rec->http_status = prev->http_status;
-        rec->title = dup_or_null(prev->title);
-        rec->fields = dup_or_null(prev->fields);
-        rec->content_type = dup_or_null(prev->content_type);
-        rec->charset = dup_or_null(prev->charset);
-        rec->bytes = prev->bytes;
         /* When the content was fetched, not now: nothing was. */
         rec->fetched_at_ms = prev->fetched_at_ms;
-        rec->modified_at_ms = prev->modified_at_ms;
         rec->from_cache = 1;
         rc->stats.from_cache++;
-        if (prev->bytes > 0)
-            rc->stats.bytes_avoided += (uint64_t)prev->bytes;
         return HV_RECRAWL_ANSWERED;
     }
     st->conditional = prev->etag != NULL || prev->last_modified != NULL;
@@ -161,22 +167,11 @@ int hv_recrawl_prepare(hv_recrawl_t *rc, hv_record_t *rec, const hv_url_t *url,
 void hv_recrawl_not_modified(hv_recrawl_t *rc, hv_record_t *rec)
 {
     hv_record_state_t *st = rec->state;
-    const hv_store_entry_t *prev = &st->prev;
-    rec->ok = 1;
+    fill_from_entry(rc, rec, &st->prev);
     rec->not_modified = 1;
-    rec->title = dup_or_null(prev->title);
-    rec->fields = dup_or_null(prev->fields);
-    free(rec->content_type);
-    rec->content_type = dup_or_null(prev->content_type);
-    free(rec->charset);
-    rec->charset = dup_or_null(prev->charset);
-    rec->bytes = prev->bytes;
-    rec->modified_at_ms = prev->modified_at_ms;
     /* The content is the stored one: so is its hash. */
-    memcpy(st->body_hash, prev->body_hash, sizeof(st->body_hash));
+    memcpy(st->body_hash, st->prev.body_hash, sizeof(st->body_hash));
     rc->stats.not_modified++;
-    if (prev->bytes > 0)
-        rc->stats.bytes_avoided += (uint64_t)prev->bytes;
 }
 
 void hv_recrawl_parsed(hv_recrawl_t *rc, hv_record_t *rec)
@@ -200,33 +195,31 @@ hv_recrawl_op_t *hv_recrawl_op_new(hv_recrawl_t *rc, const hv_record_t *rec)
     const hv_record_state_t *st = rec->state;
     if (st == NULL || st->key == NULL || !rec->ok || rec->from_cache || rec->url == NULL)
         return NULL;
+    size_t text = (rec->title != NULL ? strlen(rec->title) : 0) +
+                  (rec->fields != NULL ? strlen(rec->fields) : 0);
+    if (st->no_store || text > STORED_TEXT_MAX) {
+        rc->stats.not_stored++;
+        /* The server asks not to be stored: what an earlier response left goes too. */
+        if (!st->no_store || st->prev.url == NULL)
+            return NULL;
+    }
     hv_recrawl_op_t *op = hv_xcalloc(1, sizeof(*op));
     op->key = hv_xstrdup(st->key);
     hv_store_entry_clear(&op->entry);
     if (st->no_store) {
-        /* The server asks not to be stored: what an earlier response left goes too. */
-        rc->stats.not_stored++;
-        if (st->prev.url == NULL) {
-            op_free(op);
-            return NULL;
-        }
         op->remove = 1;
         return op;
-    }
-    size_t text = (rec->title != NULL ? strlen(rec->title) : 0) +
-                  (rec->fields != NULL ? strlen(rec->fields) : 0);
-    if (text > STORED_TEXT_MAX) {
-        rc->stats.not_stored++;
-        op_free(op);
-        return NULL;
     }
     hv_store_entry_t *e = &op->entry;
     e->url = hv_xstrdup(rec->url);
     /* A 304 need not repeat the validators; the stored ones still hold then. */
-    e->etag = dup_or_null(st->etag != NULL || !rec->not_modified ? st->etag : st->prev.etag);
-    e->last_modified = dup_or_null(st->last_modified != NULL || !rec->not_modified
-                                       ? st->last_modified
-                                       : st->prev.last_modified);
+    const char *etag = st->etag, *lm = st->last_modified;
+    if (rec->not_modified && etag == NULL)
+        etag = st->prev.etag;
+    if (rec->not_modified && lm == NULL)
+        lm = st->prev.last_modified;
+    e->etag = dup_or_null(etag);
+    e->last_modified = dup_or_null(lm);
     memcpy(e->body_hash, st->body_hash, sizeof(e->body_hash));
     e->title = dup_or_null(rec->title);
     e->fields = dup_or_null(rec->fields);
@@ -273,7 +266,6 @@ static void finish_close(hv_recrawl_t *rc)
         op_free(op);
     }
     hv_store_close(rc->store);
-    free(rc->dir);
     free(rc);
     if (done != NULL)
         done(ud);
@@ -304,12 +296,12 @@ static void commit_done(uv_work_t *w, int status)
                    "event=state_store_full dir=%s state_max_bytes=%" PRIu64
                    " entries_not_stored=%u: no more entries are stored (pages are still "
                    "fetched); prune it (harvestd state prune) or raise state_max_bytes",
-                   rc->dir, rc->max_bytes, n + rc->npending);
+                   rc->cfg->state_dir, rc->cfg->state_max_bytes, n + rc->npending);
         } else {
             HV_LOG(HV_LOG_WARNING,
                    "event=state_store_failed dir=%s error=%s: %s; no more entries are stored "
                    "(pages are still fetched)",
-                   rc->dir, hv_err_name(result), hv_strerror(result));
+                   rc->cfg->state_dir, hv_err_name(result), hv_strerror(result));
         }
     }
     want_commit(rc);

@@ -44,7 +44,6 @@ typedef struct hv_recrawl_op_s hv_recrawl_op_t;
 
 typedef struct {
     uint64_t lookups;        /* URLs looked up */
-    uint64_t found;          /* ... that had an entry */
     uint64_t conditional;    /* requests sent with validators */
     uint64_t not_modified;   /* 304 answers */
     uint64_t unchanged;      /* 200 answers with the stored body */
@@ -64,7 +63,8 @@ typedef struct {
 enum { HV_RECRAWL_FETCH = 0, HV_RECRAWL_ANSWERED = 1 };
 
 /**
- * Open the store of cfg->state_dir (bounded by cfg->state_max_bytes) for `loop`. 0 and *out,
+ * Open the store of cfg->state_dir (bounded by cfg->state_max_bytes) for `loop`; `cfg` must
+ * outlive the returned object. 0 and *out,
  * or an error with a message in `err` naming the path (a corrupt store says how to discard
  * it).
  */
