@@ -1,11 +1,15 @@
 /* common.c: errors, allocation wrappers, clocks. */
 #include "harvestd/common.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 static const struct {
@@ -105,4 +109,61 @@ void hv_format_size(char *out, size_t cap, uint64_t bytes)
         snprintf(out, cap, "%" PRIu64 "_kib", bytes >> 10);
     else
         snprintf(out, cap, "%" PRIu64 "_bytes", bytes);
+}
+
+int hv_errf(char *err, size_t cap, int code, const char *fmt, ...)
+{
+    va_list ap;
+    if (cap > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+int hv_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return uv_translate_sys_error(errno);
+        if (w == 0)
+            return UV_EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int hv_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return uv_translate_sys_error(errno);
+    int rc = 0;
+    while (fsync(fd) != 0) {
+        if (errno != EINTR) {
+            rc = uv_translate_sys_error(errno);
+            break;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+int hv_fsync_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return hv_fsync_dir(".");
+    if (slash == path)
+        return hv_fsync_dir("/");
+    char *dir = hv_xstrndup(path, (size_t)(slash - path));
+    int rc = hv_fsync_dir(dir);
+    free(dir);
+    return rc;
 }

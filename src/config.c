@@ -184,16 +184,6 @@ static const directive_t directives[] = {
      "debug, info, notice, warning or error"},
 };
 
-__attribute__((format(printf, 4, 5))) static int set_error(char *err, size_t cap, int code,
-                                                           const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 int hv_parse_uint(const char *s, uint64_t *out)
 {
     if (*s < '0' || *s > '9')
@@ -286,7 +276,7 @@ static int store_in_range(const directive_t *d, void *field, const char *value, 
             snprintf(range, sizeof(range), "%" PRIu64 "ms..%" PRIu64 "ms", d->min, d->max);
         else
             snprintf(range, sizeof(range), "%" PRIu64 "..%" PRIu64, d->min, d->max);
-        return set_error(err, errcap, UV_ERANGE, "%s: '%s' is out of range (%s)", d->name, value,
+        return hv_errf(err, errcap, UV_ERANGE, "%s: '%s' is out of range (%s)", d->name, value,
                          range);
     }
     if (d->width == sizeof(uint64_t))
@@ -302,7 +292,7 @@ static int set_uint(const directive_t *d, void *field, const char *value, char *
     uint64_t v;
     int rc = hv_parse_uint(value, &v);
     if (rc != 0)
-        return set_error(err, errcap, rc, "%s: '%s' is not a whole number", d->name, value);
+        return hv_errf(err, errcap, rc, "%s: '%s' is not a whole number", d->name, value);
     return store_in_range(d, field, value, v, err, errcap);
 }
 
@@ -318,7 +308,7 @@ static int set_size(const directive_t *d, void *field, const char *value, char *
     uint64_t v;
     int rc = hv_parse_size(value, &v);
     if (rc != 0)
-        return set_error(err, errcap, rc, "%s: '%s' is not a size (a number with k, m or g)",
+        return hv_errf(err, errcap, rc, "%s: '%s' is not a size (a number with k, m or g)",
                          d->name, value);
     return store_in_range(d, field, value, v, err, errcap);
 }
@@ -343,7 +333,7 @@ static int set_duration(const directive_t *d, void *field, const char *value, ch
     uint64_t v;
     int rc = hv_parse_duration_ms(value, d->unit_ms, &v);
     if (rc != 0)
-        return set_error(err, errcap, rc,
+        return hv_errf(err, errcap, rc,
                          "%s: '%s' is not a duration (a number with ms, s, m or h)", d->name,
                          value);
     return store_in_range(d, field, value, v, err, errcap);
@@ -368,13 +358,13 @@ static int set_string(const directive_t *d, void *field, const char *value, char
 {
     size_t len = strlen(value);
     if (len == 0 || len >= d->width)
-        return set_error(err, errcap, UV_EINVAL, "%s: '%s' is empty or too long", d->name,
+        return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is empty or too long", d->name,
                          value);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)value[i];
         /* The value goes into a request header: no controls, no line breaks. */
         if (c < 0x20 || c == 0x7f)
-            return set_error(err, errcap, UV_EINVAL, "%s: control character in '%s'", d->name,
+            return hv_errf(err, errcap, UV_EINVAL, "%s: control character in '%s'", d->name,
                              value);
     }
     memcpy(field, value, len + 1);
@@ -386,7 +376,7 @@ static int set_path(const directive_t *d, void *field, const char *value, char *
 {
     size_t len = strlen(value);
     if (len >= d->width)
-        return set_error(err, errcap, UV_EINVAL, "%s: path too long", d->name);
+        return hv_errf(err, errcap, UV_EINVAL, "%s: path too long", d->name);
     memcpy(field, value, len + 1);
     return 0;
 }
@@ -410,7 +400,7 @@ static int set_bool(const directive_t *d, void *field, const char *value, char *
             return 0;
         }
     }
-    return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not yes or no", d->name, value);
+    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not yes or no", d->name, value);
 }
 
 static int format_bool(const directive_t *d, const void *field, char *out, size_t cap)
@@ -441,7 +431,7 @@ static int set_level(const directive_t *d, void *field, const char *value, char 
 {
     hv_log_level_t lvl;
     if (hv_log_level_parse(value, &lvl) != 0)
-        return set_error(err, errcap, UV_EINVAL,
+        return hv_errf(err, errcap, UV_EINVAL,
                          "%s: '%s' is not one of debug, info, notice, warning, error", d->name,
                          value);
     *(hv_log_level_t *)field = lvl;
@@ -464,7 +454,7 @@ static int set_fsync(const directive_t *d, void *field, const char *value, char 
             return 0;
         }
     }
-    return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
+    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
                      d->name, value);
 }
 
@@ -484,7 +474,7 @@ static int set_recrawl(const directive_t *d, void *field, const char *value, cha
             return 0;
         }
     }
-    return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not off or conditional", d->name,
+    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not off or conditional", d->name,
                      value);
 }
 
@@ -522,7 +512,7 @@ static int set_statuses(const directive_t *d, void *field, const char *value, ch
     memcpy(field, set, sizeof(set));
     return 0;
 bad:
-    return set_error(err, errcap, UV_EINVAL,
+    return hv_errf(err, errcap, UV_EINVAL,
                      "%s: '%s' is not a list of HTTP statuses (e.g. 429,503)", d->name, value);
 }
 
@@ -547,7 +537,7 @@ static int set_fraction(const directive_t *d, void *field, const char *value, ch
     errno = 0;
     double f = strtod(value, &end);
     if (errno != 0 || end == value || *end != '\0' || !(f >= 0.0 && f <= 1.0))
-        return set_error(err, errcap, UV_EINVAL, "%s: '%s' is not a fraction from 0 to 1",
+        return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not a fraction from 0 to 1",
                          d->name, value);
     *(double *)field = f;
     return 0;
@@ -574,10 +564,10 @@ static int set_addresses(const directive_t *d, void *field, const char *value, c
     char bad[256];
     int rc = hv_allow_list_parse(value, field, bad, sizeof(bad));
     if (rc == -2)
-        return set_error(err, errcap, UV_EINVAL, "%s: more than %d ranges", d->name,
+        return hv_errf(err, errcap, UV_EINVAL, "%s: more than %d ranges", d->name,
                          HV_GUARD_MAX_ALLOW);
     if (rc != 0)
-        return set_error(err, errcap, UV_EINVAL,
+        return hv_errf(err, errcap, UV_EINVAL,
                          "%s: '%s' is not an address range (e.g. 10.0.0.0/8, fd00::/8, "
                          "127.0.0.1)",
                          d->name, bad);
@@ -617,13 +607,13 @@ static int set_sources(const directive_t *d, void *field, const char *value, cha
         else if (n == 5 && strncmp(p, "redis", 5) == 0)
             set |= HV_SOURCE_REDIS;
         else
-            return set_error(err, errcap, UV_EINVAL,
+            return hv_errf(err, errcap, UV_EINVAL,
                              "%s: '%.*s' is not a source (spool, redis, or both)", d->name,
                              (int)n, p);
         p += n;
     }
     if (set == 0)
-        return set_error(err, errcap, UV_EINVAL, "%s: name spool, redis, or both", d->name);
+        return hv_errf(err, errcap, UV_EINVAL, "%s: name spool, redis, or both", d->name);
     *(unsigned *)field = set;
     return 0;
 }
@@ -680,7 +670,7 @@ int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *e
 {
     const directive_t *d = find_directive(name);
     if (d == NULL)
-        return set_error(err, errcap, UV_ENOENT, "unknown directive '%s'", name);
+        return hv_errf(err, errcap, UV_ENOENT, "unknown directive '%s'", name);
     return types[d->type].set(d, (char *)cfg + d->offset, value, err, errcap);
 }
 
@@ -818,7 +808,7 @@ static int unknown_section(char *err, size_t errcap, int len, const char *text)
     size_t n = 0;
     for (size_t i = 0; i < HV_ARRAY_SIZE(sections); i++)
         appendf(known, sizeof(known), &n, "%s[%s \"NAME\"]", i > 0 ? ", " : "", sections[i].kind);
-    return set_error(err, errcap, UV_EINVAL, "unknown section [%.*s] (known: %s)", len, text,
+    return hv_errf(err, errcap, UV_EINVAL, "unknown section [%.*s] (known: %s)", len, text,
                      known);
 }
 
@@ -842,7 +832,7 @@ static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, 
             r = &cfg->host_rules[i];
     if (r == NULL) {
         if (cfg->nhost_rules == HV_HOST_RULES_MAX)
-            return set_error(err, errcap, UV_EINVAL, "too many [host] sections (at most %d)",
+            return hv_errf(err, errcap, UV_EINVAL, "too many [host] sections (at most %d)",
                              HV_HOST_RULES_MAX);
         r = &cfg->host_rules[cfg->nhost_rules++];
         memset(r, 0, sizeof(*r));
@@ -863,7 +853,7 @@ static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, 
     size_t n = 0;
     for (size_t i = 0; i < s->nkeys; i++)
         appendf(can, sizeof(can), &n, "%s%s", i > 0 ? ", " : "", s->keys[i].name);
-    return set_error(err, errcap, UV_EINVAL, "[%s \"%s\"]: '%s' cannot be set per %s (%s can)",
+    return hv_errf(err, errcap, UV_EINVAL, "[%s \"%s\"]: '%s' cannot be set per %s (%s can)",
                      s->kind, name, key, s->kind, can);
 }
 

@@ -142,4 +142,25 @@ uint64_t hv_mono_ms(void);
  */
 void hv_format_size(char *out, size_t cap, uint64_t bytes);
 
+/** Format a message into `err` (`cap` bytes, always terminated when cap > 0) and return
+ *  `code`: the one way a function reports "error, and what went wrong" to its caller. */
+__attribute__((format(printf, 4, 5))) int hv_errf(char *err, size_t cap, int code,
+                                                  const char *fmt, ...);
+
+/*
+ * Blocking file helpers. They block the calling thread: the daemon calls them only from
+ * threadpool work (writer, bhost) or from commands that own no loop. EINTR is retried.
+ */
+
+/** Write all of `len` bytes: 0, or the UV_E* error of the write that failed (a write that
+ *  takes nothing sets no errno, and is UV_EIO). */
+int hv_write_all(int fd, const void *data, size_t len);
+
+/** fsync the directory `dir`, so that names created, renamed or removed in it are durable:
+ *  0 or a UV_E* error (opening it, or the fsync). */
+int hv_fsync_dir(const char *dir);
+
+/** hv_fsync_dir() of the directory that holds `path` ("." for a bare name). */
+int hv_fsync_parent(const char *path);
+
 #endif

@@ -10,7 +10,7 @@
 #define hv_html__gumbo_options hv_html_test__gumbo_options
 #define hv_html__gumbo_destroy hv_html_test__gumbo_destroy
 #define hv_html__too_deep hv_html_test__too_deep
-#include "../../src/html.c"
+#include "../../src/html/html.c"
 
 #include "harvestd/buf.h"
 #include "test.h"
