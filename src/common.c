@@ -167,3 +167,28 @@ int hv_fsync_parent(const char *path)
     free(dir);
     return rc;
 }
+
+int hv_rename_unique(const char *from, const char *dir, const char *name, char **final)
+{
+    enum { MAX_SUFFIX = 10000 };
+    size_t cap = strlen(dir) + strlen(name) + 16;
+    char *to = hv_xmalloc(cap);
+    int rc = UV_EEXIST;
+    for (int i = 0; i < MAX_SUFFIX; i++) {
+        int n = i == 0 ? snprintf(to, cap, "%s/%s", dir, name)
+                       : snprintf(to, cap, "%s/%s.%d", dir, name, i);
+        (void)n; /* `cap` has room for any suffix */
+        if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) {
+            if (final != NULL)
+                *final = hv_xstrdup(to + strlen(dir) + 1);
+            rc = 0;
+            break;
+        }
+        if (errno != EEXIST) {
+            rc = uv_translate_sys_error(errno);
+            break;
+        }
+    }
+    free(to);
+    return rc;
+}

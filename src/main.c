@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "harvestd/batch.h"
+#include "harvestd/bhost.h"
 #include "harvestd/charset.h"
 #include "harvestd/commands.h"
 #include "harvestd/common.h"
@@ -53,6 +54,7 @@ typedef struct {
     int check_only;
     hv_engine_t *engine;
     hv_batch_t *batch;    /* --once */
+    hv_bhost_t *host;     /* daemon: where the sources' batches run */
     hv_spool_t *spool;    /* daemon: the spool (its out/ holds the stream's outputs too) */
     hv_stream_t *stream;  /* daemon with source = redis */
     hv_recrawl_t *recrawl; /* recrawl = conditional: the store */
@@ -492,13 +494,14 @@ static void render_metrics(void *ud, hv_buf_t *out)
         hv_metrics_render_engine(out, &st);
     }
     if (app->spool != NULL) {
-        const hv_spool_stats_t *s = hv_spool_stats(app->spool);
+        hv_spool_stats_t s;
+        hv_spool_stats(app->spool, &s);
         hv_metrics_counter(out, "harvestd_batches_completed_total", "Spool batches completed.",
-                           s->completed);
+                           s.completed);
         hv_metrics_counter(out, "harvestd_batches_rejected_total", "Spool files rejected.",
-                           s->rejected);
+                           s.rejected);
         hv_metrics_counter(out, "harvestd_batches_resumed_total",
-                           "Spool batches resumed at start-up.", s->resumed);
+                           "Spool batches resumed at start-up.", s.resumed);
     }
     if (app->stream != NULL) {
         hv_stream_stats_t st;
@@ -678,8 +681,9 @@ static int start_once(app_t *app)
 
 static void notify_status(app_t *app)
 {
-    const hv_spool_stats_t *s = hv_spool_stats(app->spool);
+    hv_spool_stats_t s;
     char stream[256] = "";
+    hv_spool_stats(app->spool, &s);
     if (app->stream != NULL) {
         hv_stream_stats_t st;
         hv_stream_stats(app->stream, &st);
@@ -690,14 +694,16 @@ static void notify_status(app_t *app)
     sd_notifyf(0,
                "STATUS=%s: %u active, %" PRIu64 " done, %" PRIu64 " rejected, %" PRIu64
                " records written%s",
-               app->stopping ? "draining" : "running", s->active, s->completed, s->rejected,
-               s->records, stream);
+               app->stopping ? "draining" : "running", s.active, s.completed, s.rejected,
+               s.records, stream);
 }
 
 static void on_spool_closed(void *ud)
 {
     app_t *app = ud;
     app->spool = NULL;
+    hv_bhost_free(app->host);
+    app->host = NULL;
     /* Both read the spool: they stop now and close with the other handles. */
     uv_timer_stop(&app->status_timer);
     uv_timer_stop(&app->watchdog_timer);
@@ -714,6 +720,7 @@ static void daemon_stop(app_t *app, int force)
         HV_LOG(HV_LOG_NOTICE, "event=stopping drain_timeout_ms=%" PRIu64 " force=%d",
                app->cfg.drain_timeout_ms, force);
         hv_spool_stop(app->spool);
+        hv_bhost_stop(app->host);
         if (app->stream != NULL)
             hv_stream_stop(app->stream);
     }
@@ -737,8 +744,7 @@ static void on_spool_progress(void *ud)
     if (app->spool == NULL)
         return;
     notify_status(app);
-    if (!app->stopping || hv_engine_batches(app->engine) != 0 ||
-        hv_spool_stats(app->spool)->active != 0)
+    if (!app->stopping || hv_engine_batches(app->engine) != 0 || hv_bhost_count(app->host) != 0)
         return;
     if (app->stream != NULL) {
         if (!app->stream_closing) {
@@ -793,10 +799,13 @@ static int start_daemon(app_t *app)
     hv_parse_catch_crashes();
     app->engine = hv_engine_new(&app->loop, &app->cfg, app->tls);
     hv_engine_use_recrawl(app->engine, app->recrawl);
-    int rc = hv_spool_open(&app->loop, &app->cfg, app->engine, &cbs, app, &app->spool, err,
+    app->host = hv_bhost_new(app->engine);
+    int rc = hv_spool_open(&app->loop, &app->cfg, app->host, &cbs, app, &app->spool, err,
                            sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "harvestd: %s\n", err);
+        hv_bhost_free(app->host);
+        app->host = NULL;
         hv_engine_close(app->engine, NULL, NULL);
         app->engine = NULL;
         return EXIT_USAGE;
@@ -811,7 +820,7 @@ static int start_daemon(app_t *app)
         static const hv_stream_cbs_t scbs = {on_stream_fatal, on_spool_progress};
         char out_dir[1100];
         snprintf(out_dir, sizeof(out_dir), "%s/out", app->cfg.spool_dir);
-        rc = hv_stream_open(&app->loop, &app->cfg, app->engine, out_dir, &scbs, app,
+        rc = hv_stream_open(&app->loop, &app->cfg, app->host, app->engine, out_dir, &scbs, app,
                             &app->stream, err, sizeof(err));
         if (rc != 0) {
             fprintf(stderr, "harvestd: %s\n", err);

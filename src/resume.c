@@ -10,7 +10,6 @@
 #include <uv.h>
 
 #include "harvestd/common.h"
-#include "harvestd/log.h"
 #include "harvestd/record.h"
 
 typedef struct {
@@ -190,7 +189,7 @@ out:
     return rc;
 }
 
-void hv_crash_note_read(const char *path, const char *name, hv_okset_t *set)
+void hv_crash_note_read(const char *path, hv_okset_t *set, hv_buf_t *noted)
 {
     FILE *f = fopen(path, "re");
     if (f == NULL)
@@ -203,8 +202,8 @@ void hv_crash_note_read(const char *path, const char *name, hv_okset_t *set)
             break; /* torn by the crash: the page was not noted */
         if (n > 1) {
             hv_okset_add(set, line, (size_t)n - 1);
-            HV_LOG(HV_LOG_WARNING, "event=parser_crash_noted batch=\"%s\" url=%.*s", name,
-                   (int)HV_MIN(n - 1, 2048), line);
+            if (noted != NULL)
+                (void)hv_buf_append(noted, line, (size_t)n); /* past its bound: not told */
         }
     }
     free(line);

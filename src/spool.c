@@ -1,7 +1,7 @@
-/* spool.c: claiming, resuming, completing and rejecting spool files. */
+/* spool.c: watching, claiming and rejecting spool files; their batches run on the batch host
+ * (bhost.h), which prepares, completes and syncs them. */
 #include "harvestd/spool.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,17 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harvestd/batch.h"
+#include "harvestd/bhost.h"
 #include "harvestd/common.h"
 #include "harvestd/handles.h"
 #include "harvestd/log.h"
 #include "harvestd/reader.h"
-#include "harvestd/record.h"
-#include "harvestd/resume.h"
 #include "harvestd/streamkeys.h"
-#include "harvestd/utf8.h"
 
-#define MAX_SUFFIX 10000
+#define MAX_SUFFIX 10000 /* as hv_rename_unique() */
 #define SCAN_MAX 10000
 #define SCAN_DEBOUNCE_MS 20
 
@@ -35,17 +32,14 @@ typedef struct sbatch_s {
     char *summary_path;
     char *crash_path;         /* out/NAME.crashes: input lines whose page crashed the parser */
     int lock_fd;
-    int resumed;
-    hv_okset_t *okset;
-    hv_okset_t *crashed;      /* lines whose page crashed the parser (note or record); NULL: new */
-    hv_batch_t *batch;
+    int complete;             /* completed before an interruption: only moved to done/ */
     TAILQ_ENTRY(sbatch_s) link;
 } sbatch_t;
 
 struct hv_spool_s {
     uv_loop_t *loop;
     const hv_config_t *cfg;
-    hv_engine_t *engine;
+    hv_bhost_t *host;
     hv_spool_cbs_t cbs;
     void *ud;
     char *incoming;
@@ -67,6 +61,7 @@ struct hv_spool_s {
 };
 
 static void scan(hv_spool_t *sp);
+static void on_timer(uv_timer_t *t);
 static void on_handles_closed(hv_handles_t *hs);
 
 static char *join(const char *dir, const char *name, const char *suffix)
@@ -122,7 +117,7 @@ static void spool_free(hv_spool_t *sp)
     free(sp);
 }
 
-int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
+int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
                   const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,
                   size_t errcap)
 {
@@ -140,7 +135,7 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     hv_spool_t *sp = hv_xcalloc(1, sizeof(*sp));
     sp->loop = loop;
     sp->cfg = cfg;
-    sp->engine = engine;
+    sp->host = host;
     sp->cbs = *cbs;
     sp->ud = ud;
     sp->incoming = join(cfg->spool_dir, "incoming", "");
@@ -171,49 +166,12 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     return 0;
 }
 
-/* ---- moving files ---- */
-
-/* Rename `from` into `dir` as `name`, or `name.1`, `name.2`... whichever is free; never
- * replaces a file. Returns 0 with the final name in *final (malloc'd), or a UV_E* error. */
-static int move_unique(const char *from, const char *dir, const char *name, char **final)
-{
-    char suffix[32];
-    for (int i = 0; i < MAX_SUFFIX; i++) {
-        if (i == 0)
-            suffix[0] = '\0';
-        else
-            snprintf(suffix, sizeof(suffix), ".%d", i);
-        char *to = join(dir, name, suffix);
-        int rc = renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
-        int e = errno;
-        free(to);
-        if (rc == 0) {
-            if (final != NULL) {
-                size_t n = strlen(name) + strlen(suffix) + 1;
-                *final = hv_xmalloc(n);
-                snprintf(*final, n, "%s%s", name, suffix);
-            }
-            return 0;
-        }
-        if (e != EEXIST)
-            return uv_translate_sys_error(e);
-    }
-    return UV_EEXIST;
-}
-
-static void fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-}
+/* ---- rejecting ---- */
 
 static void reject(hv_spool_t *sp, const char *from, const char *name, const char *reason)
 {
     char *final = NULL;
-    int rc = move_unique(from, sp->rejected, name, &final);
+    int rc = hv_rename_unique(from, sp->rejected, name, &final);
     if (rc != 0) {
         HV_LOG(HV_LOG_WARNING, "event=reject_failed file=\"%s\" reason=\"%s\" err=%s", from,
                reason, uv_err_name(rc));
@@ -244,118 +202,12 @@ static void reject(hv_spool_t *sp, const char *from, const char *name, const cha
     free(final);
 }
 
-/* ---- summaries ---- */
-
-static void add_uint(cJSON *obj, const char *key, uint64_t v)
-{
-    char digits[32];
-    snprintf(digits, sizeof(digits), "%" PRIu64, v);
-    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(digits));
-}
-
-/* Write all of `data`: 0, or the UV_E* error of the write that failed. A write that takes
- * nothing sets no errno, and is UV_EIO. */
-static int write_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t w = write(fd, data, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return uv_translate_sys_error(errno);
-        if (w == 0)
-            return UV_EIO;
-        data += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int write_summary(sbatch_t *sb, int64_t finished_ms, char *err, size_t errcap)
-{
-    hv_spool_t *sp = sb->sp;
-    const hv_batch_stats_t *s = hv_batch_stats(sb->batch);
-    char ts[32], digits[64];
-    int rc = 0;
-
-    cJSON *root = cJSON_CreateObject();
-    size_t name_len;
-    char *name = hv_utf8_sanitize(sb->name, strlen(sb->name), &name_len);
-    cJSON_AddStringToObject(root, "batch", name);
-    free(name);
-    add_uint(root, "records", s->records + s->skipped);
-    add_uint(root, "ok", s->ok + s->skipped);
-    add_uint(root, "failed", s->failed);
-    add_uint(root, "resumed", s->skipped);
-    cJSON *types = cJSON_AddObjectToObject(root, "error_types");
-    for (int t = 1; t < HV_ET__COUNT; t++)
-        if (s->by_type[t] > 0)
-            add_uint(types, hv_error_type_name((hv_error_type_t)t), s->by_type[t]);
-    cJSON *statuses = cJSON_AddObjectToObject(root, "http_statuses");
-    for (int code = 100; code < 600; code++) {
-        if (s->by_status[code] > 0) {
-            snprintf(digits, sizeof(digits), "%d", code);
-            add_uint(statuses, digits, s->by_status[code]);
-        }
-    }
-    add_uint(root, "body_bytes_total", s->body_bytes);
-    add_uint(root, "body_bytes_mean", s->with_bytes ? s->body_bytes / s->with_bytes : 0);
-    if (hv_engine_recrawl(sp->engine) != NULL) {
-        cJSON *re = cJSON_AddObjectToObject(root, "recrawl");
-        add_uint(re, "not_modified", s->not_modified);
-        add_uint(re, "unchanged", s->unchanged);
-        add_uint(re, "from_cache", s->from_cache);
-    }
-    hv_format_rfc3339_ms(ts, s->started_unix_ms);
-    cJSON_AddStringToObject(root, "started_at", ts);
-    hv_format_rfc3339_ms(ts, finished_ms);
-    cJSON_AddStringToObject(root, "finished_at", ts);
-    double elapsed = (double)(finished_ms - s->started_unix_ms) / 1000.0;
-    snprintf(digits, sizeof(digits), "%.3f", elapsed);
-    cJSON_AddItemToObject(root, "elapsed_s", cJSON_CreateRaw(digits));
-    snprintf(digits, sizeof(digits), "%.1f", elapsed > 0 ? (double)s->records / elapsed : 0.0);
-    cJSON_AddItemToObject(root, "pages_per_s", cJSON_CreateRaw(digits));
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-
-    /* temporary file, fsync, rename, fsync the directory: all or nothing */
-    size_t n = strlen(sp->out) + strlen(sb->name) + 32;
-    char *tmp = hv_xmalloc(n);
-    snprintf(tmp, n, "%s/.%s.summary.tmp", sp->out, sb->name);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = uv_translate_sys_error(errno);
-        goto out;
-    }
-    rc = write_all(fd, text, strlen(text));
-    if (rc == 0)
-        rc = write_all(fd, "\n", 1);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = uv_translate_sys_error(errno);
-    close(fd);
-    if (rc == 0 && rename(tmp, sb->summary_path) != 0)
-        rc = uv_translate_sys_error(errno);
-    if (rc == 0)
-        fsync_dir(sp->out);
-    else
-        unlink(tmp);
-
-out:
-    if (rc != 0)
-        snprintf(err, errcap, "writing %s: %s", sb->summary_path, uv_strerror(rc));
-    free(tmp);
-    free(text);
-    return rc;
-}
-
 /* ---- batches ---- */
 
 static void sbatch_free(sbatch_t *sb)
 {
     if (sb->lock_fd >= 0)
         close(sb->lock_fd); /* releases the flock */
-    hv_okset_free(sb->okset);
-    hv_okset_free(sb->crashed);
     free(sb->crash_path);
     free(sb->name);
     free(sb->active_path);
@@ -382,104 +234,78 @@ static void on_handles_closed(hv_handles_t *hs)
     maybe_closed(sp);
 }
 
-/*
- * The completion order. A batch completes in these steps, each one durable before the next:
- *
- *   1. the output is fsynced (the batch's writer, before on_batch_done gets status 0);
- *   2. the crash note is removed (its lines have their ParserCrashed records now);
- *   3. the summary is renamed into place: the output is complete;
- *   4. the input moves to done/: the batch is over.
- *
- * Users (and tests) wait for the summary or for done/, so everything before either must be
- * final by then: a note removed after the move would still be there for whoever saw done/.
- * An interruption between two steps leaves what a restart finishes: before 3 the batch
- * resumes (between 2 and 3 its noted lines, the note gone, are fetched again), after 3
- * start_batch only does step 4 (and step 2 again, for a note left by an older order).
- */
-
-/* Step 2: 0 once no crash note is left (synced), or the error with its message in `err`. */
-static int remove_crash_note(sbatch_t *sb, char *err, size_t errcap)
+/* A batch slot is free: claim from the timer, never from inside the host's report. */
+static void rescan_soon(hv_spool_t *sp)
 {
-    if (unlink(sb->crash_path) == 0) {
-        fsync_dir(sb->sp->out);
-        return 0;
-    }
-    int e = errno;
-    if (e == ENOENT)
-        return 0;
-    snprintf(err, errcap, "removing %s: %s", sb->crash_path, strerror(e));
-    return uv_translate_sys_error(e);
+    if (!sp->stopping && !sp->closing)
+        uv_timer_start(&sp->timer, on_timer, 0, sp->cfg->rescan_interval_ms);
 }
 
-/* Step 4. A batch whose input cannot move is complete all the same: its summary says so. */
-static void move_to_done(sbatch_t *sb)
-{
-    hv_spool_t *sp = sb->sp;
-    int rc = move_unique(sb->active_path, sp->done, sb->name, NULL);
-    if (rc != 0)
-        HV_LOG(HV_LOG_WARNING, "event=move_to_done_failed batch=\"%s\" err=%s", sb->name,
-               uv_err_name(rc));
-    else
-        fsync_dir(sp->done);
-}
-
-/* Steps 2 to 4, the output being synced. 0, or the error with its message in `err`. */
-static int complete_batch(sbatch_t *sb, char *err, size_t errcap)
-{
-    int rc = remove_crash_note(sb, err, errcap);
-    if (rc == 0)
-        rc = write_summary(sb, hv_now_unix_ms(), err, errcap);
-    if (rc == 0)
-        move_to_done(sb);
-    return rc;
-}
-
-static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
+static void on_batch_start(void *ud, hv_hosted_t *hb, const hv_hosted_prep_t *prep)
 {
     sbatch_t *sb = ud;
     hv_spool_t *sp = sb->sp;
-    char line[2048], err[1200];
-    hv_batch_format_stats(b, uv_now(sp->loop), line, sizeof(line));
-
-    if (status == 0) {
-        int rc = complete_batch(sb, err, sizeof(err));
-        if (rc != 0) {
-            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", sb->name,
-                   err);
-            sp->cbs.on_fatal(sp->ud, rc, err);
-        } else {
-            sp->stats.completed++;
-            sp->stats.records += hv_batch_stats(b)->records;
-            HV_LOG(HV_LOG_NOTICE, "event=batch_done batch=\"%s\" %s", sb->name, line);
-        }
-    } else if (status == HV_ECANCELLED) {
-        HV_LOG(HV_LOG_NOTICE, "event=batch_interrupted batch=\"%s\" %s", sb->name, line);
-    } else {
-        HV_LOG(HV_LOG_ERROR, "event=batch_failed batch=\"%s\" error=\"%s failed: %s\" %s",
-               sb->name, detail, hv_strerror(status), line);
-        sp->cbs.on_fatal(sp->ud, status, detail);
+    (void)hb;
+    if (prep->resumed) {
+        const hv_repair_t *rep = &prep->repair;
+        HV_LOG(HV_LOG_NOTICE,
+               "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
+               " parser_crashed=%" PRIu64 " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
+               sb->name, rep->records, rep->ok, rep->crashed, rep->truncated, rep->bad_lines);
+        sp->stats.resumed++;
     }
-    hv_batch_free(b);
+    HV_LOG(HV_LOG_NOTICE, "event=batch_start batch=\"%s\" output=\"%s\" resume=%d", sb->name,
+           sb->out_path, prep->resumed);
+    sp->cbs.on_progress(sp->ud);
+}
+
+/* The batch is over, and when it completed its completion steps are durable (bhost.h). */
+static void on_batch_end(void *ud, hv_hosted_t *hb, const hv_hosted_end_t *end)
+{
+    sbatch_t *sb = ud;
+    hv_spool_t *sp = sb->sp;
+    char line[2048] = "";
+    (void)hb;
+    if (end->batch != NULL)
+        hv_batch_format_stats(end->batch, uv_now(sp->loop), line, sizeof(line));
+
+    if (end->status == 0 && !sb->complete) {
+        sp->stats.completed++;
+        sp->stats.records += hv_batch_stats(end->batch)->records;
+        HV_LOG(HV_LOG_NOTICE, "event=batch_done batch=\"%s\" %s", sb->name, line);
+    } else if (end->status == HV_ECANCELLED) {
+        if (end->batch != NULL)
+            HV_LOG(HV_LOG_NOTICE, "event=batch_interrupted batch=\"%s\" %s", sb->name, line);
+    } else if (end->status != 0) {
+        switch (end->step) {
+        case HV_BHOST_STEP_PREPARE:
+            HV_LOG(HV_LOG_ERROR, "event=resume_failed batch=\"%s\" error=\"%s\"", sb->name,
+                   end->detail);
+            break;
+        case HV_BHOST_STEP_OPEN:
+            HV_LOG(HV_LOG_ERROR, "event=batch_start_failed batch=\"%s\" error=\"%s\"",
+                   sb->name, end->detail);
+            break;
+        case HV_BHOST_STEP_BATCH:
+            HV_LOG(HV_LOG_ERROR, "event=batch_failed batch=\"%s\" error=\"%s failed: %s\" %s",
+                   sb->name, end->detail, hv_strerror(end->status), line);
+            break;
+        case HV_BHOST_STEP_COMPLETE:
+            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", sb->name,
+                   end->detail);
+            break;
+        }
+        sp->cbs.on_fatal(sp->ud, end->status, end->detail);
+    }
     TAILQ_REMOVE(&sp->batches, sb, link);
     sp->nactive--;
     sbatch_free(sb);
     sp->cbs.on_progress(sp->ud);
-    if (!sp->stopping && !sp->closing)
-        scan(sp); /* a slot is free */
+    rescan_soon(sp);
     maybe_closed(sp);
 }
 
-static int skip_line(void *ud, const char *line, size_t len)
-{
-    sbatch_t *sb = ud;
-    if (sb->okset != NULL && hv_okset_take(sb->okset, line, len))
-        return HV_BATCH_SKIP;
-    if (sb->crashed != NULL && hv_okset_take(sb->crashed, line, len)) {
-        hv_okset_add(sb->crashed, line, len); /* every occurrence of the line */
-        return HV_BATCH_CRASHED;
-    }
-    return HV_BATCH_FETCH;
-}
+static const hv_hosted_cbs_t hosted_cbs = {on_batch_start, NULL, on_batch_end};
 
 /* Look at the start of the input: a NUL byte means it is not a URL list. */
 static int looks_binary(int fd, char *reason, size_t cap)
@@ -528,115 +354,62 @@ static int pick_rules(hv_spool_t *sp, int fd, const hv_ruleset_t **out, char *re
 }
 
 /* The batch's paths, holding the lock on its input (sbatch_free releases it). */
-static sbatch_t *sbatch_new(hv_spool_t *sp, const char *name, int lock_fd, int resume)
+static sbatch_t *sbatch_new(hv_spool_t *sp, const char *name, int lock_fd)
 {
     sbatch_t *sb = hv_xcalloc(1, sizeof(*sb));
     sb->sp = sp;
     sb->name = hv_xstrdup(name);
     sb->lock_fd = lock_fd;
-    sb->resumed = resume;
     sb->active_path = join(sp->active, name, "");
     sb->out_path = join(sp->out, name, ".jsonl");
     sb->summary_path = join(sp->out, name, ".summary.json");
     sb->crash_path = join(sp->out, name, ".crashes");
-    if (!resume)
-        unlink(sb->crash_path); /* a stale one cannot be this batch's */
     return sb;
 }
 
-/* Resuming: repair the output (keep its complete records, cut what the interruption tore)
- * and read the crash note. 0, or the error with its message in `err`. */
-static int resume_output(sbatch_t *sb, char *err, size_t errcap)
-{
-    hv_repair_t rep;
-    sb->okset = hv_okset_new();
-    sb->crashed = hv_okset_new();
-    /* A crash is known from the note, or, once the note is gone, from its ParserCrashed
-     * record (interrupted between removing the note and the summary). */
-    int rc = hv_output_repair(sb->out_path, sb->okset, sb->crashed, &rep, err, errcap);
-    if (rc != 0)
-        return rc;
-    hv_crash_note_read(sb->crash_path, sb->name, sb->crashed);
-    HV_LOG(HV_LOG_NOTICE,
-           "event=batch_resumed batch=\"%s\" records=%" PRIu64 " ok=%" PRIu64
-           " parser_crashed=%" PRIu64 " truncated_bytes=%" PRIu64 " bad_lines=%" PRIu64,
-           sb->name, rep.records, rep.ok, rep.crashed, rep.truncated, rep.bad_lines);
-    sb->sp->stats.resumed++;
-    return 0;
-}
-
-/* Start (or resume) the batch for active/<name>, whose lock we hold in lock_fd. A file that
- * cannot be a batch is rejected (`reason`); a failure of ours is fatal (`rc`, `err`). */
+/* Start (or resume) the batch for active/<name>, whose lock we hold in lock_fd, on the host.
+ * A file that cannot be a batch is rejected; a failure of ours is told by the host's end. */
 static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resume)
 {
-    sbatch_t *sb = sbatch_new(sp, name, lock_fd, resume);
-    char reason[256] = "", err[1200];
+    sbatch_t *sb = sbatch_new(sp, name, lock_fd);
+    char reason[256] = "";
     const hv_ruleset_t *rules = NULL;
     hv_source_t *src = NULL;
-    hv_batch_opts_t opts;
-    int rc = 0;
+    hv_bhost_output_t output = resume ? HV_BHOST_RESUME : HV_BHOST_NEW;
 
     if (resume && exists(sb->summary_path)) {
         /* Completed, then interrupted before the input moved to done/. */
         HV_LOG(HV_LOG_NOTICE, "event=batch_already_complete batch=\"%s\"", name);
-        rc = remove_crash_note(sb, err, sizeof(err));
-        if (rc != 0)
-            HV_LOG(HV_LOG_ERROR, "event=complete_failed batch=\"%s\" error=\"%s\"", name, err);
-        else
-            move_to_done(sb);
+        sb->complete = 1;
+        output = HV_BHOST_DONE;
+    } else if (looks_binary(lock_fd, reason, sizeof(reason)) ||
+               pick_rules(sp, lock_fd, &rules, reason, sizeof(reason)) != 0) {
         goto out;
+    } else {
+        int rc = hv_reader_open(sp->loop, sb->active_path, &src);
+        if (rc != 0) {
+            snprintf(reason, sizeof(reason), "unreadable: %s", uv_strerror(rc));
+            goto out; /* the file's fault, not ours */
+        }
     }
-    if (looks_binary(lock_fd, reason, sizeof(reason)) ||
-        pick_rules(sp, lock_fd, &rules, reason, sizeof(reason)) != 0)
-        goto out;
-    rc = resume ? resume_output(sb, err, sizeof(err)) : 0;
-    if (rc != 0) {
-        HV_LOG(HV_LOG_ERROR, "event=resume_failed batch=\"%s\" error=\"%s\"", name, err);
-        goto out;
-    }
-    rc = hv_reader_open(sp->loop, sb->active_path, &src);
-    if (rc != 0) {
-        snprintf(reason, sizeof(reason), "unreadable: %s", uv_strerror(rc));
-        rc = 0; /* the file's fault, not ours */
-        goto out;
-    }
-    opts = (hv_batch_opts_t){
+    hv_hosted_opts_t opts = {
+        .output = output,
         .name = name,
         .output_path = sb->out_path,
-        /* A resumed batch appends, unless it had written nothing: then it starts afresh. */
-        .output_append = resume && exists(sb->out_path),
-        .fsync = sp->cfg->fsync,
-        .fsync_interval_ms = sp->cfg->fsync_interval_ms,
-        .skip = resume ? skip_line : NULL,
-        .skip_ud = sb,
-        .rules = rules,
         .crash_note = sb->crash_path,
+        .summary_path = sb->summary_path,
+        .input_path = sb->active_path,
+        .done_dir = sp->done,
+        .rules = rules,
     };
     TAILQ_INSERT_TAIL(&sp->batches, sb, link);
     sp->nactive++;
-    rc = hv_batch_new(sp->engine, &opts, src, on_batch_done, sb, &sb->batch);
-    if (rc != 0) {
-        TAILQ_REMOVE(&sp->batches, sb, link);
-        sp->nactive--;
-        snprintf(err, sizeof(err), "opening %s: %s", sb->out_path, uv_strerror(rc));
-        HV_LOG(HV_LOG_ERROR, "event=batch_start_failed batch=\"%s\" error=\"%s\"", name, err);
-        goto out;
-    }
-    HV_LOG(HV_LOG_NOTICE, "event=batch_start batch=\"%s\" output=\"%s\" resume=%d", name,
-           sb->out_path, resume);
-    src = NULL; /* the batch's now, and sb is the spool's */
-    sb = NULL;
-    sp->cbs.on_progress(sp->ud);
+    hv_bhost_start(sp->host, &opts, src, &hosted_cbs, sb);
+    return;
 
 out:
-    if (reason[0] != '\0')
-        reject(sp, sb->active_path, name, reason);
-    if (src != NULL)
-        hv_source_close(src);
-    if (sb != NULL)
-        sbatch_free(sb);
-    if (rc != 0)
-        sp->cbs.on_fatal(sp->ud, rc, err);
+    reject(sp, sb->active_path, name, reason);
+    sbatch_free(sb);
 }
 
 /* Open and lock active/<name>: the fd, -1 if another daemon holds it, or -2 (unreadable,
@@ -910,12 +683,10 @@ void hv_spool_stop(hv_spool_t *sp)
     uv_fs_event_stop(&sp->event);
 }
 
-const hv_spool_stats_t *hv_spool_stats(const hv_spool_t *sp)
+void hv_spool_stats(const hv_spool_t *sp, hv_spool_stats_t *out)
 {
-    static hv_spool_stats_t copy;
-    copy = sp->stats;
-    copy.active = sp->nactive;
-    return &copy;
+    *out = sp->stats;
+    out->active = sp->nactive;
 }
 
 

@@ -8,34 +8,32 @@
  * the acknowledgement to be sent) -> ACKING (sent; removed when the reply comes, put back to
  * DURABLE if the connection fails first).
  *
- * A slot is one batch name: the entries waiting for it, and the hv_batch_t that writes its
- * output (created when entries arrive, ended when it has been quiet for a while or when an
- * entry names other rules, and created again when more come). The batch reads from a source
- * of the slot's (hv_source_t) that the slot feeds.
+ * A slot is one batch name: the entries waiting for it, and the batch hosted on the batch
+ * host (bhost.h) that writes its output (started when entries arrive, ended when it has been
+ * quiet for a while or when an entry names other rules, and started again when more come,
+ * once the host has reported the last one's end). The batch reads from a source of the
+ * slot's (hv_source_t) that the slot feeds. Outputs are prepared (created and synced, their
+ * crash notes read) and completed (the note removed) by the host, off the loop.
  *
  * Everything that moves runs from one pass (`later`, a uv_idle_t active while work is
  * marked): I/O callbacks only record what they learnt and wake it.
  */
 #include "harvestd/stream.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <unistd.h>
 #include <uthash.h>
 
-#include "harvestd/batch.h"
+#include "harvestd/bhost.h"
 #include "harvestd/common.h"
 #include "harvestd/dns.h"
 #include "harvestd/handles.h"
 #include "harvestd/log.h"
 #include "harvestd/redis.h"
-#include "harvestd/resume.h"
 #include "harvestd/source.h"
 #include "harvestd/streamkeys.h"
 
@@ -89,8 +87,7 @@ struct slot_s {
     char *name;
     char *path;            /* the output */
     char *note;            /* its crash note: input lines whose page took the parser down */
-    hv_okset_t *crashed;   /* the running batch's: those lines, recorded as ParserCrashed */
-    hv_batch_t *batch;
+    hv_hosted_t *hb;       /* the batch on the host: preparing, running or completing */
     src_t *src;            /* the running batch's source, until the batch closes it */
     const hv_ruleset_t *rules; /* the running batch's */
     int paused;
@@ -122,6 +119,7 @@ struct hv_stream_s {
     uv_loop_t *loop;
     const hv_config_t *cfg;
     hv_engine_t *engine;
+    hv_bhost_t *host;
     hv_stream_cbs_t cbs;
     void *ud;
     char out_dir[1024];
@@ -160,6 +158,7 @@ struct hv_stream_s {
     uv_timer_t recheck;    /* a read held back by the backlog looks again soon */
     hv_handles_t handles;
 
+    int repairing;         /* the outputs' repair runs: nothing connects before it ends */
     int stopping;
     int fatal;
     int closing;
@@ -255,15 +254,13 @@ static void slot_free(slot_t *sl)
     free(sl->name);
     free(sl->path);
     free(sl->note);
-    if (sl->crashed != NULL)
-        hv_okset_free(sl->crashed);
     free(sl);
 }
 
 /* A slot with nothing left goes. */
 static void slot_maybe_free(slot_t *sl)
 {
-    if (sl->batch == NULL && sl->refs == 0 && TAILQ_EMPTY(&sl->queue))
+    if (sl->hb == NULL && sl->refs == 0 && TAILQ_EMPTY(&sl->queue))
         slot_free(sl);
 }
 
@@ -337,12 +334,12 @@ static const hv_source_ops_t src_ops = {src_start, src_resume, src_close, src_na
 
 /* ---- batches ---- */
 
-static void on_batch_durable(void *ud, hv_batch_t *b, char *token, int ok)
+static void on_batch_durable(void *ud, hv_hosted_t *hb, char *token, int ok)
 {
     slot_t *sl = ud;
     hv_stream_t *s = sl->s;
     entry_t *e;
-    (void)b;
+    (void)hb;
     HASH_FIND_STR(s->held, token, e);
     free(token);
     if (e == NULL || e->state != E_DELIVERED)
@@ -356,118 +353,59 @@ static void on_batch_durable(void *ud, hv_batch_t *b, char *token, int ok)
     wake(s);
 }
 
-static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
+static void on_batch_start(void *ud, hv_hosted_t *hb, const hv_hosted_prep_t *prep)
+{
+    slot_t *sl = ud;
+    (void)hb, (void)prep;
+    sl->s->nbatches++;
+    HV_LOG(HV_LOG_INFO, "event=stream_batch_open batch=%s output=%s", sl->name, sl->path);
+}
+
+/* Every record durable, the ParserCrashed ones too, the note removed (status 0); or not. */
+static void on_batch_end(void *ud, hv_hosted_t *hb, const hv_hosted_end_t *end)
 {
     slot_t *sl = ud;
     hv_stream_t *s = sl->s;
-    char summary[2048], what[512];
-    hv_batch_format_stats(b, now_ms(s), summary, sizeof(summary));
-    snprintf(what, sizeof(what), "%s", detail);
-    HV_LOG(HV_LOG_INFO, "event=stream_batch_closed batch=%s output=%s status=%s %s", sl->name,
-           sl->path, status == 0 ? "ok" : hv_err_name(status), summary);
-    hv_batch_free(b);
-    sl->batch = NULL;
+    (void)hb;
+    if (end->batch != NULL) {
+        char summary[2048];
+        hv_batch_format_stats(end->batch, now_ms(s), summary, sizeof(summary));
+        HV_LOG(HV_LOG_INFO, "event=stream_batch_closed batch=%s output=%s status=%s %s",
+               sl->name, sl->path, end->status == 0 ? "ok" : hv_err_name(end->status), summary);
+        s->nbatches--;
+    }
+    sl->hb = NULL;
     sl->src = NULL;
-    if (sl->crashed != NULL) {
-        hv_okset_free(sl->crashed);
-        sl->crashed = NULL;
-    }
-    /* Every record durable, the ParserCrashed ones too: the note has done its work. */
-    if (status == 0 && unlink(sl->note) == 0) {
-        int dfd = open(s->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
     sl->outstanding = 0; /* what was delivered and never written stays pending in Redis */
-    s->nbatches--;
-    if (status != 0 && status != HV_ECANCELLED)
-        fatal(s, status, "%s", what);
+    if (end->status != 0 && end->status != HV_ECANCELLED)
+        fatal(s, end->status, "%s", end->detail);
     s->cbs.on_progress(s->ud);
     slot_maybe_free(sl);
     wake(s);
 }
 
-/* The output exists before the batch appends to it (a torn line a crash left at its end was
- * cut off at start-up, repair_outputs()). */
-static int prepare_output(slot_t *sl, char *err, size_t errcap)
-{
-    int fd = open(sl->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EEXIST)
-        return 0;
-    if (fd < 0) {
-        int rc = -errno;
-        snprintf(err, errcap, "creating %s: %s", sl->path, strerror(errno));
-        return rc;
-    }
-    /* A new name in out/: synced, or a crash could lose the file with records whose entries
-     * were acknowledged. */
-    int rc = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    int dfd = open(sl->s->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (rc == 0 && (dfd < 0 || fsync(dfd) != 0))
-        rc = -errno;
-    if (dfd >= 0)
-        close(dfd);
-    if (rc != 0)
-        snprintf(err, errcap, "creating %s: %s", sl->path, strerror(-rc));
-    return rc;
-}
-
-/* A page that took the parser down (and the daemon with it) is not fetched into the same
- * crash again when its entry comes back: it gets its ParserCrashed record (parse.h). */
-static int skip_crashed(void *ud, const char *line, size_t len)
-{
-    slot_t *sl = ud;
-    if (sl->crashed != NULL && hv_okset_take(sl->crashed, line, len)) {
-        hv_okset_add(sl->crashed, line, len); /* every entry of that URL */
-        return HV_BATCH_CRASHED;
-    }
-    return HV_BATCH_FETCH;
-}
+static const hv_hosted_cbs_t hosted_cbs = {on_batch_start, on_batch_durable, on_batch_end};
 
 static void start_batch(slot_t *sl, const hv_ruleset_t *rules)
 {
     hv_stream_t *s = sl->s;
-    char err[1500];
-    int rc = prepare_output(sl, err, sizeof(err));
-    if (rc != 0) {
-        fatal(s, rc, "%s", err);
-        return;
-    }
     src_t *src = hv_xcalloc(1, sizeof(*src));
     src->base.ops = &src_ops;
     src->slot = sl;
-    hv_batch_opts_t opts = {
+    hv_hosted_opts_t opts = {
+        .output = HV_BHOST_SHARED,
         .name = sl->name,
         .output_path = sl->path,
-        .output_append = 1,
-        .fsync = s->cfg->fsync,
-        .fsync_interval_ms = s->cfg->fsync_interval_ms,
-        .rules = rules,
         .crash_note = sl->note,
-        .skip = skip_crashed,
-        .skip_ud = sl,
-        .on_durable = on_batch_durable,
+        .rules = rules,
     };
-    sl->crashed = hv_okset_new();
-    hv_crash_note_read(sl->note, sl->name, sl->crashed);
     sl->src = src;
     sl->rules = rules;
     sl->paused = 0;
     sl->eager = 0;
     sl->ending = 0;
     sl->outstanding = 0;
-    rc = hv_batch_new(s->engine, &opts, &src->base, on_batch_done, sl, &sl->batch);
-    if (rc != 0) {
-        sl->src = NULL;
-        free(src);
-        fatal(s, rc, "opening %s: %s", sl->path, hv_strerror(rc));
-        return;
-    }
-    s->nbatches++;
-    HV_LOG(HV_LOG_INFO, "event=stream_batch_open batch=%s output=%s", sl->name, sl->path);
+    sl->hb = hv_bhost_start(s->host, &opts, &src->base, &hosted_cbs, sl);
 }
 
 /* Hand queued entries to the slot's batch; start or end batches as the queue asks. */
@@ -475,13 +413,14 @@ static void slot_pass(slot_t *sl)
 {
     hv_stream_t *s = sl->s;
     entry_t *e;
-    if (sl->batch == NULL) {
+    if (sl->hb == NULL) {
         if (s->stopping || s->fatal || TAILQ_EMPTY(&sl->queue))
             return;
         start_batch(sl, TAILQ_FIRST(&sl->queue)->rules);
-        return; /* the batch's source starts delivering from the next pass */
+        return; /* the batch's source starts delivering once the batch runs */
     }
-    if (sl->src == NULL || sl->src->sink == NULL || sl->ending)
+    if (hv_hosted_batch(sl->hb) == NULL || sl->src == NULL || sl->src->sink == NULL ||
+        sl->ending)
         return;
     while (!sl->paused && (e = TAILQ_FIRST(&sl->queue)) != NULL) {
         if (e->reject == HV_D_NONE && e->rules != sl->rules) {
@@ -1099,9 +1038,10 @@ static void pass(hv_stream_t *s)
      * and synced at once (and the batches go back to flush_ms and the interval when entries
      * come again). */
     HASH_ITER(hh, s->slots, sl, tmp) {
-        if (sl->batch != NULL && sl->eager != (s->drained && active)) {
+        hv_batch_t *b = sl->hb != NULL ? hv_hosted_batch(sl->hb) : NULL;
+        if (b != NULL && sl->eager != (s->drained && active)) {
             sl->eager = s->drained && active;
-            hv_batch_set_eager(sl->batch, sl->eager);
+            hv_batch_set_eager(b, sl->eager);
         }
     }
     /* A quarter of the bound waits for an fsync (reading would soon wait for it), or there is
@@ -1110,14 +1050,16 @@ static void pass(hv_stream_t *s)
     if (active && s->nacks + s->nacking < s->nheld) {
         uint64_t unsynced = 0;
         HASH_ITER(hh, s->slots, sl, tmp) {
-            if (sl->batch != NULL)
-                unsynced += hv_batch_unsynced(sl->batch);
+            hv_batch_t *b = sl->hb != NULL ? hv_hosted_batch(sl->hb) : NULL;
+            if (b != NULL)
+                unsynced += hv_batch_unsynced(b);
         }
         if (unsynced > 0 && (s->drained || unsynced >= bound(s) / 4 ||
                              free_slots(s) < bound(s) / 4 + 1)) {
             HASH_ITER(hh, s->slots, sl, tmp) {
-                if (sl->batch != NULL && hv_batch_unsynced(sl->batch) > 0)
-                    hv_batch_sync_soon(sl->batch);
+                hv_batch_t *b = sl->hb != NULL ? hv_hosted_batch(sl->hb) : NULL;
+                if (b != NULL && hv_batch_unsynced(b) > 0)
+                    hv_batch_sync_soon(b);
             }
         }
     }
@@ -1159,8 +1101,8 @@ static void on_handles_closed(hv_handles_t *hs)
         done(ud);
 }
 
-int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
-                   const char *out_dir, const hv_stream_cbs_t *cbs, void *ud, hv_stream_t **out,
+int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
+                   hv_engine_t *engine, const char *out_dir, const hv_stream_cbs_t *cbs, void *ud, hv_stream_t **out,
                    char *err, size_t errcap)
 {
     hv_redis_addr_t addr;
@@ -1171,6 +1113,7 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
     s->loop = loop;
     s->cfg = cfg;
     s->engine = engine;
+    s->host = host;
     s->cbs = *cbs;
     s->ud = ud;
     s->addr = addr;
@@ -1207,40 +1150,16 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
 }
 
 /* Every output of this consumer loses a torn last line (a crash) before anything is
- * appended, including those no entry will reopen: every line of them stays JSON. */
-static void repair_outputs(hv_stream_t *s)
+ * appended, including those no entry will reopen: every line of them stays JSON. Then the
+ * stream connects. */
+static void on_outputs_repaired(void *ud)
 {
-    char tail[3 * 256 + 16], err[1200];
-    if (hv_streamkeys_output_name("x", s->consumer, tail, sizeof(tail)) != 0)
-        return;
-    const char *suffix = tail + 1; /* ".CONSUMER.jsonl" */
-    size_t sn = strlen(suffix);
-    uv_fs_t req;
-    uv_dirent_t ent;
-    if (uv_fs_scandir(NULL, &req, s->out_dir, 0, NULL) < 0) {
-        uv_fs_req_cleanup(&req);
+    hv_stream_t *s = ud;
+    s->repairing = 0;
+    if (s->closing || s->stopping) {
+        wake(s); /* finish_close waited for the repair */
         return;
     }
-    while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
-        size_t n = strlen(ent.name);
-        if (n <= sn || strcmp(ent.name + n - sn, suffix) != 0 || ent.name[0] == '.')
-            continue;
-        char path[2048];
-        hv_repair_t rep;
-        snprintf(path, sizeof(path), "%s/%s", s->out_dir, ent.name);
-        if (hv_output_repair(path, NULL, NULL, &rep, err, sizeof(err)) != 0)
-            HV_LOG(HV_LOG_WARNING, "event=output_repair_failed output=%s error=\"%s\"", path,
-                   err);
-        else if (rep.truncated > 0)
-            HV_LOG(HV_LOG_WARNING, "event=output_repaired output=%s truncated_bytes=%" PRIu64,
-                   path, rep.truncated);
-    }
-    uv_fs_req_cleanup(&req);
-}
-
-void hv_stream_start(hv_stream_t *s)
-{
-    repair_outputs(s);
     uint64_t now = now_ms(s);
     s->next_claim_ms = now + s->cfg->redis_claim_idle_ms / 2;
     s->next_refresh_ms = now + HV_MAX(s->cfg->redis_claim_idle_ms / 4, 250);
@@ -1250,6 +1169,18 @@ void hv_stream_start(hv_stream_t *s)
            s->cfg->redis_group, s->consumer, bound(s), s->cfg->redis_claim_idle_ms);
     link_connect(&s->wr);
     link_connect(&s->rd);
+}
+
+void hv_stream_start(hv_stream_t *s)
+{
+    char tail[3 * 256 + 16];
+    if (hv_streamkeys_output_name("x", s->consumer, tail, sizeof(tail)) != 0) {
+        on_outputs_repaired(s); /* names are bounded: not reached */
+        return;
+    }
+    s->repairing = 1;
+    hv_bhost_repair_outputs(s->host, s->out_dir, tail + 1 /* ".CONSUMER.jsonl" */,
+                            on_outputs_repaired, s);
 }
 
 void hv_stream_stop(hv_stream_t *s)
@@ -1285,7 +1216,7 @@ void hv_stream_stats(const hv_stream_t *s, hv_stream_stats_t *out)
 
 static void finish_close(hv_stream_t *s)
 {
-    if (s->handles.closing)
+    if (s->handles.closing || s->repairing)
         return;
     unsigned waiting = s->nacks + s->nacking;
     if (waiting > 0 && !s->fatal && now_ms(s) < s->give_up_ms)

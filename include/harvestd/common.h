@@ -163,4 +163,9 @@ int hv_fsync_dir(const char *dir);
 /** hv_fsync_dir() of the directory that holds `path` ("." for a bare name). */
 int hv_fsync_parent(const char *path);
 
+/** Rename `from` into `dir` as `name`, or the first free of `name.1` ... `name.9999`; never
+ *  replaces a file (RENAME_NOREPLACE). 0 with the name used in *final (malloc'd; NULL: not
+ *  wanted), or a UV_E* error (UV_EEXIST when every name is taken). */
+int hv_rename_unique(const char *from, const char *dir, const char *name, char **final);
+
 #endif

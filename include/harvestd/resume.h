@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "harvestd/buf.h"
+
 typedef struct hv_okset_s hv_okset_t;
 
 hv_okset_t *hv_okset_new(void);
@@ -45,10 +47,12 @@ int hv_output_repair(const char *path, hv_okset_t *ok, hv_okset_t *crashed, hv_r
 
 /**
  * Add the lines of a batch's crash note (the input lines whose pages took the parser down,
- * see hv_parse_catch_crashes()) to `set`, logging each with the batch's `name`. Nothing when
- * there is no note, or it cannot be read (those pages are then tried again); a torn last line
- * (the crash cut it) is not a noted page.
+ * see hv_parse_catch_crashes()) to `set`, and append each, with its newline, to `noted`
+ * (NULL: not wanted; lines past the buffer's bound are not appended) so that the caller can
+ * log them. Nothing when there is no note, or it cannot be read (those pages are then tried
+ * again); a torn last line (the crash cut it) is not a noted page. Blocking file I/O and no
+ * logging: it runs on a worker (bhost.h).
  */
-void hv_crash_note_read(const char *path, const char *name, hv_okset_t *set);
+void hv_crash_note_read(const char *path, hv_okset_t *set, hv_buf_t *noted);
 
 #endif

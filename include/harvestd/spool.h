@@ -10,9 +10,12 @@
  *               atomically once the output is complete and synced: the completion signal);
  *               <name>.crashes while the batch holds a page that crashed the parser
  *
- * A batch completes in one order, each step synced before the next: output fsynced, crash
- * note removed, summary renamed into place, input moved to done/ (see spool.c). Whoever sees
- * the summary finds the output final; whoever sees the input in done/ finds everything final.
+ * A batch runs on the batch host (bhost.h), which completes it in one order, each step
+ * synced before the next, off the loop: output fsynced, crash note removed, summary renamed
+ * into place, input moved to done/. Whoever sees the summary finds the output final; whoever
+ * sees the input in done/ finds everything final. An interruption between two steps leaves
+ * what a restart finishes: before the summary the batch resumes (after the note's removal its
+ * noted lines are fetched again), after it only the note's removal and the move are done.
  *
  * Files are discovered by uv_fs_event on incoming/, a scan at start-up and a periodic rescan
  * (inotify can miss events, or be unavailable: the rescan then works alone). Claiming is rename(2) with RENAME_NOREPLACE into active/ under a
@@ -20,8 +23,10 @@
  * sharing a spool never take the same file and outputs never mix. At start-up every file in
  * active/ that no other daemon holds is resumed (see resume.h).
  *
- * Directory operations run synchronously on the loop: they are metadata operations on a local
- * spool, and keeping them in order makes claiming simple.
+ * Claiming and rejecting (rename, a non-blocking flock, a short reason file) run on the loop,
+ * from the scan timer: they are metadata operations on a local spool, and keeping them in
+ * order makes claiming simple. Nothing here syncs: a batch's next claim waits until the host
+ * reports its completion.
  */
 #ifndef HARVESTD_SPOOL_H
 #define HARVESTD_SPOOL_H
@@ -30,8 +35,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "harvestd/bhost.h"
 #include "harvestd/config.h"
-#include "harvestd/engine.h"
 
 typedef struct hv_spool_s hv_spool_t;
 
@@ -53,9 +58,10 @@ typedef struct {
 
 /**
  * Check the spool (spool_dir must exist; its subdirectories are created when missing, and
- * each must be writable). Returns 0 and *out, or an error with a message in `err`.
+ * each must be writable); its batches will run on `host`. Returns 0 and *out, or an error
+ * with a message in `err`.
  */
-int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
+int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
                   const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,
                   size_t errcap);
 
@@ -69,7 +75,7 @@ int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap);
 /** Stop claiming files (the engine drains the running batches). */
 void hv_spool_stop(hv_spool_t *sp);
 
-const hv_spool_stats_t *hv_spool_stats(const hv_spool_t *sp);
+void hv_spool_stats(const hv_spool_t *sp, hv_spool_stats_t *out);
 
 /** Close the watchers; `done` runs once their handles are closed and no batch is left. */
 void hv_spool_close(hv_spool_t *sp, void (*done)(void *ud), void *ud);

@@ -1,9 +1,9 @@
 /*
  * stream.h: the daemon's Redis source. Many daemons share one Redis stream through a
  * consumer group; each reads entries (one per input line: batch, line, url, rules; see
- * streamkeys.h), fetches them through its engine like spool batches, writes their records to
- * out/BATCH.CONSUMER.jsonl in its own spool, and acknowledges an entry only once its record
- * is durable under the fsync policy. Delivery is at least once: an entry whose daemon died
+ * streamkeys.h), fetches them through its engine like spool batches (on the same batch host,
+ * bhost.h), writes their records to out/BATCH.CONSUMER.jsonl in its own spool, and
+ * acknowledges an entry only once its record is durable under the fsync policy. Delivery is at least once: an entry whose daemon died
  * before its acknowledgement is taken over by another after redis_claim_idle, so a line may
  * have two records (the last one wins, see `harvestd merge`); it never has none.
  *
@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "harvestd/bhost.h"
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
 
@@ -68,15 +69,17 @@ typedef struct {
 } hv_stream_stats_t;
 
 /**
- * A stream source for the daemon configured by `cfg` (source includes redis), writing to
- * `out_dir` (the spool's out/). Nothing is connected before hv_stream_start(). 0 and *out, or
- * an error with a message in `err`.
+ * A stream source for the daemon configured by `cfg` (source includes redis), running its
+ * batches on `host` (whose engine is `engine`) and writing to `out_dir` (the spool's out/).
+ * Nothing is connected before hv_stream_start(). 0 and *out, or an error with a message in
+ * `err`.
  */
-int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_engine_t *engine,
-                   const char *out_dir, const hv_stream_cbs_t *cbs, void *ud, hv_stream_t **out,
-                   char *err, size_t errcap);
+int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
+                   hv_engine_t *engine, const char *out_dir, const hv_stream_cbs_t *cbs,
+                   void *ud, hv_stream_t **out, char *err, size_t errcap);
 
-/** Connect and start consuming. */
+/** Repair this consumer's outputs (a torn last line, off the loop), then connect and start
+ *  consuming. */
 void hv_stream_start(hv_stream_t *s);
 
 /** Read no more entries (the engine drains the batches; their acknowledgements still go). */

@@ -955,6 +955,13 @@ class Daemon:
 #                                     host's watch limit is used up)
 #   HV_FAULT_FSYNC=ENAME              fsync() of a file whose path contains HV_FAULT_FSYNC_PATH
 #                                     (any file when unset) fails with that errno
+#   HV_FAULT_FSYNC_DELAY_MS=N         fsync() and fdatasync() of a file whose path contains
+#                                     HV_FAULT_FSYNC_DELAY_PATH (any file when unset) sleep N ms
+#                                     first (a slow disk); with HV_TRACE_FILE each such call
+#                                     appends "fsync_held PATH" as it starts to wait
+#   HV_FAULT_SYNC_ON_MAIN=abort       fsync() or fdatasync() called on the process's main
+#                                     thread (harvestd's loop thread) prints "shim: sync on the
+#                                     main thread: PATH" on stderr and aborts
 #   HV_TRACE_FILE=PATH                appends "fsync PATH", "unlink PATH", "rename FROM TO" and
 #                                     "renameat2 FROM TO" for each such call that succeeded, in
 #                                     call order (fsync names the file through /proc/self/fd;
@@ -972,6 +979,8 @@ SHIM_SOURCE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static const struct { const char *name; int value; } errnos[] = {
@@ -1039,12 +1048,50 @@ int inotify_add_watch(int fd, const char *path, uint32_t mask)
     return ((int (*)(int, const char *, uint32_t))next("inotify_add_watch"))(fd, path, mask);
 }
 
+static void fd_path(int fd, char *path, size_t cap)
+{
+    char link[64];
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, cap - 1);
+    path[n > 0 ? n : 0] = '\0';
+}
+
+/* What every sync of `path` meets first: the main-thread check, then the delay. */
+static void before_sync(const char *path)
+{
+    const char *main_check = getenv("HV_FAULT_SYNC_ON_MAIN");
+    if (main_check != NULL && strcmp(main_check, "abort") == 0 &&
+        syscall(SYS_gettid) == getpid()) {
+        char line[4200];
+        int n = snprintf(line, sizeof(line), "shim: sync on the main thread: %s\n", path);
+        if (n > 0 && write(2, line, (size_t)n) < 0)
+            abort();
+        abort();
+    }
+    const char *delay = getenv("HV_FAULT_FSYNC_DELAY_MS");
+    const char *only = getenv("HV_FAULT_FSYNC_DELAY_PATH");
+    if (delay != NULL && delay[0] != '\0' && (only == NULL || strstr(path, only) != NULL)) {
+        long ms = strtol(delay, NULL, 10);
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        trace("fsync_held", path, NULL);
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+}
+
+int fdatasync(int fd)
+{
+    char path[4096];
+    fd_path(fd, path, sizeof(path));
+    before_sync(path);
+    return ((int (*)(int))next("fdatasync"))(fd);
+}
+
 int fsync(int fd)
 {
-    char link[64], path[4096];
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, path, sizeof(path) - 1);
-    path[n > 0 ? n : 0] = '\0';
+    char path[4096];
+    fd_path(fd, path, sizeof(path));
+    before_sync(path);
     int e = fault("HV_FAULT_FSYNC");
     const char *only = getenv("HV_FAULT_FSYNC_PATH");
     if (e != 0 && (only == NULL || strstr(path, only) != NULL)) {
