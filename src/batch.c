@@ -16,7 +16,6 @@
 
 #include "harvestd/common.h"
 #include "harvestd/log.h"
-#include "harvestd/metrics.h"
 #include "harvestd/recrawl.h"
 #include "harvestd/url.h"
 #include "harvestd/writer.h"
@@ -93,7 +92,7 @@ static int may_read_input(const hv_batch_t *b)
 static void push_result(hv_batch_t *b, hv_record_t *rec)
 {
     hv_batch_stats_t *s = &b->stats;
-    hv_metrics_record(rec);
+    hv_engine_count_record(b->e, rec);
     s->records++;
     if (rec->ok) {
         s->ok++;

@@ -71,6 +71,7 @@ struct hv_engine_s {
     int forced;
     uint64_t read_pauses;
     uint64_t retries;
+    hv_record_counts_t *records; /* where records are counted (not ours); NULL: nowhere */
     void (*closed)(void *ud);
     void *closed_ud;
 };
@@ -355,12 +356,14 @@ static int may_start_request(void *ud)
     return !e->reads_paused && !e->forced;
 }
 
-hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls)
+hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls,
+                           hv_record_counts_t *records)
 {
     hv_engine_t *e = hv_xcalloc(1, sizeof(*e));
     e->loop = loop;
     e->cfg = cfg;
     e->tls = tls;
+    e->records = records;
     TAILQ_INIT(&e->ended);
     e->pages = hv_pages_new(cfg->page_queue, cfg->page_queue_bytes);
     TAILQ_INIT(&e->flows);
@@ -532,6 +535,33 @@ void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out)
     out->has_tls = e->tls != NULL;
     if (e->tls != NULL)
         out->tls = *hv_tls_ctx_stats(e->tls);
+}
+
+void hv_engine_count_record(hv_engine_t *e, const hv_record_t *rec)
+{
+    if (e->records != NULL)
+        hv_record_counts_add(e->records, rec);
+}
+
+void hv_engine_format_stats(char *out, size_t cap, const hv_engine_stats_t *s)
+{
+    const hv_fetch_stats_t *f = &s->fetch;
+    const hv_polite_stats_t *p = &s->polite;
+    int n = snprintf(out, cap,
+                     " hwm_pages=%u hwm_page_bytes=%" PRIu64 " read_pauses=%" PRIu64
+                     " connections_opened=%" PRIu64 " connections_reused=%" PRIu64
+                     " stale_retries=%" PRIu64 " redirects=%" PRIu64 " retries=%" PRIu64
+                     " dns_lookups=%" PRIu64 " dns_hits=%" PRIu64 " robots_fetches=%" PRIu64
+                     " robots_disallowed=%" PRIu64 " throttle_decreases=%" PRIu64
+                     " throttle_increases=%" PRIu64 " hosts_throttled=%u",
+                     s->queue.hwm_pages, s->queue.hwm_bytes, s->read_pauses, f->conn.opened,
+                     f->connections_reused, f->stale_retries, f->redirects, s->retries,
+                     s->dns.lookups, s->dns.hits, p->robots_fetches, p->robots_disallowed,
+                     p->decreases, p->increases, p->throttled);
+    if (s->has_tls && n > 0 && (size_t)n < cap)
+        snprintf(out + n, cap - (size_t)n,
+                 " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
+                 s->tls.handshakes, s->tls.resumed, s->tls.failures);
 }
 
 static void on_closed(hv_handles_t *hs)

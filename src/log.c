@@ -16,11 +16,13 @@ static const char *const level_names[] = {"debug", "info", "notice", "warning", 
 /* syslog priorities of the levels above (debug 7 ... err 3) */
 static const int level_priority[] = {7, 6, 5, 4, 3};
 static int to_journal;
-static void (*before_write)(void);
+static void (*before_write)(void *ud);
+static void *before_write_ud;
 
-void hv_log_set_before(void (*fn)(void))
+void hv_log_set_before(void (*fn)(void *ud), void *ud)
 {
     before_write = fn;
+    before_write_ud = ud;
 }
 
 void hv_log_init(void)
@@ -51,7 +53,7 @@ void hv_log_write(hv_log_level_t lvl, const char *fmt, ...)
     size_t len = (size_t)n + ((size_t)m < room ? (size_t)m : room - 1);
     line[len++] = '\n';
     if (before_write != NULL)
-        before_write();
+        before_write(before_write_ud);
     /* A lost log line is better than a stalled loop: retry only EINTR. */
     ssize_t w;
     do

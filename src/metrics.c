@@ -1,5 +1,5 @@
 /*
- * metrics.c: counters and a small Prometheus endpoint on the loop.
+ * metrics.c: the page of figures, and a small Prometheus endpoint on the loop.
  *
  * Each client owns a tcp handle and a timer (the whole exchange must finish within
  * CLIENT_TIMEOUT_MS); the client is freed when both are closed. One request per connection:
@@ -20,9 +20,7 @@
 #include <sys/queue.h>
 
 #include "harvestd/common.h"
-#include "harvestd/engine.h"
 #include "harvestd/handles.h"
-#include "harvestd/log.h"
 
 #define MAX_REQUEST 8192
 #define MAX_CLIENTS 64
@@ -30,36 +28,6 @@
 #define LINGER_MS 2000
 #define LINGER_BYTES (1024 * 1024)
 #define LAG_PROBE_MS 500
-
-hv_metrics_t hv_metrics;
-
-static const double parse_bounds[HV_METRICS_PARSE_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                              0.05,  0.1,    0.25,  0.5,  1.0};
-
-void hv_metrics_record(const hv_record_t *rec)
-{
-    if (rec->ok)
-        hv_metrics.records_ok++;
-    else
-        hv_metrics.records_failed[rec->error_type]++;
-    if (rec->http_status >= 100 && rec->http_status < 600)
-        hv_metrics.http_status_class[rec->http_status / 100]++;
-    /* A 304 or an answer from the store brought no body. */
-    if (rec->bytes > 0 && !rec->not_modified && !rec->from_cache)
-        hv_metrics.body_bytes += (uint64_t)rec->bytes;
-    if (rec->parse_ns > 0)
-        hv_metrics_parse_time((double)rec->parse_ns / 1e9);
-}
-
-void hv_metrics_parse_time(double seconds)
-{
-    int i = 0;
-    while (i < HV_METRICS_PARSE_BUCKETS && seconds > parse_bounds[i])
-        i++;
-    hv_metrics.parse_buckets[i]++;
-    hv_metrics.parse_seconds_sum += seconds;
-    hv_metrics.parse_count++;
-}
 
 static void appendf(hv_buf_t *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -74,12 +42,12 @@ static void appendf(hv_buf_t *out, const char *fmt, ...)
         hv_buf_append(out, line, HV_MIN((size_t)n, sizeof(line) - 1));
 }
 
-void hv_metrics_counter(hv_buf_t *out, const char *name, const char *help, uint64_t v)
+static void counter(hv_buf_t *out, const char *name, const char *help, uint64_t v)
 {
     appendf(out, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
 
-void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double v)
+static void gauge(hv_buf_t *out, const char *name, const char *help, double v)
 {
     /* Whole numbers (bytes, entries) exactly; others to six digits. */
     if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v)
@@ -89,57 +57,57 @@ void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double 
         appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name, v);
 }
 
-void hv_metrics_render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
+static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
 {
     const hv_fetch_stats_t *f = &s->fetch;
     const hv_dns_stats_t *d = &s->dns;
 
-    hv_metrics_gauge(out, "harvestd_requests_in_flight", "Requests being downloaded.",
+    gauge(out, "harvestd_requests_in_flight", "Requests being downloaded.",
                      s->requests_in_flight);
-    hv_metrics_gauge(out, "harvestd_jobs_waiting", "URLs waiting for a request slot.",
+    gauge(out, "harvestd_jobs_waiting", "URLs waiting for a request slot.",
                      s->jobs_waiting);
-    hv_metrics_gauge(out, "harvestd_page_queue_depth", "Pages waiting for a parser.",
+    gauge(out, "harvestd_page_queue_depth", "Pages waiting for a parser.",
                      s->queue.pages);
-    hv_metrics_gauge(out, "harvestd_page_queue_bytes", "Bytes of pages waiting for a parser.",
+    gauge(out, "harvestd_page_queue_bytes", "Bytes of pages waiting for a parser.",
                      (double)s->queue.bytes);
-    hv_metrics_gauge(out, "harvestd_page_queue_high_water", "Most pages ever waiting at once.",
+    gauge(out, "harvestd_page_queue_high_water", "Most pages ever waiting at once.",
                      s->queue.hwm_pages);
-    hv_metrics_gauge(out, "harvestd_page_queue_high_water_bytes",
+    gauge(out, "harvestd_page_queue_high_water_bytes",
                      "Most page bytes ever waiting at once.", (double)s->queue.hwm_bytes);
-    hv_metrics_counter(out, "harvestd_read_pauses_total",
+    counter(out, "harvestd_read_pauses_total",
                        "Times the page queue filled and every connection stopped reading.",
                        s->read_pauses);
-    hv_metrics_gauge(out, "harvestd_batches_active", "Batches running.", s->batches);
-    hv_metrics_counter(out, "harvestd_connections_opened_total",
+    gauge(out, "harvestd_batches_active", "Batches running.", s->batches);
+    counter(out, "harvestd_connections_opened_total",
                        "TCP connects started (refused ones count, blocked addresses not).",
                        f->conn.opened);
-    hv_metrics_counter(out, "harvestd_connections_reused_total",
+    counter(out, "harvestd_connections_reused_total",
                        "Requests sent on a pooled keep-alive connection.",
                        f->connections_reused);
-    hv_metrics_counter(out, "harvestd_stale_connection_retries_total",
+    counter(out, "harvestd_stale_connection_retries_total",
                        "Requests retried because a pooled connection had been closed.",
                        f->stale_retries);
-    hv_metrics_counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
+    counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
     appendf(out, "# HELP harvestd_blocked_addresses_total Addresses the address guard refused "
                  "to connect to, by class.\n"
                  "# TYPE harvestd_blocked_addresses_total counter\n");
     for (int c = 1; c < HV_ADDR__COUNT; c++)
         appendf(out, "harvestd_blocked_addresses_total{class=\"%s\"} %" PRIu64 "\n",
                 hv_addr_class_name((hv_addr_class_t)c), f->conn.blocked[c]);
-    hv_metrics_counter(out, "harvestd_retries_total", "Retries scheduled after a transient failure.",
+    counter(out, "harvestd_retries_total", "Retries scheduled after a transient failure.",
                        s->retries);
-    hv_metrics_counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);
-    hv_metrics_counter(out, "harvestd_robots_fetches_total", "robots.txt requests made.",
+    counter(out, "harvestd_dns_lookups_total", "getaddrinfo calls made.", d->lookups);
+    counter(out, "harvestd_robots_fetches_total", "robots.txt requests made.",
                        s->polite.robots_fetches);
-    hv_metrics_counter(out, "harvestd_robots_disallowed_total",
+    counter(out, "harvestd_robots_disallowed_total",
                        "URLs not fetched because robots.txt disallows them.",
                        s->polite.robots_disallowed);
-    hv_metrics_counter(out, "harvestd_throttle_decreases_total",
+    counter(out, "harvestd_throttle_decreases_total",
                        "Times a host's pace was lowered (429/503, timeouts, latency).",
                        s->polite.decreases);
-    hv_metrics_gauge(out, "harvestd_hosts_throttled", "Hosts below their configured pace.",
+    gauge(out, "harvestd_hosts_throttled", "Hosts below their configured pace.",
                      s->polite.throttled);
-    hv_metrics_counter(out, "harvestd_dns_cache_hits_total",
+    counter(out, "harvestd_dns_cache_hits_total",
                        "Lookups answered by the cache or a lookup in flight.", d->hits);
     if (s->has_tls) {
         appendf(out,
@@ -148,74 +116,111 @@ void hv_metrics_render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                 "harvestd_tls_handshakes_total{kind=\"full\"} %" PRIu64 "\n"
                 "harvestd_tls_handshakes_total{kind=\"resumed\"} %" PRIu64 "\n",
                 s->tls.handshakes, s->tls.resumed);
-        hv_metrics_counter(out, "harvestd_tls_failures_total", "TLS handshakes that failed.",
+        counter(out, "harvestd_tls_failures_total", "TLS handshakes that failed.",
                            s->tls.failures);
     }
 }
 
-void hv_metrics_format_engine(char *out, size_t cap, const hv_engine_stats_t *s)
+static void render_records(hv_buf_t *out, const hv_record_counts_t *m)
 {
-    const hv_fetch_stats_t *f = &s->fetch;
-    const hv_polite_stats_t *p = &s->polite;
-    int n = snprintf(out, cap,
-                     " hwm_pages=%u hwm_page_bytes=%" PRIu64 " read_pauses=%" PRIu64
-                     " connections_opened=%" PRIu64 " connections_reused=%" PRIu64
-                     " stale_retries=%" PRIu64 " redirects=%" PRIu64 " retries=%" PRIu64
-                     " dns_lookups=%" PRIu64 " dns_hits=%" PRIu64 " robots_fetches=%" PRIu64
-                     " robots_disallowed=%" PRIu64 " throttle_decreases=%" PRIu64
-                     " throttle_increases=%" PRIu64 " hosts_throttled=%u",
-                     s->queue.hwm_pages, s->queue.hwm_bytes, s->read_pauses, f->conn.opened,
-                     f->connections_reused, f->stale_retries, f->redirects, s->retries,
-                     s->dns.lookups, s->dns.hits, p->robots_fetches, p->robots_disallowed,
-                     p->decreases, p->increases, p->throttled);
-    if (s->has_tls && n > 0 && (size_t)n < cap)
-        snprintf(out + n, cap - (size_t)n,
-                 " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
-                 s->tls.handshakes, s->tls.resumed, s->tls.failures);
-}
-
-static void render_page(hv_buf_t *out)
-{
-    const hv_metrics_t *m = &hv_metrics;
     uint64_t failed = 0;
     for (int t = 0; t < HV_ET__COUNT; t++)
-        failed += m->records_failed[t];
+        failed += m->failed[t];
 
     appendf(out, "# HELP harvestd_records_total Records written, by status.\n"
                  "# TYPE harvestd_records_total counter\n"
                  "harvestd_records_total{status=\"ok\"} %" PRIu64 "\n"
                  "harvestd_records_total{status=\"failed\"} %" PRIu64 "\n",
-            m->records_ok, failed);
+            m->ok, failed);
     appendf(out, "# HELP harvestd_record_errors_total Failed records, by error_type.\n"
                  "# TYPE harvestd_record_errors_total counter\n");
     for (int t = 1; t < HV_ET__COUNT; t++)
         appendf(out, "harvestd_record_errors_total{error_type=\"%s\"} %" PRIu64 "\n",
-                hv_error_type_name((hv_error_type_t)t), m->records_failed[t]);
+                hv_error_type_name((hv_error_type_t)t), m->failed[t]);
     appendf(out, "# HELP harvestd_http_responses_total Final HTTP responses, by status class.\n"
                  "# TYPE harvestd_http_responses_total counter\n");
     for (int c = 1; c <= 5; c++)
         appendf(out, "harvestd_http_responses_total{class=\"%dxx\"} %" PRIu64 "\n", c,
                 m->http_status_class[c]);
-    hv_metrics_counter(out, "harvestd_downloaded_bytes_total",
+    counter(out, "harvestd_downloaded_bytes_total",
                        "Decoded body bytes of the pages downloaded.", m->body_bytes);
     appendf(out, "# HELP harvestd_parse_duration_seconds Time to parse one page.\n"
                  "# TYPE harvestd_parse_duration_seconds histogram\n");
     uint64_t cum = 0;
-    for (int i = 0; i < HV_METRICS_PARSE_BUCKETS; i++) {
+    for (int i = 0; i < HV_PARSE_BUCKETS; i++) {
         cum += m->parse_buckets[i];
         appendf(out, "harvestd_parse_duration_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
-                parse_bounds[i], cum);
+                hv_parse_bucket_bounds[i], cum);
     }
-    cum += m->parse_buckets[HV_METRICS_PARSE_BUCKETS];
+    cum += m->parse_buckets[HV_PARSE_BUCKETS];
     appendf(out,
             "harvestd_parse_duration_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n"
             "harvestd_parse_duration_seconds_sum %.6f\n"
             "harvestd_parse_duration_seconds_count %" PRIu64 "\n",
             cum, m->parse_seconds_sum, m->parse_count);
-    hv_metrics_gauge(out, "harvestd_event_loop_lag_seconds",
-                     "Delay of the event loop at the last probe.", m->loop_lag_seconds);
-    hv_metrics_gauge(out, "harvestd_event_loop_lag_max_seconds",
-                     "Largest event-loop delay seen.", m->loop_lag_max_seconds);
+}
+
+static void render_spool(hv_buf_t *out, const hv_spool_stats_t *s)
+{
+    counter(out, "harvestd_batches_completed_total", "Spool batches completed.", s->completed);
+    counter(out, "harvestd_batches_rejected_total", "Spool files rejected.", s->rejected);
+    counter(out, "harvestd_batches_resumed_total", "Spool batches resumed at start-up.",
+            s->resumed);
+}
+
+static void render_stream(hv_buf_t *out, const hv_stream_stats_t *st)
+{
+    gauge(out, "harvestd_redis_up", "1 while both Redis connections are open.", (double)st->up);
+    gauge(out, "harvestd_stream_entries_held",
+          "Stream entries delivered to this daemon and not yet acknowledged.", (double)st->held);
+    gauge(out, "harvestd_stream_acks_waiting",
+          "Held entries whose record is durable, waiting for their XACK.",
+          (double)st->acks_waiting);
+    gauge(out, "harvestd_stream_batches_open", "Stream batch outputs open.",
+          (double)st->batches);
+    counter(out, "harvestd_stream_entries_read_total", "Stream entries received by XREADGROUP.",
+            st->read);
+    counter(out, "harvestd_stream_entries_reclaimed_total",
+            "Stream entries taken over from idle consumers.", st->reclaimed);
+    counter(out, "harvestd_stream_entries_acked_total",
+            "Stream entries acknowledged after their record was durable.", st->acked);
+    counter(out, "harvestd_stream_entries_lost_total",
+            "Held entries another consumer took over meanwhile.", st->lost);
+    counter(out, "harvestd_stream_entries_invalid_total",
+            "Stream entries without a url, with unknown rules, or deleted.", st->invalid);
+    counter(out, "harvestd_redis_disconnects_total", "Redis connections lost.", st->reconnects);
+}
+
+static void render_recrawl(hv_buf_t *out, const hv_recrawl_stats_t *st)
+{
+    counter(out, "harvestd_recrawl_lookups_total", "URLs looked up in the re-crawling store.",
+            st->lookups);
+    counter(out, "harvestd_recrawl_conditional_total", "URLs fetched with the stored validators.",
+            st->conditional);
+    counter(out, "harvestd_recrawl_not_modified_total",
+            "Conditional requests answered 304 Not Modified.", st->not_modified);
+    counter(out, "harvestd_recrawl_unchanged_total", "200 answers whose body was the stored one.",
+            st->unchanged);
+    counter(out, "harvestd_recrawl_from_cache_total",
+            "URLs answered from the store without a request (recrawl_min_age).", st->from_cache);
+    counter(out, "harvestd_recrawl_requests_avoided_total", "Requests not made: answers from the store.",
+            st->from_cache);
+    counter(out, "harvestd_recrawl_body_bytes_avoided_total",
+            "Stored body bytes not transferred (304s and answers from the store).",
+            st->bytes_avoided);
+    counter(out, "harvestd_store_entries_written_total",
+            "Store entries committed after their record was durable.", st->stored);
+    counter(out, "harvestd_store_entries_not_stored_total",
+            "ok records not stored (no-store, too large, store full or failing).", st->not_stored);
+    counter(out, "harvestd_store_commits_total", "Store transactions committed.", st->commits);
+    counter(out, "harvestd_store_commit_errors_total",
+            "Store transactions that failed (storing then stops).", st->commit_errors);
+    gauge(out, "harvestd_store_full", "1 once the store reached state_max_bytes.",
+          (double)st->full);
+    gauge(out, "harvestd_store_entries", "Entries in the store.", (double)st->entries);
+    gauge(out, "harvestd_store_bytes", "Bytes of the store in use.", (double)st->bytes_used);
+    gauge(out, "harvestd_store_max_bytes", "The store's bound (state_max_bytes).",
+          (double)st->map_bytes);
 }
 
 /* ---- server ---- */
@@ -243,8 +248,9 @@ struct hv_metrics_server_s {
     uv_tcp_t listener;
     uv_timer_t lag;
     uint64_t lag_expected_ns;
-    hv_metrics_render_cb render;
-    void *ud;
+    double lag_seconds;       /* at the last probe */
+    double lag_max_seconds;
+    const hv_metrics_view_t *view;
     TAILQ_HEAD(, client_s) clients;
     unsigned nclients;
     hv_handles_t handles;      /* lag probe, listener */
@@ -254,8 +260,44 @@ struct hv_metrics_server_s {
     void *done_ud;
 };
 
-static llhttp_settings_t req_settings;
-static int req_settings_ready;
+static int on_url(llhttp_t *p, const char *at, size_t len);
+static int on_request_complete(llhttp_t *p);
+
+static const llhttp_settings_t req_settings = {
+    .on_url = on_url,
+    .on_message_complete = on_request_complete,
+};
+
+void hv_metrics_render(hv_buf_t *out, const hv_metrics_view_t *view,
+                       const hv_metrics_server_t *m)
+{
+    static const hv_record_counts_t none;
+    render_records(out, view->records != NULL ? view->records : &none);
+    gauge(out, "harvestd_event_loop_lag_seconds", "Delay of the event loop at the last probe.",
+          m != NULL ? m->lag_seconds : 0.0);
+    gauge(out, "harvestd_event_loop_lag_max_seconds", "Largest event-loop delay seen.",
+          m != NULL ? m->lag_max_seconds : 0.0);
+    if (view->engine != NULL) {
+        hv_engine_stats_t st;
+        hv_engine_stats(view->engine, &st);
+        render_engine(out, &st);
+    }
+    if (view->spool != NULL) {
+        hv_spool_stats_t s;
+        hv_spool_stats(view->spool, &s);
+        render_spool(out, &s);
+    }
+    if (view->stream != NULL) {
+        hv_stream_stats_t s;
+        hv_stream_stats(view->stream, &s);
+        render_stream(out, &s);
+    }
+    if (view->recrawl != NULL) {
+        hv_recrawl_stats_t s;
+        hv_recrawl_stats(view->recrawl, &s);
+        render_recrawl(out, &s);
+    }
+}
 
 static void maybe_done(struct hv_metrics_server_s *m)
 {
@@ -375,9 +417,7 @@ static int on_request_complete(llhttp_t *p)
     } else {
         hv_buf_t body;
         hv_buf_init(&body, (size_t)16 << 20);
-        render_page(&body);
-        if (m->render != NULL)
-            m->render(m->ud, &body);
+        hv_metrics_render(&body, m->view, m);
         respond(c, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", &body);
         hv_buf_free(&body);
     }
@@ -456,9 +496,9 @@ static void on_lag_probe(uv_timer_t *t)
     struct hv_metrics_server_s *m = t->data;
     uint64_t now = uv_hrtime();
     double lag = now > m->lag_expected_ns ? (double)(now - m->lag_expected_ns) / 1e9 : 0.0;
-    hv_metrics.loop_lag_seconds = lag;
-    if (lag > hv_metrics.loop_lag_max_seconds)
-        hv_metrics.loop_lag_max_seconds = lag;
+    m->lag_seconds = lag;
+    if (lag > m->lag_max_seconds)
+        m->lag_max_seconds = lag;
     m->lag_expected_ns = now + (uint64_t)LAG_PROBE_MS * 1000000u;
 }
 
@@ -482,12 +522,6 @@ static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
     uv_timer_start(&m->lag, on_lag_probe, LAG_PROBE_MS, LAG_PROBE_MS);
     uv_unref((uv_handle_t *)&m->lag); /* the probe alone never keeps the loop alive */
     return m;
-}
-
-int hv_metrics_probe_start(uv_loop_t *loop, hv_metrics_server_t **out)
-{
-    *out = server_new(loop);
-    return 0;
 }
 
 static int parse_listen(const char *listen, struct sockaddr_storage *ss)
@@ -515,25 +549,18 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss)
     return UV_EINVAL;
 }
 
-int hv_metrics_start(uv_loop_t *loop, const char *listen, hv_metrics_render_cb render, void *ud,
+int hv_metrics_start(uv_loop_t *loop, const char *listen, const hv_metrics_view_t *view,
                      hv_metrics_server_t **out, char *err, size_t errcap)
 {
     struct sockaddr_storage ss;
     *out = NULL;
-    if (!req_settings_ready) {
-        llhttp_settings_init(&req_settings);
-        req_settings.on_url = on_url;
-        req_settings.on_message_complete = on_request_complete;
-        req_settings_ready = 1;
-    }
     if (parse_listen(listen, &ss) != 0) {
         snprintf(err, errcap, "metrics_listen: '%s' is not ADDRESS:PORT (e.g. 127.0.0.1:9464)",
                  listen);
         return UV_EINVAL;
     }
     struct hv_metrics_server_s *m = server_new(loop);
-    m->render = render;
-    m->ud = ud;
+    m->view = view;
     uv_tcp_init(loop, &m->listener);
     m->listener.data = m;
     hv_handles_own(&m->handles, (uv_handle_t *)&m->listener);

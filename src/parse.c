@@ -213,7 +213,7 @@ static int found_something(const char *fields)
 static void finish_item(item_t *it)
 {
     hv_record_t *rec = it->rec;
-    /* Observed with the record (hv_metrics_record), so that a scrape never counts a parse
+    /* Observed with the record (hv_record_counts_add), so that a scrape never counts a parse
      * whose record is not counted yet. */
     rec->parse_ns = it->ns > 0 ? it->ns : 1;
     if (it->charset[0] != '\0') {

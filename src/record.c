@@ -131,6 +131,31 @@ hv_record_state_t *hv_record_state_new(hv_record_t *r, const char *key)
     return st;
 }
 
+const double hv_parse_bucket_bounds[HV_PARSE_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                         0.05,  0.1,    0.25,  0.5,  1.0};
+
+void hv_record_counts_add(hv_record_counts_t *c, const hv_record_t *rec)
+{
+    if (rec->ok)
+        c->ok++;
+    else
+        c->failed[rec->error_type]++;
+    if (rec->http_status >= 100 && rec->http_status < 600)
+        c->http_status_class[rec->http_status / 100]++;
+    /* A 304 or an answer from the store brought no body. */
+    if (rec->bytes > 0 && !rec->not_modified && !rec->from_cache)
+        c->body_bytes += (uint64_t)rec->bytes;
+    if (rec->parse_ns > 0) {
+        double seconds = (double)rec->parse_ns / 1e9;
+        int i = 0;
+        while (i < HV_PARSE_BUCKETS && seconds > hv_parse_bucket_bounds[i])
+            i++;
+        c->parse_buckets[i]++;
+        c->parse_seconds_sum += seconds;
+        c->parse_count++;
+    }
+}
+
 const char *hv_error_type_name(hv_error_type_t t)
 {
     /* A value past the table, or a hole left when the enum grew: "" rather than NULL. */

@@ -33,6 +33,7 @@ typedef struct sbatch_s {
     char *crash_path;         /* out/NAME.crashes: input lines whose page crashed the parser */
     int lock_fd;
     int complete;             /* completed before an interruption: only moved to done/ */
+    int startup;              /* found by the start-up scan, not yet started */
     TAILQ_ENTRY(sbatch_s) link;
 } sbatch_t;
 
@@ -57,6 +58,9 @@ struct hv_spool_s {
     void *closed_ud;
     TAILQ_HEAD(, sbatch_s) batches;
     unsigned nactive;
+    int first_scan;            /* hv_spool_start()'s scan runs */
+    unsigned starting;         /* batches of that scan not yet started or ended */
+    int ready_told;
     hv_spool_stats_t stats;
 };
 
@@ -234,6 +238,24 @@ static void on_handles_closed(hv_handles_t *hs)
     maybe_closed(sp);
 }
 
+/* Ready once the start-up scan's batches have all started (or ended). */
+static void maybe_ready(hv_spool_t *sp)
+{
+    if (sp->ready_told || sp->first_scan || sp->starting > 0)
+        return;
+    sp->ready_told = 1;
+    sp->cbs.on_ready(sp->ud);
+}
+
+static void started(sbatch_t *sb)
+{
+    if (sb->startup) {
+        sb->startup = 0;
+        sb->sp->starting--;
+        maybe_ready(sb->sp);
+    }
+}
+
 /* A batch slot is free: claim from the timer, never from inside the host's report. */
 static void rescan_soon(hv_spool_t *sp)
 {
@@ -257,6 +279,7 @@ static void on_batch_start(void *ud, hv_hosted_t *hb, const hv_hosted_prep_t *pr
     HV_LOG(HV_LOG_NOTICE, "event=batch_start batch=\"%s\" output=\"%s\" resume=%d", sb->name,
            sb->out_path, prep->resumed);
     sp->cbs.on_progress(sp->ud);
+    started(sb);
 }
 
 /* The batch is over, and when it completed its completion steps are durable (bhost.h). */
@@ -299,6 +322,7 @@ static void on_batch_end(void *ud, hv_hosted_t *hb, const hv_hosted_end_t *end)
     }
     TAILQ_REMOVE(&sp->batches, sb, link);
     sp->nactive--;
+    started(sb);
     sbatch_free(sb);
     sp->cbs.on_progress(sp->ud);
     rescan_soon(sp);
@@ -404,6 +428,10 @@ static void start_batch(hv_spool_t *sp, const char *name, int lock_fd, int resum
     };
     TAILQ_INSERT_TAIL(&sp->batches, sb, link);
     sp->nactive++;
+    if (sp->first_scan) {
+        sb->startup = 1;
+        sp->starting++;
+    }
     hv_bhost_start(sp->host, &opts, src, &hosted_cbs, sb);
     return;
 
@@ -672,7 +700,10 @@ int hv_spool_start(hv_spool_t *sp, char *err, size_t errcap)
                sp->incoming, uv_strerror(rc), uv_err_name(rc), watch_hint(rc),
                sp->cfg->rescan_interval_ms);
     uv_timer_start(&sp->timer, on_timer, sp->cfg->rescan_interval_ms, sp->cfg->rescan_interval_ms);
+    sp->first_scan = 1;
     scan(sp);
+    sp->first_scan = 0;
+    maybe_ready(sp);
     return 0;
 }
 

@@ -1158,6 +1158,7 @@ static void on_outputs_repaired(void *ud)
     s->repairing = 0;
     if (s->closing || s->stopping) {
         wake(s); /* finish_close waited for the repair */
+        s->cbs.on_progress(s->ud); /* so did the daemon's stop */
         return;
     }
     uint64_t now = now_ms(s);
@@ -1169,6 +1170,7 @@ static void on_outputs_repaired(void *ud)
            s->cfg->redis_group, s->consumer, bound(s), s->cfg->redis_claim_idle_ms);
     link_connect(&s->wr);
     link_connect(&s->rd);
+    s->cbs.on_ready(s->ud);
 }
 
 void hv_stream_start(hv_stream_t *s)

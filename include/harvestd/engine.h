@@ -82,8 +82,10 @@ typedef struct hv_engine_stats_s {
     hv_tls_stats_t tls;
 } hv_engine_stats_t;
 
-/** `tls` (shared, outlives the engine) serves https URLs. */
-hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls);
+/** `tls` (shared, outlives the engine) serves https URLs; every record handed to a batch's
+ *  output is counted into `records` (outlives the engine; NULL: not counted). */
+hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t *tls,
+                           hv_record_counts_t *records);
 
 struct hv_recrawl_s;
 
@@ -133,6 +135,13 @@ unsigned hv_engine_batches(const hv_engine_t *e);
 unsigned hv_engine_waiting(const hv_engine_t *e);
 
 void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out);
+
+/** Count a record on its way to its batch's output (every record, whoever made it), into the
+ *  engine's `records`. */
+void hv_engine_count_record(hv_engine_t *e, const hv_record_t *rec);
+
+/** Format the engine's summary fields (" hwm_pages=... tls_resumed=...") into `out`. */
+void hv_engine_format_stats(char *out, size_t cap, const hv_engine_stats_t *s);
 
 /**
  * Close the engine once no flow is left: robots.txt requests, idle connections, the DNS

@@ -30,8 +30,9 @@ void hv_log_init(void);
 
 void hv_log_write(hv_log_level_t lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/** A function run before every log line (e.g. to clear a progress line on a terminal). */
-void hv_log_set_before(void (*fn)(void));
+/** A function run with `ud` before every log line (e.g. to clear a progress line on a
+ *  terminal); NULL: none. Loop thread only, like HV_LOG. */
+void hv_log_set_before(void (*fn)(void *ud), void *ud);
 
 /** Parse "debug|info|notice|warning|error"; 0 on success, UV_EINVAL otherwise. */
 int hv_log_level_parse(const char *name, hv_log_level_t *out);

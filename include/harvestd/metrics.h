@@ -1,10 +1,13 @@
 /*
- * metrics.h: process-wide counters and the Prometheus text endpoint.
+ * metrics.h: the Prometheus text endpoint and the rendering of every module's figures.
  *
- * Modules bump counters in hv_metrics (loop thread only: no atomics needed). The endpoint
- * (metrics_listen, off by default) serves GET /metrics from the same loop, parsing requests
- * with llhttp; requests are bounded in size and time, anything else gets 400/404/405, and
- * every connection closes after its response.
+ * The figures are owned where they are counted (the engine's stats, with the records it
+ * counted; the spool's, the stream's and the store's); this module only renders them, from
+ * the objects a view names, when a scrape comes. The endpoint (metrics_listen, off by
+ * default) serves GET /metrics from the same loop, parsing requests with llhttp; requests are
+ * bounded in size and time, anything else gets 400/404/405, and every connection closes
+ * after its response. It also probes the loop's lag (a timer that measures how late it
+ * fires), which the page reports.
  */
 #ifndef HARVESTD_METRICS_H
 #define HARVESTD_METRICS_H
@@ -13,58 +16,37 @@
 #include <uv.h>
 
 #include "harvestd/buf.h"
-#include "harvestd/record.h"
+#include "harvestd/engine.h"
+#include "harvestd/recrawl.h"
+#include "harvestd/spool.h"
+#include "harvestd/stream.h"
 
-/* Upper bounds (seconds) of the parse-time histogram buckets; +Inf is implicit. */
-#define HV_METRICS_PARSE_BUCKETS 10
-
+/** What the page shows: the objects alive now (NULL: absent, their lines are left out) and
+ *  the record counts (the engine counts into them; they outlive it). The owner keeps it
+ *  current; the server reads it at each scrape. */
 typedef struct {
-    uint64_t records_ok;
-    uint64_t records_failed[HV_ET__COUNT];
-    uint64_t http_status_class[6];      /* [2] = 2xx ... ; [0] unused */
-    uint64_t body_bytes;                /* decoded bytes of pages downloaded */
-    uint64_t parse_buckets[HV_METRICS_PARSE_BUCKETS + 1];
-    double parse_seconds_sum;
-    uint64_t parse_count;
-    double loop_lag_seconds;            /* last measured event-loop delay */
-    double loop_lag_max_seconds;
-} hv_metrics_t;
-
-extern hv_metrics_t hv_metrics;
-
-/** Count one finished record (and its parse time, if it was parsed). */
-void hv_metrics_record(const hv_record_t *rec);
-/** Count one parse of `seconds`. */
-void hv_metrics_parse_time(double seconds);
-
-/** Appends gauge/counter lines owned by others (engine, spool) to the page. */
-typedef void (*hv_metrics_render_cb)(void *ud, hv_buf_t *out);
+    const hv_record_counts_t *records;
+    hv_engine_t *engine;
+    hv_spool_t *spool;
+    hv_stream_t *stream;
+    hv_recrawl_t *recrawl;
+} hv_metrics_view_t;
 
 typedef struct hv_metrics_server_s hv_metrics_server_t;
 
 /**
- * Listen on `listen` ("127.0.0.1:9464", "[::1]:9464") and serve the metrics page. Also starts
- * the loop-lag probe. Returns 0, or an error with a message in `err`.
+ * Listen on `listen` ("127.0.0.1:9464", "[::1]:9464") and serve the page of `view` (which
+ * outlives the server). Also starts the loop-lag probe. Returns 0, or an error with a message
+ * in `err`.
  */
-int hv_metrics_start(uv_loop_t *loop, const char *listen, hv_metrics_render_cb render, void *ud,
+int hv_metrics_start(uv_loop_t *loop, const char *listen, const hv_metrics_view_t *view,
                      hv_metrics_server_t **out, char *err, size_t errcap);
-
-/** Start only the loop-lag probe (no endpoint); for --once progress figures. */
-int hv_metrics_probe_start(uv_loop_t *loop, hv_metrics_server_t **out);
 
 /** Close the listener, its clients and the probe. `done` runs when all handles are closed. */
 void hv_metrics_close(hv_metrics_server_t *m, void (*done)(void *ud), void *ud);
 
-struct hv_engine_stats_s;
-
-/** Append the engine's Prometheus lines (queues, connections, retries, robots, TLS, DNS). */
-void hv_metrics_render_engine(hv_buf_t *out, const struct hv_engine_stats_s *s);
-
-/** Format the engine's summary fields (" hwm_pages=... tls_resumed=...") into `out`. */
-void hv_metrics_format_engine(char *out, size_t cap, const struct hv_engine_stats_s *s);
-
-/** Append "name value\n" with HELP/TYPE lines (helpers for render callbacks). */
-void hv_metrics_counter(hv_buf_t *out, const char *name, const char *help, uint64_t v);
-void hv_metrics_gauge(hv_buf_t *out, const char *name, const char *help, double v);
+/** Append the whole page of `view` to `out`, with the loop lag `m` measured (NULL: 0). */
+void hv_metrics_render(hv_buf_t *out, const hv_metrics_view_t *view,
+                       const hv_metrics_server_t *m);
 
 #endif

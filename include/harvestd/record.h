@@ -127,6 +127,24 @@ void hv_record_free(hv_record_t *r);
 /** "InvalidUrl", "DnsError", ...; "" for HV_ET_NONE. */
 const char *hv_error_type_name(hv_error_type_t t);
 
+/* Upper bounds (seconds) of the parse-time histogram's buckets; +Inf is implicit. */
+#define HV_PARSE_BUCKETS 10
+extern const double hv_parse_bucket_bounds[HV_PARSE_BUCKETS];
+
+/** Records counted as they reach their batch's output (the record figures of /metrics). */
+typedef struct {
+    uint64_t ok;
+    uint64_t failed[HV_ET__COUNT];      /* by error_type */
+    uint64_t http_status_class[6];      /* [2] = 2xx ... ; [0] unused */
+    uint64_t body_bytes;                /* decoded bytes of the pages downloaded */
+    uint64_t parse_buckets[HV_PARSE_BUCKETS + 1];
+    double parse_seconds_sum;
+    uint64_t parse_count;
+} hv_record_counts_t;
+
+/** Count `rec` (and its parse time, if it was parsed) into `c`. */
+void hv_record_counts_add(hv_record_counts_t *c, const hv_record_t *rec);
+
 /** "input", "download", "parse"; NULL for HV_STAGE_NONE. */
 const char *hv_stage_name(hv_stage_t s);
 

@@ -46,6 +46,9 @@ typedef struct {
     void (*on_fatal)(void *ud, int err, const char *detail);
     /** Something changed that a status line would show. */
     void (*on_progress)(void *ud);
+    /** Once, after hv_spool_start(): every batch its start-up scan found (resumed or new)
+     *  has started on the host, or ended (possibly from inside hv_spool_start()). */
+    void (*on_ready)(void *ud);
 } hv_spool_cbs_t;
 
 typedef struct {

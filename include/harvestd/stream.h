@@ -53,6 +53,9 @@ typedef struct {
     void (*on_fatal)(void *ud, int err, const char *detail);
     /** A batch ended (for the daemon's stop sequence and status). */
     void (*on_progress)(void *ud);
+    /** Once, after hv_stream_start(): the outputs are repaired and the connections begun.
+     *  Not when stopped first. */
+    void (*on_ready)(void *ud);
 } hv_stream_cbs_t;
 
 typedef struct {

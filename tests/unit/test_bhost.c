@@ -141,7 +141,7 @@ static void fx_init(fx_t *f)
     ASSERT_OK(uv_loop_init(&f->loop));
     hv_config_defaults(&f->cfg);
     ASSERT_OK(hv_config_finish(&f->cfg, err, sizeof(err)));
-    f->engine = hv_engine_new(&f->loop, &f->cfg, NULL);
+    f->engine = hv_engine_new(&f->loop, &f->cfg, NULL, NULL);
     f->host = hv_bhost_new(f->engine);
     hv_bhost__set_step_hook(f->host, record_step);
     snprintf(f->out, sizeof(f->out), "%s/out", hv_test_tmpdir());
