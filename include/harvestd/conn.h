@@ -89,7 +89,6 @@ struct hv_conn_s {
     void *pool_host;
     TAILQ_ENTRY(hv_conn_s) pool_link;
     TAILQ_ENTRY(hv_conn_s) lru_link;
-    TAILQ_ENTRY(hv_conn_s) active_link;
 
     /* private */
     hv_conn_env_t *_env;
