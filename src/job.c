@@ -17,7 +17,7 @@ hv_job_t *hv_job_new(uint64_t id, hv_job_kind_t kind, hv_record_t *rec, hv_url_t
     return job;
 }
 
-void hv_job_fill_record(hv_job_t *job, uint64_t now)
+void hv_job_fill_record(const hv_job_t *job, uint64_t now)
 {
     hv_record_t *rec = job->rec;
     free(rec->url);

@@ -89,8 +89,8 @@ hv_job_t *hv_job_new(uint64_t id, hv_job_kind_t kind, hv_record_t *rec, hv_url_t
 void hv_job_free(hv_job_t *job);
 
 /** Write where and how far the job got into its record (url, redirects, attempts, elapsed,
- * fetched_at), at loop time `now`. */
-void hv_job_fill_record(hv_job_t *job, uint64_t now);
+ * fetched_at), at loop time `now`; the job itself is not changed. */
+void hv_job_fill_record(const hv_job_t *job, uint64_t now);
 
 /** Take the job's record (the job no longer holds it). */
 hv_record_t *hv_job_take_record(hv_job_t *job);
