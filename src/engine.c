@@ -195,6 +195,8 @@ static int retry_later(hv_engine_t *e, hv_job_t *job)
     double rnd = (double)random() / (double)RAND_MAX;
     if (e->stopping || !hv_retry_job(e->cfg, job, rnd, uv_now(e->loop), &plan))
         return 0;
+    job->attempts++;
+    hv_fetch_next_attempt(job);
     e->retries++;
     hv_sched_delay(e->sched, job, plan.at);
     return 1;

@@ -693,6 +693,22 @@ static void req_on_timeout(hv_conn_t *c)
     }
 }
 
+void hv_fetch_next_attempt(hv_job_t *job)
+{
+    hv_record_t *rec = job->rec;
+    rec->ok = 1;
+    rec->stage = HV_STAGE_NONE;
+    rec->error_type = HV_ET_NONE;
+    rec->detail = HV_D_NONE;
+    free(rec->error);
+    rec->error = NULL;
+    rec->http_status = 0;
+    free(rec->content_type);
+    rec->content_type = NULL;
+    job->deadline_ms = 0; /* set when the attempt starts (hv_fetch_start) */
+    job->fresh_conn_retried = 0;
+}
+
 void hv_fetch_pause(hv_fetch_t *f)
 {
     hv_req_t *r;

@@ -52,6 +52,14 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
  * valid while the job holds its slot) names where. It may end at once, through on_end. */
 void hv_fetch_start(hv_fetch_t *f, hv_job_t *job);
 
+/**
+ * `job` failed and is to be tried again (hv_retry_job() said so): its record forgets what the
+ * failed attempt said (the failure, HTTP status and content type), and the next attempt gets
+ * a total deadline and an allowance for a stale pooled connection of its own. The engine
+ * counts the attempt.
+ */
+void hv_fetch_next_attempt(hv_job_t *job);
+
 void hv_fetch_pause(hv_fetch_t *f);
 void hv_fetch_resume(hv_fetch_t *f);
 
