@@ -165,8 +165,7 @@ static void on_start(void *ud, hv_job_t *job)
              * can be considered in this same kick. */
             job->robots_retry = robots_retry;
             hv_sched_done(e->sched, job);
-            job->end = HV_JOB_FAILED;
-            on_fetch_end(e, job);
+            hv_fetch_end_unsent(e->fetch, job);
             return;
         }
         job->pol = pol;
@@ -245,8 +244,7 @@ static void job_ended(hv_engine_t *e, hv_job_t *job)
         break;
     case HV_JOB_GOT_PAGE:
         feedback(e, job);
-        hv_pages_push(e->pages, f, hv_job_take_record(job), job->body, job->body_len);
-        job->body = NULL;
+        hv_pages_push(e->pages, f, hv_job_take_record(job), hv_job_take_body(job), job->body_len);
         hv_job_free(job);
         f->pages++;
         break;

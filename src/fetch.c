@@ -455,8 +455,6 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
     hv_req_t *r = hv_xcalloc(1, sizeof(*r));
     uint64_t now = uv_now(f->loop);
 
-    if (job->started_ms == 0)
-        job->started_ms = now;
     if (job->deadline_ms == 0) /* per attempt; redirects stay within it */
         job->deadline_ms = now + f->cfg->total_timeout_ms;
     r->f = f;
@@ -469,6 +467,12 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
         return;
     }
     open_conn(r, 1);
+}
+
+void hv_fetch_end_unsent(hv_fetch_t *f, hv_job_t *job)
+{
+    job->end = HV_JOB_FAILED;
+    f->on_end(f->ud, job);
 }
 
 static void req_on_connect(hv_conn_t *c, int status)

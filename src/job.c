@@ -35,6 +35,13 @@ hv_record_t *hv_job_take_record(hv_job_t *job)
     return rec;
 }
 
+char *hv_job_take_body(hv_job_t *job)
+{
+    char *body = job->body;
+    job->body = NULL;
+    return body;
+}
+
 void hv_job_free(hv_job_t *job)
 {
     hv_record_free(job->rec);
