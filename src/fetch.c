@@ -9,7 +9,8 @@
  * Connection ownership moves with the request: while a request runs, its connection's
  * callbacks point at the request; when the response allows reuse the connection moves to its
  * host's idle pool (callbacks point at the pool), otherwise it is closed at once. The pool is
- * fetch's own, keyed like the scheduler's hosts ("scheme://host:port"), and outlives them.
+ * fetch's own, keyed like the scheduler's hosts ("scheme://host:port" of the job's URL), and
+ * outlives them.
  *
  * fetch never calls the scheduler: a request that ends sets job->end and hands the job to
  * on_end, which only records it; the engine's pass releases the slot and decides what comes
@@ -22,15 +23,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 #include "harvestd/common.h"
 #include "harvestd/conn.h"
 #include "harvestd/http.h"
 #include "harvestd/log.h"
-#include "harvestd/sched.h"
 
 /* Largest redirect or error body we read just to keep the connection reusable. */
 #define MAX_DRAIN (64 * 1024)
+
+/* Room for a pool key: scheme, host and port of a URL. */
+#define POOL_KEY_MAX (HV_URL_MAX + 32)
 
 typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
 
@@ -132,6 +136,14 @@ static void set_state(hv_req_t *r, rq_state_t st)
 }
 
 /* ---- the idle pool ---- */
+
+/* The pool a connection to `u` belongs to: "scheme://host:port" into `out`. */
+static const char *pool_key(const hv_url_t *u, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s://%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
+             (unsigned)u->port);
+    return out;
+}
 
 static void pool_remove(hv_fetch_t *f, hv_conn_t *c)
 {
@@ -426,8 +438,9 @@ static void send_request(hv_req_t *r)
 static void open_conn(hv_req_t *r, int allow_pool)
 {
     hv_fetch_t *f = r->f;
-    const hv_host_t *h = r->job->host;
-    hv_conn_t *c = allow_pool ? pool_take(f, h->key) : NULL;
+    const hv_url_t *u = &r->job->url;
+    char key[POOL_KEY_MAX];
+    hv_conn_t *c = allow_pool ? pool_take(f, pool_key(u, key, sizeof(key))) : NULL;
 
     if (c != NULL) {
         f->stats.connections_reused++;
@@ -438,8 +451,8 @@ static void open_conn(hv_req_t *r, int allow_pool)
         send_request(r);
         return;
     }
-    hv_tls_ctx_t *tls = h->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
-    int rc = hv_conn_connect(&f->conn_env, tls, h->name, h->is_ip, h->port, &req_cbs, r, &c);
+    hv_tls_ctx_t *tls = u->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
+    int rc = hv_conn_connect(&f->conn_env, tls, u->host, u->host_is_ip, u->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
         return;
@@ -581,10 +594,12 @@ static void response_complete(hv_req_t *r)
 
     r->conn = NULL;
     c->requests++;
-    if (r->http.keep_alive)
-        pool_put(f, c, r->job->host->key);
-    else
+    if (r->http.keep_alive) {
+        char key[POOL_KEY_MAX];
+        pool_put(f, c, pool_key(&r->job->url, key, sizeof(key)));
+    } else {
         hv_conn_close(c);
+    }
 
     r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
     if (r->fail_type != HV_ET_NONE)

@@ -48,8 +48,8 @@ typedef struct {
 hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
                          hv_tls_ctx_t *tls, hv_fetch_end_cb on_end, void *ud);
 
-/** Begin downloading a job that the scheduler dispatched: job->host (the scheduler's entry,
- * valid while the job holds its slot) names where. It may end at once, through on_end. */
+/** Begin downloading a job that the scheduler dispatched, from job->url. It may end at once,
+ * through on_end. */
 void hv_fetch_start(hv_fetch_t *f, hv_job_t *job);
 
 /** End a dispatched job that makes no request (robots.txt refused it: its record says why)
