@@ -8,8 +8,9 @@
  *
  * Connection ownership moves with the request: while a request runs, its connection's
  * callbacks point at the request; when the response allows reuse the connection moves to its
- * host's idle pool (callbacks point at the pool), otherwise it is closed at once. The pool is
- * fetch's own, keyed like the scheduler's hosts ("scheme://host:port" of the job's URL), and
+ * host's idle pool (callbacks point at its entry there, an idle_t), otherwise it is closed at
+ * once (hv_conn_set_owner() makes each move; the pool's lists are fetch's own, in idle_t). The
+ * pool is keyed like the scheduler's hosts ("scheme://host:port" of the job's URL), and
  * outlives them.
  *
  * fetch never calls the scheduler: a request that ends sets job->end and hands the job to
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <uthash.h>
 
 #include "harvestd/common.h"
@@ -40,10 +42,19 @@ typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
 
 static const char *const rq_state_names[] = {"connecting", "waiting", "receiving"};
 
+/* An idle keep-alive connection, the owner of its callbacks while it waits in the pool. */
+typedef struct idle_s {
+    hv_fetch_t *f;
+    hv_conn_t *conn;
+    struct pool_host_s *ph;
+    TAILQ_ENTRY(idle_s) host_link; /* in its host's list */
+    TAILQ_ENTRY(idle_s) lru_link;  /* in the pool's, oldest first */
+} idle_t;
+
 /* One host's idle keep-alive connections, newest first. */
 typedef struct pool_host_s {
     char *key;
-    TAILQ_HEAD(, hv_conn_s) idle;
+    TAILQ_HEAD(, idle_s) idle;
     unsigned nidle;
     UT_hash_handle hh;
 } pool_host_t;
@@ -78,7 +89,7 @@ struct hv_fetch_s {
     TAILQ_HEAD(, hv_req_s) active;
     unsigned nactive;
     pool_host_t *pools;
-    TAILQ_HEAD(, hv_conn_s) idle_lru;
+    TAILQ_HEAD(, idle_s) idle_lru;
     unsigned nidle;
     unsigned max_idle;
     int paused;
@@ -145,24 +156,26 @@ static const char *pool_key(const hv_url_t *u, char *out, size_t cap)
     return out;
 }
 
-static void pool_remove(hv_fetch_t *f, hv_conn_t *c)
+/* Take `i` out of the pool and free it; returns its connection. */
+static hv_conn_t *pool_remove(hv_fetch_t *f, idle_t *i)
 {
-    pool_host_t *ph = c->pool_host;
-    TAILQ_REMOVE(&ph->idle, c, pool_link);
-    TAILQ_REMOVE(&f->idle_lru, c, lru_link);
+    pool_host_t *ph = i->ph;
+    hv_conn_t *c = i->conn;
+    TAILQ_REMOVE(&ph->idle, i, host_link);
+    TAILQ_REMOVE(&f->idle_lru, i, lru_link);
     f->nidle--;
-    c->pool_host = NULL;
+    free(i);
     if (--ph->nidle == 0) {
         HASH_DEL(f->pools, ph);
         free(ph->key);
         free(ph);
     }
+    return c;
 }
 
-static void pool_drop(hv_fetch_t *f, hv_conn_t *c)
+static void pool_drop(hv_fetch_t *f, idle_t *i)
 {
-    pool_remove(f, c);
-    hv_conn_close(c);
+    hv_conn_close(pool_remove(f, i));
 }
 
 static pool_host_t *pool_find(hv_fetch_t *f, const char *key)
@@ -185,12 +198,14 @@ static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key)
         TAILQ_INIT(&ph->idle);
         HASH_ADD_KEYPTR(hh, f->pools, ph->key, strlen(ph->key), ph);
     }
-    c->cbs = &idle_cbs;
-    c->data = f;
-    c->pool_host = ph;
-    TAILQ_INSERT_HEAD(&ph->idle, c, pool_link);
+    idle_t *i = hv_xcalloc(1, sizeof(*i));
+    i->f = f;
+    i->conn = c;
+    i->ph = ph;
+    hv_conn_set_owner(c, &idle_cbs, i);
+    TAILQ_INSERT_HEAD(&ph->idle, i, host_link);
     ph->nidle++;
-    TAILQ_INSERT_TAIL(&f->idle_lru, c, lru_link);
+    TAILQ_INSERT_TAIL(&f->idle_lru, i, lru_link);
     f->nidle++;
     hv_conn_set_timer(c, f->cfg->keepalive_timeout_ms);
     /* Keep reading while idle: that is how a close by the server is noticed. */
@@ -204,8 +219,7 @@ static hv_conn_t *pool_take(hv_fetch_t *f, const char *key)
     pool_host_t *ph = pool_find(f, key);
     if (ph == NULL)
         return NULL;
-    hv_conn_t *c = TAILQ_FIRST(&ph->idle);
-    pool_remove(f, c);
+    hv_conn_t *c = pool_remove(f, TAILQ_FIRST(&ph->idle));
     hv_conn_set_timer(c, 0);
     return c;
 }
@@ -221,18 +235,21 @@ static void idle_on_read(hv_conn_t *c, const char *data, size_t len)
     (void)data;
     (void)len;
     /* Nothing was asked: bytes now mean the stream is out of step. */
-    pool_drop(c->data, c);
+    idle_t *i = c->data;
+    pool_drop(i->f, i);
 }
 
 static void idle_on_error(hv_conn_t *c, int err)
 {
     (void)err;
-    pool_drop(c->data, c);
+    idle_t *i = c->data;
+    pool_drop(i->f, i);
 }
 
 static void idle_on_timeout(hv_conn_t *c)
 {
-    pool_drop(c->data, c);
+    idle_t *i = c->data;
+    pool_drop(i->f, i);
 }
 
 /* ---- request lifecycle ---- */
@@ -444,8 +461,7 @@ static void open_conn(hv_req_t *r, int allow_pool)
 
     if (c != NULL) {
         f->stats.connections_reused++;
-        c->cbs = &req_cbs;
-        c->data = r;
+        hv_conn_set_owner(c, &req_cbs, r);
         r->conn = c;
         r->reused = 1;
         send_request(r);
@@ -593,7 +609,6 @@ static void response_complete(hv_req_t *r)
     hv_conn_t *c = r->conn;
 
     r->conn = NULL;
-    c->requests++;
     if (r->http.keep_alive) {
         char key[POOL_KEY_MAX];
         pool_put(f, c, pool_key(&r->job->url, key, sizeof(key)));
@@ -787,8 +802,8 @@ const hv_fetch_stats_t *hv_fetch_stats(const hv_fetch_t *f)
 
 void hv_fetch_free(hv_fetch_t *f)
 {
-    hv_conn_t *c;
-    while ((c = TAILQ_FIRST(&f->idle_lru)) != NULL)
-        pool_drop(f, c);
+    idle_t *i;
+    while ((i = TAILQ_FIRST(&f->idle_lru)) != NULL)
+        pool_drop(f, i);
     free(f);
 }
