@@ -118,7 +118,7 @@ def included_module(path, quote, name):
 
 def check(table):
     problems = list(table.errors)
-    cmd_modules = {p.stem for p in (ROOT / "src" / "cmd").glob("*.c")}
+    cmd_modules = {module_of(p) for p in (ROOT / "src" / "cmd").glob("*.[ch]")}
     edges = {}  # (from module, to module) -> "file:line", the first include of that pair
     for path in sources():
         rel = path.relative_to(ROOT).as_posix()
