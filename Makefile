@@ -223,10 +223,12 @@ fuzz-run-%: fuzz-build
 	    exit 1; \
 	fi
 
-# Calls we keep out of the code base (see README, "Code rules").
+# Calls we keep out of the code base (see README, "Code rules"), and the include direction
+# between layers (tests/lint/layers.txt; README, "How it works").
 lint:
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' $(shell find src -name '*.[ch]') include/harvestd/*.h \
 	    || { echo "lint: forbidden call above" >&2; exit 1; }
+	@$(PYTHON) tests/lint/layers.py
 
 # `make bench` (QUICK=1 for a short run): prints one table of figures with PASS/FAIL targets.
 bench: deps

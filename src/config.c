@@ -26,7 +26,7 @@
 #include <ini.h>
 
 #include "harvestd/common.h"
-#include "harvestd/redis.h"
+#include "harvestd/redisurl.h"
 #include "harvestd/streamkeys.h"
 
 typedef enum {

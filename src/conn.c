@@ -458,6 +458,12 @@ void hv_conn_read_stop(hv_conn_t *c)
     c->_reading = 0;
 }
 
+void hv_conn_set_owner(hv_conn_t *c, const hv_conn_cbs_t *cbs, void *data)
+{
+    c->cbs = cbs;
+    c->data = data;
+}
+
 const hv_fault_t *hv_conn_error(const hv_conn_t *c)
 {
     return &c->_error;

@@ -158,13 +158,18 @@ static void on_start(void *ud, hv_job_t *job)
     if (job->started_ms == 0)
         job->started_ms = now;
     job->attempt_ms = now;
-    if (job->kind == HV_JOB_PAGE && !hv_polite_admit(e->polite, job, now)) {
-        /* No request went out: the slot goes back at once, so that the host's next job can
-         * be considered in this same kick. */
-        hv_sched_done(e->sched, job);
-        job->end = HV_JOB_FAILED;
-        on_fetch_end(e, job);
-        return;
+    if (job->kind == HV_JOB_PAGE) {
+        int robots_retry;
+        hv_hostpol_t *pol = hv_polite_admit(e->polite, job->host->pol, job, now, &robots_retry);
+        if (pol == NULL) {
+            /* No request went out: the slot goes back at once, so that the host's next job
+             * can be considered in this same kick. */
+            job->robots_retry = robots_retry;
+            hv_sched_done(e->sched, job);
+            hv_fetch_end_unsent(e->fetch, job);
+            return;
+        }
+        job->pol = pol;
     }
     hv_fetch_start(e->fetch, job);
 }
@@ -173,7 +178,9 @@ static void on_start(void *ud, hv_job_t *job)
 static void feedback(hv_engine_t *e, hv_job_t *job)
 {
     const char *key;
-    if (hv_polite_attempt_ended(e->polite, job, uv_now(e->loop), &key)) {
+    int changed = hv_polite_attempt_ended(e->polite, job, uv_now(e->loop), &key);
+    job->pol = NULL; /* its reference went with the attempt */
+    if (changed) {
         hv_host_t *h = hv_sched_host_find(e->sched, key);
         if (h != NULL)
             hv_sched_host_changed(e->sched, h);
@@ -188,6 +195,8 @@ static int retry_later(hv_engine_t *e, hv_job_t *job)
     double rnd = (double)random() / (double)RAND_MAX;
     if (e->stopping || !hv_retry_job(e->cfg, job, rnd, uv_now(e->loop), &plan))
         return 0;
+    job->attempts++;
+    hv_fetch_next_attempt(job);
     e->retries++;
     hv_sched_delay(e->sched, job, plan.at);
     return 1;
@@ -236,8 +245,7 @@ static void job_ended(hv_engine_t *e, hv_job_t *job)
         break;
     case HV_JOB_GOT_PAGE:
         feedback(e, job);
-        hv_pages_push(e->pages, f, hv_job_take_record(job), job->body, job->body_len);
-        job->body = NULL;
+        hv_pages_push(e->pages, f, hv_job_take_record(job), hv_job_take_body(job), job->body_len);
         hv_job_free(job);
         f->pages++;
         break;
@@ -291,12 +299,17 @@ static void on_pass(uv_idle_t *idle)
     end_jobs(e);
     /* Hosts whose jobs wait for their robots.txt: fetch it on the privileged flow. */
     while ((h = hv_sched_robots_wanted(e->sched)) != NULL) {
-        job = hv_polite_robots_job(e->polite, h->pol, h->scheme, h->name, h->port,
-                                   ++e->next_job_id, uv_now(e->loop));
-        if (job != NULL)
+        uint64_t id = ++e->next_job_id;
+        hv_url_t url;
+        hv_record_t *rec = hv_polite_robots_request(e->polite, h->pol, h->scheme, h->name, h->port,
+                                                    uv_now(e->loop), &url);
+        if (rec != NULL) {
+            job = hv_job_new(id, HV_JOB_ROBOTS, rec, &url);
+            job->pol = h->pol; /* referenced for it: the host the rules are for */
             hv_sched_submit(e->sched, e->robots_flow, job, 1);
-        else
+        } else {
             hv_sched_host_changed(e->sched, h);
+        }
     }
 
     while (hv_parse_busy(e->parse) < e->cfg->parse_jobs && submit_group(e))

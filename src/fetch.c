@@ -8,8 +8,10 @@
  *
  * Connection ownership moves with the request: while a request runs, its connection's
  * callbacks point at the request; when the response allows reuse the connection moves to its
- * host's idle pool (callbacks point at the pool), otherwise it is closed at once. The pool is
- * fetch's own, keyed like the scheduler's hosts ("scheme://host:port"), and outlives them.
+ * host's idle pool (callbacks point at its entry there, an idle_t), otherwise it is closed at
+ * once (hv_conn_set_owner() makes each move; the pool's lists are fetch's own, in idle_t). The
+ * pool is keyed like the scheduler's hosts ("scheme://host:port" of the job's URL), and
+ * outlives them.
  *
  * fetch never calls the scheduler: a request that ends sets job->end and hands the job to
  * on_end, which only records it; the engine's pass releases the slot and decides what comes
@@ -22,24 +24,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
+#include <uthash.h>
 
 #include "harvestd/common.h"
 #include "harvestd/conn.h"
 #include "harvestd/http.h"
 #include "harvestd/log.h"
-#include "harvestd/sched.h"
 
 /* Largest redirect or error body we read just to keep the connection reusable. */
 #define MAX_DRAIN (64 * 1024)
+
+/* Room for a pool key: scheme, host and port of a URL. */
+#define POOL_KEY_MAX (HV_URL_MAX + 32)
 
 typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
 
 static const char *const rq_state_names[] = {"connecting", "waiting", "receiving"};
 
+/* An idle keep-alive connection, the owner of its callbacks while it waits in the pool. */
+typedef struct idle_s {
+    hv_fetch_t *f;
+    hv_conn_t *conn;
+    struct pool_host_s *ph;
+    TAILQ_ENTRY(idle_s) host_link; /* in its host's list */
+    TAILQ_ENTRY(idle_s) lru_link;  /* in the pool's, oldest first */
+} idle_t;
+
 /* One host's idle keep-alive connections, newest first. */
 typedef struct pool_host_s {
     char *key;
-    TAILQ_HEAD(, hv_conn_s) idle;
+    TAILQ_HEAD(, idle_s) idle;
     unsigned nidle;
     UT_hash_handle hh;
 } pool_host_t;
@@ -74,7 +89,7 @@ struct hv_fetch_s {
     TAILQ_HEAD(, hv_req_s) active;
     unsigned nactive;
     pool_host_t *pools;
-    TAILQ_HEAD(, hv_conn_s) idle_lru;
+    TAILQ_HEAD(, idle_s) idle_lru;
     unsigned nidle;
     unsigned max_idle;
     int paused;
@@ -133,24 +148,34 @@ static void set_state(hv_req_t *r, rq_state_t st)
 
 /* ---- the idle pool ---- */
 
-static void pool_remove(hv_fetch_t *f, hv_conn_t *c)
+/* The pool a connection to `u` belongs to: "scheme://host:port" into `out`. */
+static const char *pool_key(const hv_url_t *u, char *out, size_t cap)
 {
-    pool_host_t *ph = c->pool_host;
-    TAILQ_REMOVE(&ph->idle, c, pool_link);
-    TAILQ_REMOVE(&f->idle_lru, c, lru_link);
+    snprintf(out, cap, "%s://%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
+             (unsigned)u->port);
+    return out;
+}
+
+/* Take `i` out of the pool and free it; returns its connection. */
+static hv_conn_t *pool_remove(hv_fetch_t *f, idle_t *i)
+{
+    pool_host_t *ph = i->ph;
+    hv_conn_t *c = i->conn;
+    TAILQ_REMOVE(&ph->idle, i, host_link);
+    TAILQ_REMOVE(&f->idle_lru, i, lru_link);
     f->nidle--;
-    c->pool_host = NULL;
+    free(i);
     if (--ph->nidle == 0) {
         HASH_DEL(f->pools, ph);
         free(ph->key);
         free(ph);
     }
+    return c;
 }
 
-static void pool_drop(hv_fetch_t *f, hv_conn_t *c)
+static void pool_drop(hv_fetch_t *f, idle_t *i)
 {
-    pool_remove(f, c);
-    hv_conn_close(c);
+    hv_conn_close(pool_remove(f, i));
 }
 
 static pool_host_t *pool_find(hv_fetch_t *f, const char *key)
@@ -173,12 +198,14 @@ static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key)
         TAILQ_INIT(&ph->idle);
         HASH_ADD_KEYPTR(hh, f->pools, ph->key, strlen(ph->key), ph);
     }
-    c->cbs = &idle_cbs;
-    c->data = f;
-    c->pool_host = ph;
-    TAILQ_INSERT_HEAD(&ph->idle, c, pool_link);
+    idle_t *i = hv_xcalloc(1, sizeof(*i));
+    i->f = f;
+    i->conn = c;
+    i->ph = ph;
+    hv_conn_set_owner(c, &idle_cbs, i);
+    TAILQ_INSERT_HEAD(&ph->idle, i, host_link);
     ph->nidle++;
-    TAILQ_INSERT_TAIL(&f->idle_lru, c, lru_link);
+    TAILQ_INSERT_TAIL(&f->idle_lru, i, lru_link);
     f->nidle++;
     hv_conn_set_timer(c, f->cfg->keepalive_timeout_ms);
     /* Keep reading while idle: that is how a close by the server is noticed. */
@@ -192,8 +219,7 @@ static hv_conn_t *pool_take(hv_fetch_t *f, const char *key)
     pool_host_t *ph = pool_find(f, key);
     if (ph == NULL)
         return NULL;
-    hv_conn_t *c = TAILQ_FIRST(&ph->idle);
-    pool_remove(f, c);
+    hv_conn_t *c = pool_remove(f, TAILQ_FIRST(&ph->idle));
     hv_conn_set_timer(c, 0);
     return c;
 }
@@ -209,18 +235,21 @@ static void idle_on_read(hv_conn_t *c, const char *data, size_t len)
     (void)data;
     (void)len;
     /* Nothing was asked: bytes now mean the stream is out of step. */
-    pool_drop(c->data, c);
+    idle_t *i = c->data;
+    pool_drop(i->f, i);
 }
 
 static void idle_on_error(hv_conn_t *c, int err)
 {
     (void)err;
-    pool_drop(c->data, c);
+    idle_t *i = c->data;
+    pool_drop(i->f, i);
 }
 
 static void idle_on_timeout(hv_conn_t *c)
 {
-    pool_drop(c->data, c);
+    idle_t *i = c->data;
+    pool_drop(i->f, i);
 }
 
 /* ---- request lifecycle ---- */
@@ -426,20 +455,20 @@ static void send_request(hv_req_t *r)
 static void open_conn(hv_req_t *r, int allow_pool)
 {
     hv_fetch_t *f = r->f;
-    const hv_host_t *h = r->job->host;
-    hv_conn_t *c = allow_pool ? pool_take(f, h->key) : NULL;
+    const hv_url_t *u = &r->job->url;
+    char key[POOL_KEY_MAX];
+    hv_conn_t *c = allow_pool ? pool_take(f, pool_key(u, key, sizeof(key))) : NULL;
 
     if (c != NULL) {
         f->stats.connections_reused++;
-        c->cbs = &req_cbs;
-        c->data = r;
+        hv_conn_set_owner(c, &req_cbs, r);
         r->conn = c;
         r->reused = 1;
         send_request(r);
         return;
     }
-    hv_tls_ctx_t *tls = h->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
-    int rc = hv_conn_connect(&f->conn_env, tls, h->name, h->is_ip, h->port, &req_cbs, r, &c);
+    hv_tls_ctx_t *tls = u->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
+    int rc = hv_conn_connect(&f->conn_env, tls, u->host, u->host_is_ip, u->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
         return;
@@ -455,8 +484,6 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
     hv_req_t *r = hv_xcalloc(1, sizeof(*r));
     uint64_t now = uv_now(f->loop);
 
-    if (job->started_ms == 0)
-        job->started_ms = now;
     if (job->deadline_ms == 0) /* per attempt; redirects stay within it */
         job->deadline_ms = now + f->cfg->total_timeout_ms;
     r->f = f;
@@ -469,6 +496,12 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
         return;
     }
     open_conn(r, 1);
+}
+
+void hv_fetch_end_unsent(hv_fetch_t *f, hv_job_t *job)
+{
+    job->end = HV_JOB_FAILED;
+    f->on_end(f->ud, job);
 }
 
 static void req_on_connect(hv_conn_t *c, int status)
@@ -576,11 +609,12 @@ static void response_complete(hv_req_t *r)
     hv_conn_t *c = r->conn;
 
     r->conn = NULL;
-    c->requests++;
-    if (r->http.keep_alive)
-        pool_put(f, c, r->job->host->key);
-    else
+    if (r->http.keep_alive) {
+        char key[POOL_KEY_MAX];
+        pool_put(f, c, pool_key(&r->job->url, key, sizeof(key)));
+    } else {
         hv_conn_close(c);
+    }
 
     r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
     if (r->fail_type != HV_ET_NONE)
@@ -693,6 +727,22 @@ static void req_on_timeout(hv_conn_t *c)
     }
 }
 
+void hv_fetch_next_attempt(hv_job_t *job)
+{
+    hv_record_t *rec = job->rec;
+    rec->ok = 1;
+    rec->stage = HV_STAGE_NONE;
+    rec->error_type = HV_ET_NONE;
+    rec->detail = HV_D_NONE;
+    free(rec->error);
+    rec->error = NULL;
+    rec->http_status = 0;
+    free(rec->content_type);
+    rec->content_type = NULL;
+    job->deadline_ms = 0; /* set when the attempt starts (hv_fetch_start) */
+    job->fresh_conn_retried = 0;
+}
+
 void hv_fetch_pause(hv_fetch_t *f)
 {
     hv_req_t *r;
@@ -752,8 +802,8 @@ const hv_fetch_stats_t *hv_fetch_stats(const hv_fetch_t *f)
 
 void hv_fetch_free(hv_fetch_t *f)
 {
-    hv_conn_t *c;
-    while ((c = TAILQ_FIRST(&f->idle_lru)) != NULL)
-        pool_drop(f, c);
+    idle_t *i;
+    while ((i = TAILQ_FIRST(&f->idle_lru)) != NULL)
+        pool_drop(f, i);
     free(f);
 }

@@ -166,11 +166,10 @@ void hv_http_free(hv_http_t *h)
     }
 }
 
-/* Record what went wrong, as code and argument and as the text made from them. */
+/* Record what went wrong, as code and argument. */
 static void set_fault(hv_http_t *h, hv_detail_t code, const char *arg)
 {
     hv_fault_set(&h->fault, code, arg);
-    hv_detail_format(h->error, sizeof(h->error), code, h->fault.arg);
 }
 
 static int fail(hv_http_t *h, int err, hv_detail_t code, const char *arg)

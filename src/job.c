@@ -17,7 +17,7 @@ hv_job_t *hv_job_new(uint64_t id, hv_job_kind_t kind, hv_record_t *rec, hv_url_t
     return job;
 }
 
-void hv_job_fill_record(hv_job_t *job, uint64_t now)
+void hv_job_fill_record(const hv_job_t *job, uint64_t now)
 {
     hv_record_t *rec = job->rec;
     free(rec->url);
@@ -33,6 +33,13 @@ hv_record_t *hv_job_take_record(hv_job_t *job)
     hv_record_t *rec = job->rec;
     job->rec = NULL;
     return rec;
+}
+
+char *hv_job_take_body(hv_job_t *job)
+{
+    char *body = job->body;
+    job->body = NULL;
+    return body;
 }
 
 void hv_job_free(hv_job_t *job)

@@ -23,7 +23,7 @@
 #include "harvestd/charset.h"
 #include "harvestd/common.h"
 #include "harvestd/html.h"
-#include "harvestd/recrawl.h"
+#include "harvestd/storeentry.h"
 
 typedef struct {
     hv_record_t *rec;
@@ -133,7 +133,7 @@ static void work_cb(uv_work_t *req)
         /* The item owns its record while it runs: reading it here is safe. */
         /* Only a stored URL has anything to compare the hash with, now or later. */
         if (it->rec->state != NULL && it->rec->state->key != NULL && it->body != NULL)
-            hv_recrawl_body_hash(it->body, it->len, it->rec->state->body_hash);
+            hv_store_entry_body_hash(it->body, it->len, it->rec->state->body_hash);
         hv_charset_result_t cs;
         hv_charset_decode(it->body, it->len, it->rec->content_type, &cs);
         const char *text = cs.text != NULL ? cs.text : it->body;

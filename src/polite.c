@@ -10,7 +10,6 @@
 #include "harvestd/job.h"
 #include "harvestd/log.h"
 #include "harvestd/retry.h"
-#include "harvestd/sched.h"
 
 #define ENTRIES_MAX 8192
 /* The delay the throttle starts from when the configured delay is 0, and its ceiling. */
@@ -86,6 +85,15 @@ hv_hostpol_t *hv_polite_get(hv_polite_t *p, const char *key, const char *host)
     } else {
         TAILQ_REMOVE(&p->lru, h, _lru);
     }
+    TAILQ_INSERT_TAIL(&p->lru, h, _lru);
+    h->_refs++;
+    return h;
+}
+
+/* Reference an entry the caller already reaches (hv_polite_get() without the lookup). */
+static hv_hostpol_t *hold(hv_polite_t *p, hv_hostpol_t *h)
+{
+    TAILQ_REMOVE(&p->lru, h, _lru);
     TAILQ_INSERT_TAIL(&p->lru, h, _lru);
     h->_refs++;
     return h;
@@ -198,7 +206,7 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
     return 1;
 }
 
-int hv_polite_attempt_ended(hv_polite_t *p, hv_job_t *job, uint64_t now, const char **key)
+int hv_polite_attempt_ended(hv_polite_t *p, const hv_job_t *job, uint64_t now, const char **key)
 {
     hv_hostpol_t *h = job->pol;
     const hv_record_t *rec = job->rec;
@@ -210,7 +218,6 @@ int hv_polite_attempt_ended(hv_polite_t *p, hv_job_t *job, uint64_t now, const c
     int changed = hv_polite_feedback(p, h, rec->http_status, timeout, latency, now);
     *key = h->key;
     hv_polite_put(p, h);
-    job->pol = NULL;
     return changed;
 }
 
@@ -305,11 +312,10 @@ static void robots_result(hv_polite_t *p, hv_hostpol_t *h, const char *body, siz
     }
 }
 
-hv_job_t *hv_polite_robots_job(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t scheme,
-                              const char *name, uint16_t port, uint64_t id, uint64_t now)
+hv_record_t *hv_polite_robots_request(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t scheme,
+                                      const char *name, uint16_t port, uint64_t now, hv_url_t *url)
 {
     char text[HV_URL_MAX];
-    hv_url_t url;
     const char *reason;
     int v6 = strchr(name, ':') != NULL;
 
@@ -317,15 +323,15 @@ hv_job_t *hv_polite_robots_job(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t sche
     snprintf(text, sizeof(text), "%s://%s%s%s:%u/robots.txt",
              scheme == HV_SCHEME_HTTPS ? "https" : "http", v6 ? "[" : "", name, v6 ? "]" : "",
              (unsigned)port);
-    if (hv_url_parse(&url, text, strlen(text), &reason) != 0) {
+    if (hv_url_parse(url, text, strlen(text), &reason) != 0) {
         robots_result(p, h, NULL, 0, NULL, now);
         return NULL;
     }
-    hv_job_t *job = hv_job_new(id, HV_JOB_ROBOTS, hv_record_new(text, strlen(text)), &url);
-    job->pol = hv_polite_get(p, h->key, name);
+    hv_record_t *rec = hv_record_new(text, strlen(text));
+    hold(p, h);
     p->stats.robots_fetches++;
     HV_LOG(HV_LOG_DEBUG, "event=robots_fetch host=%s", h->key);
-    return job;
+    return rec;
 }
 
 void hv_polite_robots_ended(hv_polite_t *p, const hv_job_t *job, int abandon, uint64_t now)
@@ -339,12 +345,12 @@ void hv_polite_robots_ended(hv_polite_t *p, const hv_job_t *job, int abandon, ui
         robots_result(p, h, NULL, 0, job, now);
 }
 
-int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
+hv_hostpol_t *hv_polite_admit(hv_polite_t *p, hv_hostpol_t *h, const hv_job_t *job, uint64_t now,
+                              int *robots_retry)
 {
-    hv_hostpol_t *h = job->host->pol;
     if (p->cfg->obey_robots && h->robots != NULL &&
         !hv_robots_allowed(h->robots, job->url.target, strlen(job->url.target))) {
-        job->robots_retry = h->robots_unavailable && !h->robots_final;
+        *robots_retry = h->robots_unavailable && !h->robots_final;
         hv_job_fill_record(job, now);
         if (h->robots_unavailable && h->robots_fail_type != HV_ET_NONE) {
             hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, h->robots_fail_type, h->robots_fault.code,
@@ -359,12 +365,11 @@ int hv_polite_admit(hv_polite_t *p, hv_job_t *job, uint64_t now)
             p->stats.robots_disallowed++;
         }
         hv_polite_unstart(h);
-        return 0;
+        return NULL;
     }
     if (job->pol != NULL) /* a redirect moved the job from another host */
         hv_polite_put(p, job->pol);
-    job->pol = hv_polite_get(p, job->host->key, job->host->name);
-    return 1;
+    return hold(p, h);
 }
 
 const hv_polite_stats_t *hv_polite_stats(const hv_polite_t *p)

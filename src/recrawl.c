@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
-#include <xxhash.h>
 
 #include "harvestd/common.h"
 #include "harvestd/log.h"
@@ -88,16 +87,6 @@ int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out,
     uv_timer_init(loop, &r->timer);
     *out = r;
     return 0;
-}
-
-void hv_recrawl_body_hash(const void *data, size_t len, char *out)
-{
-    /* Change detection, not a seal: a server that wants its page to look unchanged can
-     * simply answer 304, so a cryptographic hash would buy nothing for its cost (SHA-256
-     * was half of a cold run's CPU). */
-    XXH128_hash_t h = XXH3_128bits(data, len);
-    snprintf(out, HV_RECRAWL_HASH_MAX, "xxh3-128:%016llx%016llx", (unsigned long long)h.high64,
-             (unsigned long long)h.low64);
 }
 
 /* ---- lookups (loop) ---- */

@@ -21,7 +21,6 @@ struct hv_okset_s {
     slot_t *slots;
     size_t cap; /* power of two */
     size_t used;
-    uint64_t total;
 };
 
 /* FNV-1a with a murmur-style finaliser: good spread, and 2^-64 odds that two URLs collide. */
@@ -79,7 +78,6 @@ void hv_okset_add(hv_okset_t *s, const char *url, size_t len)
         s->used++;
     }
     slot->count++;
-    s->total++;
 }
 
 int hv_okset_take(hv_okset_t *s, const char *url, size_t len)
@@ -88,13 +86,7 @@ int hv_okset_take(hv_okset_t *s, const char *url, size_t len)
     if (slot->hash == 0 || slot->count == 0)
         return 0;
     slot->count--;
-    s->total--;
     return 1;
-}
-
-uint64_t hv_okset_count(const hv_okset_t *s)
-{
-    return s->total;
 }
 
 void hv_okset_free(hv_okset_t *s)

@@ -2,7 +2,6 @@
 #include "harvestd/retry.h"
 
 #include <inttypes.h>
-#include <stdlib.h>
 
 #include "harvestd/common.h"
 #include "harvestd/job.h"
@@ -61,10 +60,10 @@ int hv_retry_plan(const hv_config_t *cfg, const hv_record_t *rec, unsigned attem
     return 1;
 }
 
-int hv_retry_job(const hv_config_t *cfg, hv_job_t *job, double rnd, uint64_t now,
+int hv_retry_job(const hv_config_t *cfg, const hv_job_t *job, double rnd, uint64_t now,
                  hv_retry_plan_t *plan)
 {
-    hv_record_t *rec = job->rec;
+    const hv_record_t *rec = job->rec;
     if (!hv_retry_plan(cfg, rec, job->attempts, job->retry_after_ms, job->robots_retry, rnd, now,
                        plan))
         return 0;
@@ -72,18 +71,5 @@ int hv_retry_job(const hv_config_t *cfg, hv_job_t *job, double rnd, uint64_t now
            "event=retry job=%" PRIu64 " attempt=%u delay_ms=%" PRIu64 " error_type=%s error=%s%s",
            job->id, job->attempts + 1, plan->delay_ms, hv_error_type_name(rec->error_type),
            rec->error ? rec->error : "", plan->retry_after ? " retry_after=1" : "");
-    /* A record that failed is going to be tried again: forget what the failed attempt said. */
-    rec->ok = 1;
-    rec->stage = HV_STAGE_NONE;
-    rec->error_type = HV_ET_NONE;
-    rec->detail = HV_D_NONE;
-    free(rec->error);
-    rec->error = NULL;
-    rec->http_status = 0;
-    free(rec->content_type);
-    rec->content_type = NULL;
-    job->attempts++;
-    job->deadline_ms = 0;
-    job->fresh_conn_retried = 0;
     return 1;
 }

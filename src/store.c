@@ -317,20 +317,6 @@ int hv_store_stats(hv_store_t *st, hv_store_stats_t *out)
     return 0;
 }
 
-void hv_store_entry_clear(hv_store_entry_t *e)
-{
-    free(e->url);
-    free(e->etag);
-    free(e->last_modified);
-    free(e->title);
-    free(e->fields);
-    free(e->content_type);
-    free(e->charset);
-    memset(e, 0, sizeof(*e));
-    e->bytes = -1;
-    e->max_age_s = -1;
-}
-
 void hv_store_close(hv_store_t *st)
 {
     if (st == NULL)

@@ -6,10 +6,11 @@
  * reads and sends what it is given. A TLS layer slots in below this interface without the
  * owner noticing.
  *
- * Ownership: the owner creates the connection, swaps callbacks as it moves between a request
- * and the idle pool, and ends it with hv_conn_close(). After that call the owner must forget
- * the pointer: the memory is freed in the last handle's close callback, and no callback of
- * the owner runs any more.
+ * Ownership: the owner creates the connection, swaps callbacks with hv_conn_set_owner() as it
+ * moves between a request and the idle pool, and ends it with hv_conn_close(). After that
+ * call the owner must forget the pointer: the memory is freed in the last handle's close
+ * callback, and no callback of the owner runs any more. The owner keeps its own bookkeeping
+ * (fetch's pool lists) in its own structs: every field of hv_conn_t is conn's to write.
  *
  * States: RESOLVING -> CONNECTING -> [HANDSHAKING] -> OPEN -> CLOSING.
  *
@@ -29,7 +30,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 #include <uv.h>
 
 #include "harvestd/detail.h"
@@ -82,14 +82,8 @@ typedef enum {
 struct hv_conn_s {
     uint64_t id;
     hv_conn_state_t state;
-    const hv_conn_cbs_t *cbs;   /* current owner's callbacks */
+    const hv_conn_cbs_t *cbs;   /* current owner's callbacks (hv_conn_set_owner) */
     void *data;                 /* current owner */
-    unsigned requests;          /* responses completed on this connection */
-    /* Pool bookkeeping, managed by fetch. */
-    void *pool_host;
-    TAILQ_ENTRY(hv_conn_s) pool_link;
-    TAILQ_ENTRY(hv_conn_s) lru_link;
-    TAILQ_ENTRY(hv_conn_s) active_link;
 
     /* private */
     hv_conn_env_t *_env;
@@ -125,6 +119,9 @@ struct hv_conn_s {
  */
 int hv_conn_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const char *host, int host_is_ip,
                     uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out);
+
+/** Hand the connection to another owner: `cbs` and `data` get its callbacks from now on. */
+void hv_conn_set_owner(hv_conn_t *c, const hv_conn_cbs_t *cbs, void *data);
 
 /** Detail of the last TLS failure (HV_D_CERTIFICATE_EXPIRED...) or of the guard's refusal
  *  (HV_D_BLOCKED_LOOPBACK_ADDRESS...), code HV_D_NONE if none. Valid as long as the

@@ -48,9 +48,21 @@ typedef struct {
 hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
                          hv_tls_ctx_t *tls, hv_fetch_end_cb on_end, void *ud);
 
-/** Begin downloading a job that the scheduler dispatched: job->host (the scheduler's entry,
- * valid while the job holds its slot) names where. It may end at once, through on_end. */
+/** Begin downloading a job that the scheduler dispatched, from job->url. It may end at once,
+ * through on_end. */
 void hv_fetch_start(hv_fetch_t *f, hv_job_t *job);
+
+/** End a dispatched job that makes no request (robots.txt refused it: its record says why)
+ * as HV_JOB_FAILED, through on_end (from inside this call) like every other. */
+void hv_fetch_end_unsent(hv_fetch_t *f, hv_job_t *job);
+
+/**
+ * `job` failed and is to be tried again (hv_retry_job() said so): its record forgets what the
+ * failed attempt said (the failure, HTTP status and content type), and the next attempt gets
+ * a total deadline and an allowance for a stale pooled connection of its own. The engine
+ * counts the attempt.
+ */
+void hv_fetch_next_attempt(hv_job_t *job);
 
 void hv_fetch_pause(hv_fetch_t *f);
 void hv_fetch_resume(hv_fetch_t *f);

@@ -62,8 +62,7 @@ struct hv_http_s {
     int keep_alive;
     int truncated;             /* body bytes were dropped (limits->truncate) */
     uint64_t bytes_in;         /* every byte fed, head included: 0 means "nothing came" */
-    char error[64];            /* machine-readable detail of the last error, as text... */
-    hv_fault_t fault;          /* ... and as the code and argument it is made from */
+    hv_fault_t fault;          /* the last error's detail: code and argument (detail.h) */
     void *data;                /* owner */
 
     /* private */
@@ -113,9 +112,9 @@ void hv_http_free(hv_http_t *h);
 
 /**
  * Parse `len` more bytes. Returns 0 (need more), 1 (response complete: stop feeding), or an
- * error with h->fault and h->error set: HV_EPROTO (malformed, head too large, unsupported
- * encoding), HV_ETOOBIG (body over max_body), HV_EDECODE (corrupt compressed body),
- * HV_ECANCELLED (the head callback said ABORT).
+ * error with h->fault set: HV_EPROTO (malformed, head too large, unsupported encoding),
+ * HV_ETOOBIG (body over max_body), HV_EDECODE (corrupt compressed body), HV_ECANCELLED (the
+ * head callback said ABORT).
  */
 int hv_http_feed(hv_http_t *h, const char *data, size_t len);
 

@@ -11,8 +11,11 @@
  *   identity   engine, at creation; read by everyone
  *   record     whoever holds the job; fetch fills the download fields, the engine the rest
  *   request    fetch (the URL changes with each redirect)
- *   policy     engine (attempts, retries, politeness feedback)
+ *   policy     engine (dispatch times, attempts, retries, politeness feedback)
  *   scheduler  sched (queues, slots, not-before times)
+ * Policies (polite, retry) read jobs and return decisions; the owner writes them. The
+ * functions below act for their caller: hv_job_take_record() and hv_job_take_body() hand
+ * what the job holds to whoever holds the job.
  */
 #ifndef HARVESTD_JOB_H
 #define HARVESTD_JOB_H
@@ -55,9 +58,7 @@ typedef struct hv_job_s {
     /* request (fetch) */
     hv_url_t url;              /* the URL to fetch now (changes with each redirect) */
     unsigned redirects;
-    uint64_t started_ms;       /* loop time of the first request; 0 before */
     uint64_t deadline_ms;      /* loop time by which the attempt must end; 0: not started */
-    uint64_t attempt_ms;       /* loop time the attempt in flight started */
     int fresh_conn_retried;    /* this request (hop) already retried a stale pooled connection */
     int64_t retry_after_ms;    /* the server's Retry-After of the last response, -1 none */
     struct hv_req_s *req;      /* fetch's in-flight state, NULL while not downloading */
@@ -66,6 +67,8 @@ typedef struct hv_job_s {
     size_t body_len;
 
     /* policy (engine) */
+    uint64_t started_ms;       /* loop time of the first dispatch; 0 before */
+    uint64_t attempt_ms;       /* loop time the attempt in flight was dispatched */
     unsigned attempts;         /* attempts started (1 for the first; retries add one each) */
     int robots_retry;          /* refused by a robots.txt that was unreachable "for now" */
     struct hv_hostpol_s *pol;  /* robots jobs: the host the rules are for; page jobs: the
@@ -89,10 +92,13 @@ hv_job_t *hv_job_new(uint64_t id, hv_job_kind_t kind, hv_record_t *rec, hv_url_t
 void hv_job_free(hv_job_t *job);
 
 /** Write where and how far the job got into its record (url, redirects, attempts, elapsed,
- * fetched_at), at loop time `now`. */
-void hv_job_fill_record(hv_job_t *job, uint64_t now);
+ * fetched_at), at loop time `now`; the job itself is not changed. */
+void hv_job_fill_record(const hv_job_t *job, uint64_t now);
 
 /** Take the job's record (the job no longer holds it). */
 hv_record_t *hv_job_take_record(hv_job_t *job);
+
+/** Take the job's page (HV_JOB_GOT_PAGE: the job no longer holds it; body_len stays). */
+char *hv_job_take_body(hv_job_t *job);
 
 #endif

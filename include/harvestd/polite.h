@@ -15,7 +15,9 @@
  * why. When that failure is one the pages' own requests would meet just the same and for
  * good (the name does not exist, the certificate is not accepted), the pages report it
  * instead of a refusal. Before a page job starts, hv_polite_admit() decides. Pure: the
- * caller gives the time.
+ * caller gives the time. Jobs are read, never written: a reference taken for a job is
+ * returned for the engine to keep in job->pol (job.h), and only a refused job's record is
+ * filled in.
  */
 #ifndef HARVESTD_POLITE_H
 #define HARVESTD_POLITE_H
@@ -113,39 +115,45 @@ int hv_polite_feedback(hv_polite_t *p, hv_hostpol_t *h, int status, int timeout,
                        uint64_t latency_ms, uint64_t now);
 
 /**
- * A page job is about to start on its host (job->host->pol): 1 when robots.txt lets it, and
- * job->pol then references that host for the attempt; 0 when robots.txt refuses it: the
- * record says why (RobotsDisallowed), job->robots_retry says whether a later attempt could
- * pass, and the host's pacing slot is given back (no request went out). When robots.txt
- * could not be fetched for a failure the page's own request would meet for good, the record
- * carries that failure instead (DnsError, CertificateError: the same type and detail, stage
- * download), and job->robots_retry is 0.
+ * A page job is about to start on its host, whose entry is `h`. When robots.txt lets it:
+ * returns `h`, referenced for the attempt, for the caller to keep in job->pol, and releases
+ * the reference job->pol held until then (a redirect moved the job from another host). When
+ * robots.txt refuses it: returns NULL, the record says why (RobotsDisallowed), *robots_retry
+ * whether a later attempt could pass, and the host's pacing slot is given back (no request
+ * went out). When robots.txt could not be fetched for a failure the page's own request would
+ * meet for good, the record carries that failure instead (DnsError, CertificateError: the
+ * same type and detail, stage download), and *robots_retry is 0. The job itself is not
+ * changed.
  */
-int hv_polite_admit(hv_polite_t *p, struct hv_job_s *job, uint64_t now);
+hv_hostpol_t *hv_polite_admit(hv_polite_t *p, hv_hostpol_t *h, const struct hv_job_s *job,
+                              uint64_t now, int *robots_retry);
 
 /**
  * The attempt of a page job ended as its record says: tell the host's throttle
- * (hv_polite_feedback) and release job->pol. Returns 1 when the host's pace changed, with
- * the host's key in *key (valid until the next call into polite).
+ * (hv_polite_feedback) and release the reference job->pol holds, which the caller then
+ * forgets. Returns 1 when the host's pace changed, with the host's key in *key (valid until
+ * the next call into polite).
  */
-int hv_polite_attempt_ended(hv_polite_t *p, struct hv_job_s *job, uint64_t now,
+int hv_polite_attempt_ended(hv_polite_t *p, const struct hv_job_s *job, uint64_t now,
                             const char **key);
 
 /** Raise the host's delay to at least `ms` (robots.txt Crawl-delay). */
 void hv_polite_min_delay(hv_hostpol_t *h, uint64_t ms);
 
 /**
- * The job that fetches robots.txt for `h` (scheme://name:port), numbered `id`, its state now
- * FETCHING; NULL when no request can be made (everything is allowed then, at `now`).
+ * The request for the robots.txt of `h`, scheme://name:port/robots.txt: returns its record
+ * with the URL in *url, both for the job the caller makes of them, and `h` referenced for that
+ * job (its pol: the host the rules are for); the host's state is now FETCHING. NULL when no
+ * request can be made (everything is allowed then, at `now`).
  */
-struct hv_job_s *hv_polite_robots_job(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t scheme,
-                                      const char *name, uint16_t port, uint64_t id, uint64_t now);
+hv_record_t *hv_polite_robots_request(hv_polite_t *p, hv_hostpol_t *h, hv_scheme_t scheme,
+                                      const char *name, uint16_t port, uint64_t now, hv_url_t *url);
 
 /**
- * A robots.txt job (from hv_polite_robots_job) ended, as job->end says: the host's rules and
- * when they expire are set from the response, or forgotten if the job was cancelled or
- * `abandon` is set (shutting down). The job stays the caller's; the caller re-evaluates the
- * host's queues.
+ * A robots.txt job (made of hv_polite_robots_request's record and URL, its pol the host) ended,
+ * as job->end says: the host's rules and when they expire are set from the response, or
+ * forgotten if the job was cancelled or `abandon` is set (shutting down). The job stays the
+ * caller's; the caller re-evaluates the host's queues.
  */
 void hv_polite_robots_ended(hv_polite_t *p, const struct hv_job_s *job, int abandon,
                             uint64_t now);

@@ -22,7 +22,7 @@
 
 #include "harvestd/buf.h"
 #include "harvestd/detail.h"
-#include "harvestd/store.h"
+#include "harvestd/storeentry.h"
 
 typedef enum {
     HV_STAGE_NONE = 0,

@@ -97,16 +97,6 @@ void hv_recrawl_commit(hv_recrawl_t *rc, hv_recrawl_op_t *op);
 /** Drop an operation whose record never became durable. */
 void hv_recrawl_op_free(hv_recrawl_op_t *op);
 
-/** Longest text hv_recrawl_body_hash() writes, NUL included. */
-#define HV_RECRAWL_HASH_MAX 42
-
-/**
- * The fingerprint of a decoded body, as stored: "xxh3-128:" and 32 hex digits (XXH3's
- * 128-bit hash, at memory speed; the name says which hash, so that entries of another
- * one never match). Pure: the parse worker calls it. `out` holds HV_RECRAWL_HASH_MAX bytes.
- */
-void hv_recrawl_body_hash(const void *data, size_t len, char *out);
-
 void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out);
 
 /**

@@ -27,19 +27,9 @@
 #include <uv.h>
 
 #include "harvestd/conn.h"
+#include "harvestd/redisurl.h"
 
 typedef struct hv_redis_s hv_redis_t;
-
-/** Where a Redis server is: redis://HOST[:PORT][/DB]. */
-typedef struct {
-    char host[256]; /* a name or an IP literal (IPv6 without its brackets) */
-    uint16_t port;  /* 6379 by default */
-    unsigned db;    /* 0 by default */
-} hv_redis_addr_t;
-
-/** Parse `url`: 0, or -1 with a message in `err` (what is wrong, quoting the URL). Only the
- *  redis scheme, no user or password, no query; DB 0 to 15 999. */
-int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap);
 
 /** A command's outcome: status 0 with `reply` (which may be a REDIS_REPLY_ERROR: the server
  *  refused the command), or a UV_* error with `reply` NULL (UV_ETIMEDOUT, UV_ECANCELED, the

@@ -24,8 +24,6 @@ hv_okset_t *hv_okset_new(void);
 void hv_okset_add(hv_okset_t *s, const char *url, size_t len);
 /** If `url` has an unused ok record, use it up and return 1; else 0. */
 int hv_okset_take(hv_okset_t *s, const char *url, size_t len);
-/** ok records not used up yet. */
-uint64_t hv_okset_count(const hv_okset_t *s);
 void hv_okset_free(hv_okset_t *s);
 
 typedef struct {

@@ -40,11 +40,12 @@ int hv_retry_plan(const hv_config_t *cfg, const hv_record_t *rec, unsigned attem
 struct hv_job_s;
 
 /**
- * hv_retry_plan() for a job whose attempt failed: on 1 the job is ready for its next attempt
- * (attempts counted, the failure forgotten, its deadline and stale-connection allowance
- * renewed) and waits until plan->at; the decision is logged. On 0 nothing changed.
+ * hv_retry_plan() for a job whose attempt failed, from its record, attempts, Retry-After and
+ * robots_retry; a retry is logged. The job is not changed: on 1 the caller (the engine)
+ * counts the attempt, has fetch start the next one clean (hv_fetch_next_attempt) and holds
+ * the job until plan->at.
  */
-int hv_retry_job(const hv_config_t *cfg, struct hv_job_s *job, double rnd, uint64_t now,
+int hv_retry_job(const hv_config_t *cfg, const struct hv_job_s *job, double rnd, uint64_t now,
                  hv_retry_plan_t *plan);
 
 #endif

@@ -6,7 +6,8 @@
  * One record per requested URL (the key): the final URL, the validators (ETag,
  * Last-Modified), a hash of the decoded body, what the record said (title, fields,
  * content type, charset, bytes), a fingerprint of the rules that produced them, when it was
- * fetched and when its content last changed. Values are small JSON objects.
+ * fetched and when its content last changed (hv_store_entry_t, storeentry.h). Values are small
+ * JSON objects.
  *
  * The store is bounded: its map is `max_bytes`; a write that does not fit fails with
  * UV_ENOSPC and changes nothing, and the owner stops storing (the store never fails a batch).
@@ -19,24 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct hv_store_s hv_store_t;
+#include "harvestd/storeentry.h"
 
-typedef struct {
-    char *url;            /* final URL; NULL: absent (likewise for every string) */
-    char *etag;
-    char *last_modified;
-    char body_hash[65]; /* "xxh3-128:HEX" (hv_recrawl_body_hash); "" when not known */
-    char *title;
-    char *fields;         /* a JSON object text */
-    char *content_type;
-    char *charset;
-    int64_t bytes;        /* -1: absent */
-    int http_status;      /* of the response that brought the content; 0: absent */
-    int64_t max_age_s;    /* the response's Cache-Control max-age; -1: absent */
-    uint64_t rules_fp;    /* fingerprint of the extraction rules (0: title only) */
-    int64_t fetched_at_ms;  /* Unix ms */
-    int64_t modified_at_ms; /* Unix ms: when the content was last seen to change */
-} hv_store_entry_t;
+typedef struct hv_store_s hv_store_t;
 
 /** One write of hv_store_write: put `entry` under `key` (or delete `key` when entry is NULL). */
 typedef struct {
@@ -80,9 +66,6 @@ int hv_store_delete(hv_store_t *st, const char *key, size_t key_len);
 int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed);
 
 int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
-
-/** Free what an entry holds (not the struct) and reset it. */
-void hv_store_entry_clear(hv_store_entry_t *e);
 
 void hv_store_close(hv_store_t *st);
 

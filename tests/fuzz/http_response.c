@@ -170,9 +170,12 @@ static void run(const char *data, size_t len, const size_t *cuts, size_t ncuts, 
     FUZZ_CHECK(rc == 0 || rc == 1 || rc == HV_EPROTO || rc == HV_ETOOBIG || rc == HV_EDECODE ||
                    rc == HV_ECANCELLED || rc == HV_ECLOSED,
                "unexpected result %d", rc);
+    char error[sizeof(o->error)];
+    hv_detail_format(error, sizeof(error), h.fault.code, h.fault.arg);
     if (rc < 0)
-        FUZZ_CHECK(h.error[0] != '\0', "error %d without a detail", rc);
-    FUZZ_CHECK(memchr(h.error, '\0', sizeof(h.error)) != NULL, "error text not terminated");
+        FUZZ_CHECK(error[0] != '\0', "error %d without a detail", rc);
+    FUZZ_CHECK(memchr(h.fault.arg, '\0', sizeof(h.fault.arg)) != NULL,
+               "error argument not terminated");
     FUZZ_CHECK(h.body.len <= lim->max_body, "body %zu over max_body %llu", h.body.len,
                (unsigned long long)lim->max_body);
     FUZZ_CHECK(!h.truncated || lim->truncate, "truncated without limits->truncate");
@@ -182,7 +185,7 @@ static void run(const char *data, size_t len, const size_t *cuts, size_t ncuts, 
     o->complete = h.complete;
     o->keep_alive = h.keep_alive;
     o->truncated = h.truncated;
-    memcpy(o->error, h.error, sizeof(o->error));
+    memcpy(o->error, error, sizeof(o->error));
     o->fault = h.fault.code;
     o->head = owner.head;
     o->body = copy_buf(&h.body, &o->body_len);

@@ -65,7 +65,7 @@ static outcome_t run(const char *resp, size_t len, size_t split, size_t step, in
                  h.content_type.data);
     if (h.location.len)
         snprintf(o.location, sizeof(o.location), "%.*s", (int)h.location.len, h.location.data);
-    snprintf(o.error, sizeof(o.error), "%s", h.error);
+    hv_detail_format(o.error, sizeof(o.error), h.fault.code, h.fault.arg);
     o.retry_after_ms = hv_http_retry_after_ms(&h, 0);
     snprintf(o.etag, sizeof(o.etag), "%.*s", (int)h.etag.len, h.etag.data ? h.etag.data : "");
     snprintf(o.last_modified, sizeof(o.last_modified), "%.*s", (int)h.last_modified.len,

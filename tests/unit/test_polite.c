@@ -30,7 +30,8 @@ static hv_polite_t *polite_new(hv_config_t *cfg)
     return hv_polite_new(cfg);
 }
 
-/* A scheduler's host entry, as hv_polite_admit() reads it: key, name and a referenced pol. */
+/* A scheduler's host entry, as the engine has it: key, name and a referenced pol (the entry
+ * it hands hv_polite_admit() and hv_polite_robots_request()). */
 static void host_init(hv_host_t *h, hv_polite_t *p, const char *name, uint16_t port)
 {
     char key[300];
@@ -57,8 +58,20 @@ static hv_job_t *page_job(hv_host_t *h, const char *target)
     hv_url_t url;
     snprintf(text, sizeof(text), "http://%s:%u%s", h->name, (unsigned)h->port, target);
     ASSERT_OK(hv_url_parse(&url, text, strlen(text), NULL));
-    hv_job_t *job = hv_job_new(1, HV_JOB_PAGE, hv_record_new(text, strlen(text)), &url);
-    job->host = h;
+    return hv_job_new(1, HV_JOB_PAGE, hv_record_new(text, strlen(text)), &url);
+}
+
+/* The robots.txt job for `pol` (scheme://name:port), numbered `id`, made as the engine makes
+ * it of hv_polite_robots_request()'s record and URL; NULL when no request can be made. */
+static hv_job_t *robots_job(hv_polite_t *p, hv_hostpol_t *pol, hv_scheme_t scheme, const char *name,
+                            uint16_t port, uint64_t id, uint64_t now)
+{
+    hv_url_t url;
+    hv_record_t *rec = hv_polite_robots_request(p, pol, scheme, name, port, now, &url);
+    if (rec == NULL)
+        return NULL;
+    hv_job_t *job = hv_job_new(id, HV_JOB_ROBOTS, rec, &url);
+    job->pol = pol;
     return job;
 }
 
@@ -68,7 +81,7 @@ static void robots_outcome(hv_polite_t *p, hv_host_t *h, hv_job_end_t end, const
                            hv_error_type_t type, const char *error, int http_status,
                            unsigned redirects, uint64_t now)
 {
-    hv_job_t *job = hv_polite_robots_job(p, h->pol, h->scheme, h->name, h->port, 99, now);
+    hv_job_t *job = robots_job(p, h->pol, h->scheme, h->name, h->port, 99, now);
     ASSERT_NOT_NULL(job);
     ASSERT_EQ(HV_ROBOTS_FETCHING, h->pol->robots_state);
     job->end = end;
@@ -103,7 +116,8 @@ static void check_not_admitted(hv_polite_t *p, hv_host_t *h, const char *target,
                                hv_error_type_t type, const char *error, int robots_retry)
 {
     hv_job_t *job = page_job(h, target);
-    ASSERT_EQ(0, hv_polite_admit(p, job, NOW));
+    int retry = -1;
+    ASSERT_NULL(hv_polite_admit(p, h->pol, job, NOW, &retry));
     ASSERT_EQ(0, job->rec->ok);
     ASSERT_EQ(type, job->rec->error_type);
     ASSERT_EQ(HV_STAGE_DOWNLOAD, job->rec->stage);
@@ -113,7 +127,7 @@ static void check_not_admitted(hv_polite_t *p, hv_host_t *h, const char *target,
         ASSERT_EQ(HV_D_ROBOTS_UNAVAILABLE, job->rec->detail);
     else
         ASSERT_STR_EQ(error, hv_detail_str(job->rec->detail));
-    ASSERT_EQ(robots_retry, job->robots_retry);
+    ASSERT_EQ(robots_retry, retry);
     ASSERT_NULL(job->pol);
     hv_job_free(job);
 }
@@ -137,9 +151,12 @@ static void check_rules(const hv_host_t *h, int unavailable, uint64_t expires)
 static void check_admitted(hv_polite_t *p, hv_host_t *h, const char *target)
 {
     hv_job_t *job = page_job(h, target);
-    ASSERT_EQ(1, hv_polite_admit(p, job, NOW));
+    int retry = -1;
+    job->pol = hv_polite_admit(p, h->pol, job, NOW, &retry);
+    ASSERT_NOT_NULL(job->pol);
     ASSERT_EQ(1, job->rec->ok);
     ASSERT(job->pol == h->pol);
+    ASSERT_EQ(-1, retry);
     hv_polite_put(p, job->pol);
     hv_job_free(job);
 }
@@ -526,7 +543,7 @@ TEST_IMPL(polite_robots_job_fetches_robots_txt_of_host)
     hv_config_t cfg;
     hv_host_t h;
     hv_polite_t *p = robots_polite(&cfg, &h, "127.0.0.1", 8080);
-    hv_job_t *job = hv_polite_robots_job(p, h.pol, HV_SCHEME_HTTP, "127.0.0.1", 8080, 42, NOW);
+    hv_job_t *job = robots_job(p, h.pol, HV_SCHEME_HTTP, "127.0.0.1", 8080, 42, NOW);
     ASSERT_NOT_NULL(job);
     ASSERT_EQ(42, job->id);
     ASSERT_EQ(HV_JOB_ROBOTS, job->kind);
@@ -547,7 +564,7 @@ TEST_IMPL(polite_robots_job_brackets_ipv6_name)
     hv_config_t cfg;
     hv_host_t h;
     hv_polite_t *p = robots_polite(&cfg, &h, "::1", 8443);
-    hv_job_t *job = hv_polite_robots_job(p, h.pol, HV_SCHEME_HTTPS, "::1", 8443, 1, NOW);
+    hv_job_t *job = robots_job(p, h.pol, HV_SCHEME_HTTPS, "::1", 8443, 1, NOW);
     ASSERT_NOT_NULL(job);
     ASSERT_STR_EQ("https://[::1]:8443/robots.txt", job->rec->requested_url);
     ASSERT_STR_EQ("::1", job->url.host);
@@ -565,7 +582,8 @@ TEST_IMPL(polite_robots_job_none_for_unusable_name)
     hv_config_t cfg;
     hv_host_t h;
     hv_polite_t *p = robots_polite(&cfg, &h, "a b", 80);
-    ASSERT_NULL(hv_polite_robots_job(p, h.pol, HV_SCHEME_HTTP, "a b", 80, 1, NOW));
+    hv_url_t url;
+    ASSERT_NULL(hv_polite_robots_request(p, h.pol, HV_SCHEME_HTTP, "a b", 80, NOW, &url));
     check_rules(&h, 0, NOW + 24 * HOUR_MS);
     ASSERT_EQ(0, hv_polite_stats(p)->robots_fetches);
     robots_free(p, &h);
@@ -755,7 +773,7 @@ TEST_IMPL(polite_robots_cancelled_forgets_fetch)
     ASSERT_EQ(HV_ROBOTS_UNKNOWN, h.pol->robots_state);
     ASSERT_NULL(h.pol->robots);
 
-    hv_job_t *job = hv_polite_robots_job(p, h.pol, HV_SCHEME_HTTP, "127.0.0.1", 8080, 2, NOW);
+    hv_job_t *job = robots_job(p, h.pol, HV_SCHEME_HTTP, "127.0.0.1", 8080, 2, NOW);
     job->end = HV_JOB_GOT_PAGE;
     hv_polite_robots_ended(p, job, 1, NOW);
     ASSERT_EQ(HV_ROBOTS_UNKNOWN, h.pol->robots_state);
@@ -778,14 +796,16 @@ TEST_IMPL(polite_admit_references_host_and_releases_previous)
     job->pol = hv_polite_get(p, before->key, "127.0.0.2");
     ASSERT_EQ(2, before->_refs);
     ASSERT_EQ(1, h.pol->_refs);
-    ASSERT_EQ(1, hv_polite_admit(p, job, NOW)); /* no rules yet: nothing to refuse */
+    int retry = -1;
+    job->pol = hv_polite_admit(p, h.pol, job, NOW, &retry); /* no rules yet: nothing to refuse */
+    ASSERT_NOT_NULL(job->pol);
     ASSERT(job->pol == h.pol);
     ASSERT_EQ(1, before->_refs);
     ASSERT_EQ(2, h.pol->_refs);
     /* The attempt's end releases it. */
     ASSERT_EQ(0, hv_polite_attempt_ended(p, job, NOW + 10, &key));
+    job->pol = NULL; /* as the engine does: the reference went with the attempt */
     ASSERT_STR_EQ(h.key, key);
-    ASSERT_NULL(job->pol);
     ASSERT_EQ(1, h.pol->_refs);
     hv_job_free(job);
     hv_polite_put(p, before);

@@ -9,6 +9,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/config.h"
+#include "harvestd/fetch.h"
 #include "harvestd/job.h"
 #include "harvestd/record.h"
 #include "harvestd/retry.h"
@@ -357,6 +358,11 @@ TEST_IMPL(retry_job_counts_attempt_and_forgets_failure)
     ASSERT_EQ(1, job->attempts);
     ASSERT_EQ(1, hv_retry_job(&cfg, job, 0.0, 5000, &plan));
     ASSERT_EQ(6000, plan.at);
+    /* The policy only decides; the engine counts the attempt and fetch starts it clean. */
+    ASSERT_EQ(1, job->attempts);
+    ASSERT_EQ(0, job->rec->ok);
+    job->attempts++;
+    hv_fetch_next_attempt(job);
     ASSERT_EQ(2, job->attempts);
     ASSERT_EQ(1, job->rec->ok);
     ASSERT_NULL(job->rec->error);
@@ -372,6 +378,8 @@ TEST_IMPL(retry_job_counts_attempt_and_forgets_failure)
     fx_fail_record(job->rec, HV_STAGE_DOWNLOAD, HV_ET_CONNECT, "connection_refused");
     ASSERT_EQ(1, hv_retry_job(&cfg, job, 0.0, 10000, &plan));
     ASSERT_EQ(2000, plan.delay_ms);
+    job->attempts++;
+    hv_fetch_next_attempt(job);
     ASSERT_EQ(3, job->attempts);
     hv_job_free(job);
 }

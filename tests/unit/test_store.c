@@ -273,3 +273,17 @@ TEST_IMPL(store_entry_with_broken_fields_reads_as_absent)
     ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/list", 18, &out));
     hv_store_close(st);
 }
+
+TEST_IMPL(store_entry_body_hash_names_its_kind_and_tells_bodies_apart)
+{
+    char a[HV_STORE_ENTRY_HASH_MAX], b[HV_STORE_ENTRY_HASH_MAX], c[HV_STORE_ENTRY_HASH_MAX];
+    hv_store_entry_body_hash("<p>one</p>", 10, a);
+    hv_store_entry_body_hash("<p>one</p>", 10, b);
+    hv_store_entry_body_hash("<p>onf</p>", 10, c);
+    ASSERT_STR_EQ(a, b);
+    ASSERT_EQ(1, strcmp(a, c) != 0);
+    ASSERT_EQ(41, strlen(a));
+    ASSERT_EQ(0, strncmp(a, "xxh3-128:", 9));
+    hv_store_entry_body_hash("", 0, c);
+    ASSERT_EQ(41, strlen(c));
+}
