@@ -343,21 +343,32 @@ static void client_fail_connect(client_t *s, int status)
                        hv_err_name(status));
 }
 
-/* A command (`what`: its name and key) that got no reply. */
-static void client_fail_status(client_t *s, const char *what, int status)
+/* A command (`what`: its name and key) that got no reply within `ms`. */
+static void client_fail_status_within(client_t *s, const char *what, int status, uint64_t ms)
 {
     if (status == UV_ETIMEDOUT)
-        client_fail(s, "%s: no reply within %" PRIu64 " ms", what, s->reply_timeout_ms);
+        client_fail(s, "%s: no reply within %" PRIu64 " ms", what, ms);
     else if (status == UV_EOF)
         client_fail(s, "%s: the server closed the connection", what);
     else
         client_fail(s, "%s: %s (%s)", what, hv_strerror(status), hv_err_name(status));
 }
 
+static void client_fail_status(client_t *s, const char *what, int status)
+{
+    client_fail_status_within(s, what, status, s->reply_timeout_ms);
+}
+
+/* A failed connect: the connection's, or that of the SELECT made once connected (whose
+ * reply is due within the connect timeout). */
 static void on_client_connect(hv_redis_t *r, int status)
 {
     client_t *s = hv_redis_data(r);
-    if (status != 0)
+    if (status == HV_EREFUSED)
+        client_fail(s, "SELECT: %s", hv_redis_refusal(r));
+    else if (status != 0 && hv_redis_failed_command(r) != NULL)
+        client_fail_status_within(s, hv_redis_failed_command(r), status, s->connect_timeout_ms);
+    else if (status != 0)
         client_fail_connect(s, status);
     s->connecting = 0;
 }
@@ -452,17 +463,10 @@ static int client_init(client_t *s, const char *url, uint64_t timeout_ms)
     return 0;
 }
 
-static void on_select(hv_redis_t *r, void *data, int status, const redisReply *reply)
-{
-    (void)data;
-    reply_usable(hv_redis_data(r), "SELECT", status, reply);
-}
-
-/* Connect, and select the URL's database. 0, or -1 (reported). */
+/* Connect (on the URL's database). 0, or -1 (reported). */
 static int client_connect(client_t *s, const hv_redis_addr_t *addr)
 {
-    int rc = hv_redis_connect(&s->env, addr->host, addr->port, s->connect_timeout_ms, &client_cbs,
-                              s, &s->r);
+    int rc = hv_redis_connect(&s->env, addr, s->connect_timeout_ms, &client_cbs, s, &s->r);
     if (rc != 0) {
         client_fail_connect(s, rc);
         return -1;
@@ -471,14 +475,7 @@ static int client_connect(client_t *s, const hv_redis_addr_t *addr)
     while (s->connecting && !s->failed)
         client_turn(s);
     s->connecting = 0;
-    if (s->failed)
-        return -1;
-    if (addr->db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%u", addr->db);
-        SEND(s, on_select, NULL, "SELECT", db);
-    }
-    return client_wait(s);
+    return s->failed ? -1 : 0;
 }
 
 static void on_leftover(uv_handle_t *h, void *arg)
