@@ -28,6 +28,7 @@ static const struct {
     {HV_ETLS, "HV_ETLS", "TLS failure"},
     {HV_ECERT, "HV_ECERT", "certificate verification failed"},
     {HV_EBLOCKED, "HV_EBLOCKED", "address refused by the address guard"},
+    {HV_EREFUSED, "HV_EREFUSED", "refused by the server"},
 };
 
 const char *hv_strerror(int err)

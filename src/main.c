@@ -26,6 +26,7 @@
 #include "harvestd/config.h"
 #include "harvestd/log.h"
 #include "harvestd/loop.h"
+#include "harvestd/options.h"
 #include "harvestd/tls.h"
 
 enum { EXIT_OK = HV_EXIT_OK, EXIT_USAGE = HV_EXIT_USAGE };
@@ -51,8 +52,8 @@ static int usage_error(const char *msg, const char *arg)
  * directive, or an option that stands for one or adds an extraction rule. */
 typedef struct cli_option_s cli_option_t;
 typedef struct {
-    const cli_option_t *opt; /* NULL: the directive `name` */
-    char name[64];           /* as written, without the dashes */
+    const cli_option_t *opt;    /* NULL: the directive `name` */
+    char name[HV_OPT_NAME_MAX]; /* as written, without the dashes */
     const char *value;
 } arg_t;
 
@@ -63,15 +64,12 @@ typedef struct {
  * on: the directive an option stands for, or the suffix of the extraction key.
  */
 struct cli_option_s {
-    const char *name;   /* --NAME */
-    const char *alias;  /* --ALIAS: another spelling */
-    const char *letter; /* -LETTER */
-    int has_value;      /* takes a value (--NAME VALUE, --NAME=VALUE, -LETTER VALUE) */
-    const char *fixed;  /* the value of one that takes none */
+    hv_opt_t spelling; /* --NAME, --ALIAS, -LETTER, and whether it takes a value (options.h) */
+    const char *fixed; /* the value of one that takes none */
     int (*now)(app_t *app, const char *value);
     int (*later)(app_t *app, const arg_t *a);
     const char *target;
-    const char *usage;  /* its line in --help; NULL: described on another's line */
+    const char *usage; /* its line in --help; NULL: described on another's line */
 };
 
 static void usage(FILE *out);
@@ -150,29 +148,62 @@ static int add_extract_rule(app_t *app, const arg_t *a)
 
 /* The rows that have a usage line print it in --help, in this order. */
 static const cli_option_t cli_options[] = {
-    {.name = "config", .alias = "c", .letter = "c", .has_value = 1, .now = opt_config,
+    {{.name = "config", .alias = "c", .letter = "c", .kind = HV_OPT_VALUE},
+     .now = opt_config,
      .usage = "-c, --config FILE      INI configuration (command-line options override it)"},
-    {.name = "progress", .fixed = "yes", .now = opt_progress,
+    {{.name = "progress"},
+     .fixed = "yes",
+     .now = opt_progress,
      .usage = "--progress, --no-progress  live progress line on stderr (default: when a "
               "terminal)"},
-    {.name = "no-progress", .fixed = "no", .now = opt_progress},
-    {.name = "extract", .has_value = 1, .later = add_extract_rule, .target = "",
+    {{.name = "no-progress"}, .fixed = "no", .now = opt_progress},
+    {{.name = "extract", .kind = HV_OPT_VALUE},
+     .later = add_extract_rule,
+     .target = "",
      .usage = "--extract NAME=SELECTOR      a field: the first match (SELECTOR [@attr|::html])"},
-    {.name = "extract-all", .alias = "extract_all", .has_value = 1, .later = add_extract_rule,
-     .target = "[]", .usage = "--extract-all NAME=SELECTOR  a field: every match, as a list"},
-    {.name = "links", .fixed = "links=@links", .later = add_extract_rule, .target = "",
+    {{.name = "extract-all", .alias = "extract_all", .kind = HV_OPT_VALUE},
+     .later = add_extract_rule,
+     .target = "[]",
+     .usage = "--extract-all NAME=SELECTOR  a field: every match, as a list"},
+    {{.name = "links"},
+     .fixed = "links=@links",
+     .later = add_extract_rule,
+     .target = "",
      .usage = "--links                the page's links (absolute URLs) as field 'links'"},
-    {.name = "rules", .has_value = 1, .later = set_directive, .target = "default_rules",
+    {{.name = "rules", .kind = HV_OPT_VALUE},
+     .later = set_directive,
+     .target = "default_rules",
      .usage = "--rules NAME           use the config's [rules \"NAME\"] set"},
-    {.letter = "v", .fixed = "info", .later = set_directive, .target = "log_level",
+    {{.letter = "v"},
+     .fixed = "info",
+     .later = set_directive,
+     .target = "log_level",
      .usage = "-v                     more logging (-vv for debug); -q for warnings only"},
-    {.letter = "vv", .fixed = "debug", .later = set_directive, .target = "log_level"},
-    {.letter = "q", .fixed = "warning", .later = set_directive, .target = "log_level"},
-    {.name = "help", .letter = "h", .now = opt_help, .usage = "--help, --version"},
-    {.name = "version", .now = opt_version},
-    {.name = "once", .has_value = 1, .now = opt_once},
-    {.name = "output", .alias = "o", .letter = "o", .has_value = 1, .now = opt_output},
-    {.name = "check-config", .now = opt_check_config},
+    {{.letter = "vv"}, .fixed = "debug", .later = set_directive, .target = "log_level"},
+    {{.letter = "q"}, .fixed = "warning", .later = set_directive, .target = "log_level"},
+    {{.name = "help", .letter = "h"}, .now = opt_help, .usage = "--help, --version"},
+    {{.name = "version"}, .now = opt_version},
+    {{.name = "once", .kind = HV_OPT_VALUE}, .now = opt_once},
+    {{.name = "output", .alias = "o", .letter = "o", .kind = HV_OPT_VALUE}, .now = opt_output},
+    {{.name = "check-config"}, .now = opt_check_config},
+};
+
+/* Anything spelled --NAME that is no option here is a directive: hv_config_set() judges the
+ * name once the config file is read. A directive that is a flag needs no value ("yes"). */
+static int directive_kind(const char *name)
+{
+    return hv_config_is_flag(name) ? HV_OPT_OPTIONAL : HV_OPT_VALUE;
+}
+
+/* An option that takes no value given one (--links=x) is read as a directive, so an unknown
+ * one. */
+static const hv_opt_spec_t cli_spec = {
+    .opts = &cli_options[0].spelling,
+    .nopts = HV_ARRAY_SIZE(cli_options),
+    .stride = sizeof(cli_options[0]),
+    .rules = HV_OPT_FLAG_VALUE_UNKNOWN,
+    .say = HV_OPT_SAY_DAEMON,
+    .unknown = directive_kind,
 };
 
 static void usage(FILE *out)
@@ -200,49 +231,20 @@ static void usage(FILE *out)
                  "3 --once interrupted.\n");
 }
 
-/* The row spelled `word` after "--" (long) or "-" (!long); NULL for none. */
-static const cli_option_t *find_option(const char *word, int long_form)
+/* One option of the command line: run it now (`now`), or keep it for after the config file. */
+static int take_option(app_t *app, const hv_opt_arg_t *got, arg_t *later, size_t *nlater)
 {
-    for (size_t i = 0; i < HV_ARRAY_SIZE(cli_options); i++) {
-        const cli_option_t *o = &cli_options[i];
-        if (long_form ? (o->name != NULL && strcmp(o->name, word) == 0) ||
-                            (o->alias != NULL && strcmp(o->alias, word) == 0)
-                      : o->letter != NULL && strcmp(o->letter, word) == 0)
-            return o;
-    }
-    return NULL;
-}
-
-/* Which option argv[*i] is, and its value (the next argument, when it takes one). Anything
- * spelled --NAME that is no option here is a directive: hv_config_set judges the name. */
-static int read_arg(int argc, char **argv, int *i, arg_t *a)
-{
-    const char *s = argv[*i], *eq = NULL;
-    memset(a, 0, sizeof(*a));
-    if (strncmp(s, "--", 2) == 0) {
-        eq = strchr(s, '=');
-        size_t n = eq != NULL ? (size_t)(eq - s - 2) : strlen(s + 2);
-        if (n == 0 || n >= sizeof(a->name))
-            return usage_error("unknown option: ", s);
-        memcpy(a->name, s + 2, n);
-        a->opt = find_option(a->name, 1);
-        if (a->opt != NULL && !a->opt->has_value && eq != NULL)
-            a->opt = NULL; /* --links=x: read as a directive, so an unknown one */
-    } else {
-        a->opt = s[0] == '-' ? find_option(s + 1, 0) : NULL;
-        if (a->opt == NULL)
-            return usage_error("unexpected argument: ", s);
-    }
-    if (a->opt != NULL && !a->opt->has_value)
-        a->value = a->opt->fixed;
-    else if (eq != NULL)
-        a->value = eq + 1;
-    else if (a->opt == NULL && hv_config_is_flag(a->name))
-        a->value = "yes";
-    else if (*i + 1 < argc)
-        a->value = argv[++*i];
-    else
-        return usage_error("missing value for ", s);
+    const cli_option_t *o =
+        got->opt != NULL ? hv_opt_container(got->opt, cli_option_t, spelling) : NULL;
+    const char *value = o != NULL && o->spelling.kind == HV_OPT_FLAG ? o->fixed
+                        : got->value != NULL                         ? got->value
+                                                                     : "yes";
+    if (o != NULL && o->now != NULL)
+        return o->now(app, value);
+    arg_t *a = &later[(*nlater)++];
+    a->opt = o;
+    memcpy(a->name, got->name, sizeof(a->name));
+    a->value = value;
     return EXIT_OK;
 }
 
@@ -301,16 +303,19 @@ static int parse_args(app_t *app, int argc, char **argv)
 {
     arg_t *later = hv_xcalloc((size_t)argc, sizeof(*later));
     size_t nlater = 0;
+    hv_opt_parser_t p;
+    hv_opt_arg_t got;
     char err[1200];
-    int rc = EXIT_OK;
+    int rc = EXIT_OK, what;
 
-    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
-        arg_t *a = &later[nlater];
-        rc = read_arg(argc, argv, &i, a);
-        if (rc == EXIT_OK && a->opt != NULL && a->opt->now != NULL)
-            rc = a->opt->now(app, a->value);
-        else if (rc == EXIT_OK)
-            nlater++;
+    hv_opt_init(&p, &cli_spec, argc, argv);
+    while (rc == EXIT_OK && (what = hv_opt_next(&p, &got, err, sizeof(err))) != HV_OPT_END) {
+        if (what == HV_OPT_ERROR)
+            rc = usage_error(err, NULL);
+        else if (what == HV_OPT_ARGUMENT)
+            rc = usage_error("unexpected argument: ", got.word);
+        else
+            rc = take_option(app, &got, later, &nlater);
     }
     if (rc != EXIT_OK)
         goto out;

@@ -1,6 +1,7 @@
 /*
- * merge.c: `harvestd merge --batch NAME -o FILE DIR_OR_FILE...` (see merge.h for what is
- * merged and how the winner of a line is chosen).
+ * merge.c: one record per line of a stream batch from several daemons' outputs (see merge.h
+ * for what is merged and how the winner of a line is chosen). The command is
+ * src/cmd/merge.c.
  */
 #include "harvestd/merge.h"
 
@@ -9,8 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +17,9 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "harvestd/commands.h"
 #include "harvestd/common.h"
 #include "harvestd/record.h"
 #include "harvestd/streamkeys.h"
-
-#define EXIT_IO 1
-#define EXIT_USAGE 2
 
 /* Reading: the buffer starts small and grows up to one whole line of the longest record. */
 #define READ_CHUNK ((size_t)64 << 10)
@@ -56,16 +51,6 @@ struct hv_merge_s {
     size_t n, cap;
     hv_merge_stats_t st;
 };
-
-__attribute__((format(printf, 4, 5))) static int fail(char *err, size_t errcap, int code,
-                                                      const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errcap, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 hv_merge_t *hv_merge_new(const char *batch)
 {
@@ -138,14 +123,14 @@ static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
     int rc = 0;
     DIR *d = opendir(dir);
     if (d == NULL)
-        return fail(err, errcap, -errno, "cannot read directory %s: %s", dir, strerror(errno));
+        return hv_errf(err, errcap, -errno, "cannot read directory %s: %s", dir, strerror(errno));
     for (;;) {
         errno = 0;
         struct dirent *de = readdir(d);
         if (de == NULL) {
             if (errno != 0)
-                rc =
-                    fail(err, errcap, -errno, "cannot read directory %s: %s", dir, strerror(errno));
+                rc = hv_errf(err, errcap, -errno, "cannot read directory %s: %s", dir,
+                             strerror(errno));
             break;
         }
         if (!hv_streamkeys_is_output_of(de->d_name, m->batch))
@@ -163,9 +148,9 @@ static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
         char *p = join(dir, names[i]);
         struct stat st;
         if (stat(p, &st) != 0)
-            rc = fail(err, errcap, -errno, "cannot read %s: %s", p, strerror(errno));
+            rc = hv_errf(err, errcap, -errno, "cannot read %s: %s", p, strerror(errno));
         else if (!S_ISREG(st.st_mode))
-            rc = fail(err, errcap, UV_EFTYPE, "cannot read %s: not a regular file", p);
+            rc = hv_errf(err, errcap, UV_EFTYPE, "cannot read %s: not a regular file", p);
         else
             add_file(m, p, &st);
         free(p);
@@ -180,15 +165,15 @@ int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap
 {
     struct stat st;
     if (stat(path, &st) != 0)
-        return fail(err, errcap, -errno, "%s: %s", path, strerror(errno));
+        return hv_errf(err, errcap, -errno, "%s: %s", path, strerror(errno));
     if (S_ISREG(st.st_mode)) {
         add_file(m, path, &st);
         return 0;
     }
     if (!S_ISDIR(st.st_mode))
-        return fail(err, errcap, UV_EFTYPE,
-                    "cannot read %s: not a regular file or a directory (inputs are read twice)",
-                    path);
+        return hv_errf(err, errcap, UV_EFTYPE,
+                       "cannot read %s: not a regular file or a directory (inputs are read twice)",
+                       path);
     int rc = add_dir(m, path, err, errcap);
     if (rc != 0)
         return rc;
@@ -197,7 +182,7 @@ int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap
         if (S_ISDIR(st.st_mode))
             rc = add_dir(m, out, err, errcap);
     } else if (errno != ENOENT) {
-        rc = fail(err, errcap, -errno, "cannot read directory %s: %s", out, strerror(errno));
+        rc = hv_errf(err, errcap, -errno, "cannot read directory %s: %s", out, strerror(errno));
     }
     free(out);
     return rc;
@@ -343,9 +328,9 @@ static int index_file(hv_merge_t *m, uint32_t fi, char *err, size_t errcap)
 
     int fd = open(in->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
+        return hv_errf(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
     if (fstat(fd, &st) != 0) {
-        rc = fail(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
+        rc = hv_errf(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
         goto out;
     }
     in->dev = st.st_dev;
@@ -355,7 +340,7 @@ static int index_file(hv_merge_t *m, uint32_t fi, char *err, size_t errcap)
     for (;;) {
         size_t got = 0;
         if ((rc = read_some(fd, buf + have, cap - have, &got)) != 0) {
-            rc = fail(err, errcap, rc, "cannot read %s: %s", in->path, strerror(-rc));
+            rc = hv_errf(err, errcap, rc, "cannot read %s: %s", in->path, strerror(-rc));
             goto out;
         }
         if (got == 0)
@@ -368,9 +353,10 @@ static int index_file(hv_merge_t *m, uint32_t fi, char *err, size_t errcap)
             if (skipping) {
                 m->st.invalid++;
             } else if (index_line(m, fi, base + start, buf + start, end - start) != 0) {
-                rc = fail(err, errcap, UV_ENOMEM,
-                          "out of memory for the index, after %zu records (%s, offset %" PRIu64 ")",
-                          m->n, in->path, base + start);
+                rc = hv_errf(err, errcap, UV_ENOMEM,
+                             "out of memory for the index, after %zu records (%s, offset %" PRIu64
+                             ")",
+                             m->n, in->path, base + start);
                 goto out;
             }
             skipping = 0;
@@ -405,7 +391,7 @@ out:
 int hv_merge_index(hv_merge_t *m, char *err, size_t errcap)
 {
     if (m->nfiles > UINT32_MAX)
-        return fail(err, errcap, UV_E2BIG, "too many input files (%zu)", m->nfiles);
+        return hv_errf(err, errcap, UV_E2BIG, "too many input files (%zu)", m->nfiles);
     for (size_t i = 0; i < m->nfiles; i++) {
         int rc = index_file(m, (uint32_t)i, err, errcap);
         if (rc != 0)
@@ -549,20 +535,6 @@ void hv_merge__select_depth(hv_merge_t *m, unsigned depth)
 
 /* ------------------------------------------------------------------------------ writing */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* `n` bytes at `off`: 0, 1 when the file ends first, or -errno. */
 static int pread_all(int fd, char *p, size_t n, uint64_t off)
 {
@@ -603,11 +575,11 @@ static int input_fd(hv_merge_t *m, int *fds, uint32_t fi, char *err, size_t errc
         fd = open(in->path, O_RDONLY | O_CLOEXEC);
     }
     if (fd < 0)
-        return fail(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
+        return hv_errf(err, errcap, -errno, "cannot read %s: %s", in->path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_dev != in->dev || st.st_ino != in->ino) {
         close(fd);
-        return fail(err, errcap, UV_EIO, "%s was replaced while merging", in->path);
+        return hv_errf(err, errcap, UV_EIO, "%s was replaced while merging", in->path);
     }
     return fds[fi] = fd;
 }
@@ -630,7 +602,7 @@ int hv_merge_write(hv_merge_t *m, int out, const char *out_name, char *err, size
             goto out;
         }
         if (need > WRITE_BUF - used && used > 0) {
-            if ((rc = write_all(out, buf, used)) != 0)
+            if ((rc = hv_write_all(out, buf, used)) != 0)
                 goto write_failed;
             used = 0;
         }
@@ -645,344 +617,34 @@ int hv_merge_write(hv_merge_t *m, int out, const char *out_name, char *err, size
         }
         int r = pread_all(fd, dst, need, e->off);
         if (r < 0) {
-            rc = fail(err, errcap, r, "cannot read %s: %s", m->files[e->file].path, strerror(-r));
+            rc =
+                hv_errf(err, errcap, r, "cannot read %s: %s", m->files[e->file].path, strerror(-r));
             goto out;
         }
         if (r > 0 || dst[e->len] != '\n') {
-            rc = fail(err, errcap, UV_EIO,
-                      "%s changed while merging (the record at offset %" PRIu64
-                      " is no longer there)",
-                      m->files[e->file].path, e->off);
+            rc = hv_errf(err, errcap, UV_EIO,
+                         "%s changed while merging (the record at offset %" PRIu64
+                         " is no longer there)",
+                         m->files[e->file].path, e->off);
             goto out;
         }
         if (dst == big) {
-            if ((rc = write_all(out, big, need)) != 0)
+            if ((rc = hv_write_all(out, big, need)) != 0)
                 goto write_failed;
         } else {
             used += need;
         }
     }
-    if (used > 0 && (rc = write_all(out, buf, used)) != 0)
+    if (used > 0 && (rc = hv_write_all(out, buf, used)) != 0)
         goto write_failed;
     goto out;
 
 write_failed:
-    rc = fail(err, errcap, rc, "cannot write %s: %s", out_name, strerror(-rc));
+    rc = hv_errf(err, errcap, rc, "cannot write %s: %s", out_name, strerror(-rc));
 out:
     close_all(fds, m->nfiles);
     free(fds);
     free(buf);
     free(big);
     return rc;
-}
-
-/* ------------------------------------------------------------------------------ command */
-
-typedef struct {
-    const char *batch;
-    const char *output;
-    char **inputs;
-    size_t ninputs;
-    int help;
-} merge_args_t;
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: harvestd merge --batch NAME -o FILE DIR_OR_FILE...\n"
-            "\n"
-            "Gathers the records of stream batch NAME that several daemons wrote, each to its\n"
-            "own out/NAME.CONSUMER.jsonl, into FILE: exactly one record per input line, in\n"
-            "line order. For a line with several records the last one wins: the later\n"
-            "fetched_at (one with a fetched_at beats one without), then the one read later\n"
-            "(inputs in the order given, then position in the file). Records are copied as\n"
-            "they were written.\n"
-            "\n"
-            "  --batch NAME       the batch (as enqueue named it)\n"
-            "  -o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
-            "                     and renamed into place; '-' for standard output\n"
-            "  DIR_OR_FILE        a file is read as it is, whatever its name; a directory\n"
-            "                     (a daemon's spool) for the batch's files in it and in DIR/out\n"
-            "  -h, --help         this text\n"
-            "\n"
-            "A summary line on standard error counts records, duplicates dropped, lines\n"
-            "without a record, and the lines skipped: invalid, torn (a last line cut short by\n"
-            "a crash) and of other batches.\n"
-            "\n"
-            "Exit status: 0 merged; 1 an input could not be read or FILE written; 2 usage\n"
-            "error (including an existing FILE, and no output of the batch in the inputs).\n");
-}
-
-/* The value of option `name` at argv[*i] ("--name=V", or "--name V"/"-o V"): 1 and the value
- * in *val, 0 when argv[*i] is not this option, -1 when the value is missing. */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char *letter,
-                     const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, name, n) == 0 && a[2 + n] == '=') {
-        *val = a + 3 + n;
-        return 1;
-    }
-    if (!((strncmp(a, "--", 2) == 0 && strcmp(a + 2, name) == 0) ||
-          (letter != NULL && strcmp(a, letter) == 0)))
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_args(int argc, char **argv, merge_args_t *a, char *err, size_t errcap)
-{
-    int options = 1;
-    memset(a, 0, sizeof(*a));
-    a->inputs = hv_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof(*a->inputs));
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = NULL;
-        int r;
-        if (options && strcmp(arg, "-") == 0) {
-            return fail(err, errcap, -1,
-                        "standard input cannot be an input: merge reads each input twice "
-                        "(./- names a file called -)");
-        } else if (!options || arg[0] != '-') {
-            a->inputs[a->ninputs++] = argv[i];
-        } else if (strcmp(arg, "--") == 0) {
-            options = 0;
-        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            a->help = 1;
-            return 0;
-        } else if ((r = opt_value(argc, argv, &i, "batch", NULL, &val)) != 0 ||
-                   (r = opt_value(argc, argv, &i, "output", "-o", &val)) != 0) {
-            int is_batch = strncmp(arg, "--batch", 7) == 0;
-            const char **slot = is_batch ? &a->batch : &a->output;
-            if (r < 0)
-                return fail(err, errcap, -1, "%s needs a value", arg);
-            if (*slot != NULL)
-                return fail(err, errcap, -1, "%s given twice", is_batch ? "--batch" : "-o");
-            *slot = val;
-        } else {
-            return fail(err, errcap, -1, "unknown option: %s", arg);
-        }
-    }
-    if (a->batch == NULL)
-        return fail(err, errcap, -1, "missing --batch NAME");
-    if (!hv_streamkeys_batch_name_ok(a->batch))
-        return fail(err, errcap, -1, "bad batch name (1 to %d bytes, no control characters)",
-                    HV_STREAM_BATCH_MAX);
-    if (a->output == NULL || a->output[0] == '\0')
-        return fail(err, errcap, -1, "missing -o FILE ('-' for standard output)");
-    if (a->ninputs == 0)
-        return fail(err, errcap, -1,
-                    "no inputs: name the daemons' spool directories or output files");
-    return 0;
-}
-
-static int usage_error(const char *msg)
-{
-    fprintf(stderr, "harvestd: %s\nTry 'harvestd merge --help'.\n", msg);
-    return EXIT_USAGE;
-}
-
-/* The temporary output while it is being written: a signal that ends the merge removes it
- * (unlink() is async-signal-safe), then ends the process as the signal would have. */
-static const char *volatile pending_tmp;
-
-static void on_fatal_signal(int sig)
-{
-    const char *tmp = pending_tmp;
-    if (tmp != NULL)
-        unlink(tmp);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP};
-
-/* fsync the directory holding `path`, so that the new name is durable too. */
-static void sync_parent(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash == NULL   ? hv_xstrdup(".")
-                : slash == path ? hv_xstrdup("/")
-                                : hv_xstrndup(path, (size_t)(slash - path));
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
-/* Give the finished temporary file its name, never over an existing file: renameat2() with
- * RENAME_NOREPLACE where the file system has it, else link() and unlink(). */
-static int publish(const char *tmp, const char *path)
-{
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
-        return 0;
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
-        return -errno;
-    if (link(tmp, path) != 0)
-        return -errno;
-    unlink(tmp);
-    return 0;
-}
-
-/* The winners to `path` ("-": standard output). 0, UV_EEXIST (another file took the name
- * meanwhile), or another error with a message in `err`. */
-static int write_output(hv_merge_t *m, const char *path, char *err, size_t errcap)
-{
-    if (strcmp(path, "-") == 0)
-        return hv_merge_write(m, STDOUT_FILENO, "standard output", err, errcap);
-    size_t n = strlen(path) + 32;
-    char *tmp = hv_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = fail(err, errcap, -errno, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    struct sigaction sa, old[HV_ARRAY_SIZE(fatal_signals)];
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    pending_tmp = tmp;
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
-        sigaction(fatal_signals[i], &sa, &old[i]);
-    if ((rc = hv_merge_write(m, fd, tmp, err, errcap)) != 0)
-        goto out;
-    if (fsync(fd) != 0) {
-        rc = fail(err, errcap, -errno, "cannot write %s: fsync: %s", tmp, strerror(errno));
-        goto out;
-    }
-    int c = close(fd);
-    fd = -1;
-    if (c != 0) {
-        rc = fail(err, errcap, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if ((rc = publish(tmp, path)) != 0) {
-        fail(err, errcap, rc, "cannot create %s: %s", path, strerror(-rc));
-        goto out;
-    }
-    sync_parent(path);
-out:
-    if (fd >= 0)
-        close(fd);
-    if (rc != 0)
-        unlink(tmp);
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
-        sigaction(fatal_signals[i], &old[i], NULL);
-    pending_tmp = NULL;
-    free(tmp);
-    return rc;
-}
-
-static const char *plural(uint64_t n, const char *one, const char *many)
-{
-    return n == 1 ? one : many;
-}
-
-static void print_summary(const char *batch, const hv_merge_stats_t *s)
-{
-    char lines[192] = "";
-    if (s->winners > 0 && s->first_line == 1)
-        snprintf(lines, sizeof(lines), " (lines 1-%" PRIu64 ", %" PRIu64 " without a record)",
-                 s->last_line, s->gaps);
-    else if (s->winners > 0)
-        snprintf(lines, sizeof(lines),
-                 " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64 " of lines 1-%" PRIu64
-                 " without a record)",
-                 s->first_line, s->last_line, s->gaps, s->last_line);
-    fprintf(
-        stderr,
-        "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
-        " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64 " of other batches\n",
-        batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
-        plural(s->files, "file", "files"), s->duplicates,
-        plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
-        plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"), s->other);
-}
-
-/* "no output files of batch NAME (NAME.*.jsonl) in D1, D2 or their out/" */
-static void print_no_files(const char *batch, const merge_args_t *a)
-{
-    char part[3 * HV_STREAM_BATCH_MAX + 1];
-    if (hv_streamkeys_file_part(batch, 1, part, sizeof(part)) != 0)
-        part[0] = '\0';
-    fprintf(stderr, "harvestd: no output files of batch %s (%s.CONSUMER.jsonl) in ", batch, part);
-    for (size_t i = 0; i < a->ninputs; i++)
-        fprintf(stderr, "%s%s", a->inputs[i],
-                i + 2 < a->ninputs    ? ", "
-                : i + 2 == a->ninputs ? " or "
-                                      : "");
-    fprintf(stderr, " (nor in %s)\nTry 'harvestd merge --help'.\n",
-            a->ninputs == 1 ? "its out/" : "their out/");
-}
-
-int hv_cmd_merge(int argc, char **argv)
-{
-    merge_args_t a;
-    hv_merge_t *m = NULL;
-    char err[1024];
-    int rc = 0, status = EXIT_IO;
-    struct stat st;
-    hv_merge_stats_t s;
-
-    if (parse_args(argc, argv, &a, err, sizeof(err)) != 0) {
-        status = usage_error(err);
-        goto out;
-    }
-    if (a.help) {
-        usage(stdout);
-        status = 0;
-        goto out;
-    }
-    if (strcmp(a.output, "-") != 0 && lstat(a.output, &st) == 0) {
-        snprintf(err, sizeof(err), "output %s already exists; refusing to replace it", a.output);
-        status = usage_error(err);
-        goto out;
-    }
-    m = hv_merge_new(a.batch);
-    for (size_t i = 0; i < a.ninputs; i++) {
-        if ((rc = hv_merge_add_input(m, a.inputs[i], err, sizeof(err))) != 0) {
-            if (rc == UV_ENOENT) {
-                status = usage_error(err);
-            } else {
-                fprintf(stderr, "harvestd: %s\n", err);
-                status = EXIT_IO;
-            }
-            goto out;
-        }
-    }
-    if (hv_merge_nfiles(m) == 0) {
-        print_no_files(a.batch, &a);
-        status = EXIT_USAGE;
-        goto out;
-    }
-    if ((rc = hv_merge_index(m, err, sizeof(err))) != 0) {
-        fprintf(stderr, "harvestd: %s\n", err);
-        status = EXIT_IO;
-        goto out;
-    }
-    hv_merge_select(m);
-    if ((rc = write_output(m, a.output, err, sizeof(err))) != 0) {
-        if (rc == UV_EEXIST) {
-            snprintf(err, sizeof(err), "output %s already exists; refusing to replace it",
-                     a.output);
-            status = usage_error(err);
-        } else {
-            fprintf(stderr, "harvestd: %s\n", err);
-            status = EXIT_IO;
-        }
-        goto out;
-    }
-    hv_merge_get_stats(m, &s);
-    print_summary(a.batch, &s);
-    status = 0;
-out:
-    free(a.inputs);
-    hv_merge_free(m);
-    return status;
 }

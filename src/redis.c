@@ -8,6 +8,11 @@
  * of commands. The hv_redis_t is freed by hv_redis_close(), after the connection is handed
  * back to conn, which frees its own memory once its handles have closed; owner callbacks may
  * close, so state is checked after each.
+ *
+ * States: CONNECTING (conn's connect, under the connect timeout) -> SELECTING (only for a
+ * database other than 0: the SELECT is the one pending command, under its own deadline) ->
+ * OPEN (the owner was told, and sends) -> BROKEN (the owner is told once: on_connect while
+ * CONNECTING or SELECTING, on_error once OPEN) -> CLOSING (hv_redis_close).
  */
 #include "harvestd/redis.h"
 
@@ -22,7 +27,7 @@
 #include "harvestd/conn.h"
 #include "harvestd/log.h"
 
-typedef enum { ST_CONNECTING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
+typedef enum { ST_CONNECTING, ST_SELECTING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
 
 typedef struct pending_s {
     hv_redis_reply_cb cb;
@@ -42,6 +47,10 @@ struct hv_redis_s {
     size_t npending;
     int in_callback; /* an owner callback is running: close defers the free */
     int dead;        /* closed during that callback */
+    unsigned db;     /* the database to select after connecting (0: none) */
+    uint64_t timeout_ms;
+    int select_failed; /* the connect failed in SELECTING */
+    char *refusal;     /* the server's error reply to SELECT */
 };
 
 /* Free once no callback of ours is on the stack. */
@@ -50,6 +59,7 @@ static void maybe_free(hv_redis_t *r)
     if (r->state != ST_CLOSING || r->in_callback > 0)
         return;
     redisReaderFree(r->reader);
+    free(r->refusal);
     free(r);
 }
 
@@ -86,17 +96,66 @@ static void arm(hv_redis_t *r)
     hv_conn_set_timer(r->conn, p->deadline > now ? p->deadline - now : 1);
 }
 
-/* The open connection cannot go on: fail what waits, then tell the owner. */
+/* The connection cannot go on: fail what waits (while SELECTING, the SELECT, whose callback
+ * tells the owner), then tell the owner of an open one. */
 static void broken(hv_redis_t *r, int err)
 {
-    if (r->state != ST_OPEN)
+    if (r->state != ST_OPEN && r->state != ST_SELECTING)
         return;
+    int was_open = r->state == ST_OPEN;
     HV_LOG(HV_LOG_INFO, "event=redis_broken err=%s pending=%zu", hv_err_name(err), r->npending);
     r->state = ST_BROKEN;
     hv_conn_read_stop(r->conn);
     hv_conn_set_timer(r->conn, 0);
-    if (fail_pending(r, err))
+    if (fail_pending(r, err) && was_open)
         CALL(r, r->cbs->on_error(r, err));
+}
+
+/* Write a command and queue its reply's callback, whatever the state (callers check it). */
+static int send_command(hv_redis_t *r, int argc, const char **argv, const size_t *argvlen,
+                        uint64_t timeout_ms, hv_redis_reply_cb cb, void *data)
+{
+    char *cmd;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    if (len < 0)
+        return UV_ENOMEM;
+    int rc = hv_conn_write(r->conn, cmd, (size_t)len); /* conn sends its own copy */
+    redisFreeCommand(cmd);
+    if (rc != 0)
+        return rc;
+    pending_t *p = hv_xmalloc(sizeof(*p));
+    p->cb = cb;
+    p->data = data;
+    p->deadline = uv_now(r->loop) + timeout_ms;
+    TAILQ_INSERT_TAIL(&r->pending, p, link);
+    if (r->npending++ == 0)
+        arm(r);
+    return 0;
+}
+
+/* SELECT's answer ends the connect: the owner hears of it now. A close by the owner (its
+ * cancellation) is not news to it. */
+static void on_selected(hv_redis_t *r, void *data, int status, const redisReply *reply)
+{
+    (void)data;
+    if (r->state == ST_CLOSING)
+        return;
+    if (status == 0 && reply->type == REDIS_REPLY_ERROR) {
+        r->refusal = hv_xstrndup(reply->str, reply->len);
+        status = HV_EREFUSED;
+    }
+    if (status != 0) {
+        if (r->state == ST_SELECTING) {
+            r->state = ST_BROKEN;
+            hv_conn_read_stop(r->conn);
+            hv_conn_set_timer(r->conn, 0);
+        }
+        r->select_failed = 1;
+        CALL(r, r->cbs->on_connect(r, status));
+        return;
+    }
+    r->state = ST_OPEN;
+    CALL(r, r->cbs->on_connect(r, 0));
 }
 
 static void on_conn_connect(hv_conn_t *c, int status)
@@ -110,8 +169,22 @@ static void on_conn_connect(hv_conn_t *c, int status)
         CALL(r, r->cbs->on_connect(r, status));
         return;
     }
-    r->state = ST_OPEN;
     hv_conn_read_start(c);
+    if (r->db != 0) {
+        char db[16];
+        snprintf(db, sizeof(db), "%u", r->db);
+        const char *argv[] = {"SELECT", db};
+        const size_t lens[] = {6, strlen(db)};
+        r->state = ST_SELECTING;
+        int rc = send_command(r, 2, argv, lens, r->timeout_ms, on_selected, NULL);
+        if (rc != 0) {
+            r->state = ST_BROKEN;
+            hv_conn_read_stop(c);
+            CALL(r, r->cbs->on_connect(r, rc));
+        }
+        return;
+    }
+    r->state = ST_OPEN;
     if (CALL(r, r->cbs->on_connect(r, 0)))
         arm(r);
 }
@@ -135,7 +208,7 @@ static void on_conn_error(hv_conn_t *c, int err)
 static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
 {
     hv_redis_t *r = c->data;
-    if (r->state != ST_OPEN)
+    if (r->state != ST_OPEN && r->state != ST_SELECTING)
         return;
     if (redisReaderFeed(r->reader, data, len) != REDIS_OK) {
         broken(r, HV_EPROTO);
@@ -163,7 +236,7 @@ static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
         if (!alive)
             return;
         if (r->state != ST_OPEN)
-            return; /* a callback's command broke the connection */
+            return; /* a callback's command broke the connection, or SELECT failed */
     }
     arm(r);
 }
@@ -171,7 +244,7 @@ static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
 static const hv_conn_cbs_t conn_cbs = {on_conn_connect, on_conn_read, on_conn_error,
                                        on_conn_timeout};
 
-int hv_redis_connect(hv_conn_env_t *env, const char *host, uint16_t port, uint64_t timeout_ms,
+int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t timeout_ms,
                      const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out)
 {
     *out = NULL;
@@ -180,6 +253,8 @@ int hv_redis_connect(hv_conn_env_t *env, const char *host, uint16_t port, uint64
     r->cbs = cbs;
     r->data = data;
     r->state = ST_CONNECTING;
+    r->db = addr->db;
+    r->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
     TAILQ_INIT(&r->pending);
     r->reader = redisReaderCreate();
     if (r->reader == NULL) {
@@ -188,16 +263,26 @@ int hv_redis_connect(hv_conn_env_t *env, const char *host, uint16_t port, uint64
     }
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
-    int is_ip = uv_ip4_addr(host, 0, &a4) == 0 || uv_ip6_addr(host, 0, &a6) == 0;
-    int rc = hv_conn_connect(env, NULL, host, is_ip, port, &conn_cbs, r, &r->conn);
+    int is_ip = uv_ip4_addr(addr->host, 0, &a4) == 0 || uv_ip6_addr(addr->host, 0, &a6) == 0;
+    int rc = hv_conn_connect(env, NULL, addr->host, is_ip, addr->port, &conn_cbs, r, &r->conn);
     if (rc != 0) {
         redisReaderFree(r->reader);
         free(r);
         return rc;
     }
-    hv_conn_set_timer(r->conn, timeout_ms > 0 ? timeout_ms : 1);
+    hv_conn_set_timer(r->conn, r->timeout_ms);
     *out = r;
     return 0;
+}
+
+const char *hv_redis_failed_command(const hv_redis_t *r)
+{
+    return r->select_failed ? "SELECT" : NULL;
+}
+
+const char *hv_redis_refusal(const hv_redis_t *r)
+{
+    return r->refusal;
 }
 
 int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *argvlen,
@@ -205,22 +290,7 @@ int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *a
 {
     if (r->state != ST_OPEN)
         return UV_ENOTCONN;
-    char *cmd;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-    if (len < 0)
-        return UV_ENOMEM;
-    int rc = hv_conn_write(r->conn, cmd, (size_t)len); /* conn sends its own copy */
-    redisFreeCommand(cmd);
-    if (rc != 0)
-        return rc;
-    pending_t *p = hv_xmalloc(sizeof(*p));
-    p->cb = cb;
-    p->data = data;
-    p->deadline = uv_now(r->loop) + timeout_ms;
-    TAILQ_INSERT_TAIL(&r->pending, p, link);
-    if (r->npending++ == 0)
-        arm(r);
-    return 0;
+    return send_command(r, argc, argv, argvlen, timeout_ms, cb, data);
 }
 
 size_t hv_redis_pending(const hv_redis_t *r)

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "harvestd/common.h"
+#include "harvestd/record.h"
 
 struct hv_store_s {
     MDB_env *env;
@@ -89,7 +90,91 @@ fail:
     return from_mdb(rc) != 0 ? from_mdb(rc) : UV_EIO;
 }
 
+int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t errcap)
+{
+    const uint64_t gib = (uint64_t)1 << 30;
+    struct stat sb;
+    size_t n = strlen(dir) + sizeof("/data.mdb");
+    char *data = hv_xmalloc(n);
+    int rc;
+
+    *out = NULL;
+    snprintf(data, n, "%s/data.mdb", dir);
+    if (stat(dir, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT || e == ENOTDIR)
+            rc = hv_errf(err, errcap, UV_ENOENT, "no state store at %s", dir);
+        else
+            rc = hv_errf(err, errcap, uv_translate_sys_error(e),
+                         "cannot read the state store %s: %s", dir, strerror(e));
+        goto out;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        rc = hv_errf(err, errcap, UV_ENOENT, "no state store at %s (not a directory)", dir);
+        goto out;
+    }
+    if (stat(data, &sb) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            rc = hv_errf(err, errcap, UV_ENOENT, "no state store at %s", dir);
+        else
+            rc = hv_errf(err, errcap, uv_translate_sys_error(e),
+                         "cannot read the state store %s: %s: %s", dir, data, strerror(e));
+        goto out;
+    }
+    /* LMDB would make an empty file a new store: there is nothing in it to inspect. */
+    if (!S_ISREG(sb.st_mode) || sb.st_size == 0) {
+        rc = hv_errf(err, errcap, UV_ENOENT, "no state store at %s (%s is %s)", dir, data,
+                     S_ISREG(sb.st_mode) ? "empty" : "not a regular file");
+        goto out;
+    }
+    rc = hv_store_open(dir, ((uint64_t)sb.st_size / gib + 1) * gib, out, err, errcap);
+out:
+    free(data);
+    return rc;
+}
+
 /* ---- values: one small JSON object ---- */
+
+/* What a field holds, which says when it is absent and how each form spells it. */
+typedef enum {
+    F_TEXT,   /* char *; NULL: absent */
+    F_HASH,   /* char[65]; "": absent */
+    F_JSON,   /* char *, a JSON object's text: a string in the store, itself when shown */
+    F_COUNT,  /* int64_t; -1: absent */
+    F_STATUS, /* int; 0: absent */
+    F_FP,     /* uint64_t, as 16 hex digits (a JSON number would not hold 64 bits) */
+    F_TIME,   /* int64_t Unix ms: a number in the store, RFC 3339 UTC when shown */
+} field_kind_t;
+
+/* An entry's fields, in the order both forms list them: the store's value (`stored`), and
+ * the entry as people see it (`shown`, hv_store_entry_show()). The one list of them. */
+static const struct {
+    const char *stored;
+    const char *shown;
+    field_kind_t kind;
+    size_t off;
+} entry_fields[] = {
+    {"url", "url", F_TEXT, offsetof(hv_store_entry_t, url)},
+    {"etag", "etag", F_TEXT, offsetof(hv_store_entry_t, etag)},
+    {"last_modified", "last_modified", F_TEXT, offsetof(hv_store_entry_t, last_modified)},
+    {"body_hash", "body_hash", F_HASH, offsetof(hv_store_entry_t, body_hash)},
+    {"title", "title", F_TEXT, offsetof(hv_store_entry_t, title)},
+    /* As text in the store: reading an entry (once per URL, on the loop) then copies it
+     * instead of parsing and printing it again. */
+    {"fields", "fields", F_JSON, offsetof(hv_store_entry_t, fields)},
+    {"content_type", "content_type", F_TEXT, offsetof(hv_store_entry_t, content_type)},
+    {"charset", "charset", F_TEXT, offsetof(hv_store_entry_t, charset)},
+    {"bytes", "bytes", F_COUNT, offsetof(hv_store_entry_t, bytes)},
+    {"status", "http_status", F_STATUS, offsetof(hv_store_entry_t, http_status)},
+    {"max_age", "max_age", F_COUNT, offsetof(hv_store_entry_t, max_age_s)},
+    {"rules", "rules", F_FP, offsetof(hv_store_entry_t, rules_fp)},
+    {"fetched_at", "fetched_at", F_TIME, offsetof(hv_store_entry_t, fetched_at_ms)},
+    {"modified_at", "modified_at", F_TIME, offsetof(hv_store_entry_t, modified_at_ms)},
+};
+
+#define FIELD(e, i, type) ((type *)(void *)((char *)(e) + entry_fields[i].off))
+#define CFIELD(e, i, type) ((type const *)(const void *)((const char *)(e) + entry_fields[i].off))
 
 static void store_oom(void)
 {
@@ -109,34 +194,56 @@ static void add_num(cJSON *o, const char *k, double v)
         store_oom();
 }
 
-static char *encode(const hv_store_entry_t *e)
+/* Add the fields of `e` that are present to `o`, in the store's form or as shown. */
+static void add_fields(cJSON *o, const hv_store_entry_t *e, int shown)
 {
-    cJSON *o = cJSON_CreateObject();
-    char fp[24];
-    if (o == NULL)
-        store_oom();
-    add_str(o, "url", e->url);
-    add_str(o, "etag", e->etag);
-    add_str(o, "last_modified", e->last_modified);
-    if (e->body_hash[0] != '\0')
-        add_str(o, "body_hash", e->body_hash);
-    add_str(o, "title", e->title);
-    /* As text: reading an entry (once per URL, on the loop) then copies it instead of
-     * parsing and printing it again. */
-    add_str(o, "fields", e->fields);
-    add_str(o, "content_type", e->content_type);
-    add_str(o, "charset", e->charset);
-    if (e->bytes >= 0)
-        add_num(o, "bytes", (double)e->bytes);
-    if (e->http_status > 0)
-        add_num(o, "status", e->http_status);
-    if (e->max_age_s >= 0)
-        add_num(o, "max_age", (double)e->max_age_s);
-    /* A 64-bit value does not survive a JSON number (a double): hex text. */
-    snprintf(fp, sizeof(fp), "%016" PRIx64, e->rules_fp);
-    add_str(o, "rules", fp);
-    add_num(o, "fetched_at", (double)e->fetched_at_ms);
-    add_num(o, "modified_at", (double)e->modified_at_ms);
+    for (size_t i = 0; i < HV_ARRAY_SIZE(entry_fields); i++) {
+        const char *k = shown ? entry_fields[i].shown : entry_fields[i].stored;
+        char text[32];
+        switch (entry_fields[i].kind) {
+        case F_TEXT:
+            add_str(o, k, *CFIELD(e, i, char *));
+            break;
+        case F_HASH:
+            if (CFIELD(e, i, char)[0] != '\0')
+                add_str(o, k, CFIELD(e, i, char));
+            break;
+        case F_JSON:
+            if (!shown || *CFIELD(e, i, char *) == NULL) {
+                add_str(o, k, *CFIELD(e, i, char *));
+            } else {
+                /* It was stored from a parsed object and checked when read: valid JSON. */
+                cJSON *raw = cJSON_CreateRaw(*CFIELD(e, i, char *));
+                if (raw == NULL || !cJSON_AddItemToObject(o, k, raw))
+                    store_oom();
+            }
+            break;
+        case F_COUNT:
+            if (*CFIELD(e, i, int64_t) >= 0)
+                add_num(o, k, (double)*CFIELD(e, i, int64_t));
+            break;
+        case F_STATUS:
+            if (*CFIELD(e, i, int) > 0)
+                add_num(o, k, *CFIELD(e, i, int));
+            break;
+        case F_FP:
+            snprintf(text, sizeof(text), "%016" PRIx64, *CFIELD(e, i, uint64_t));
+            add_str(o, k, text);
+            break;
+        case F_TIME:
+            if (!shown) {
+                add_num(o, k, (double)*CFIELD(e, i, int64_t));
+            } else {
+                hv_format_rfc3339_ms(text, *CFIELD(e, i, int64_t));
+                add_str(o, k, text);
+            }
+            break;
+        }
+    }
+}
+
+static char *print(cJSON *o)
+{
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (text == NULL)
@@ -144,15 +251,30 @@ static char *encode(const hv_store_entry_t *e)
     return text;
 }
 
-static char *dup_str(const cJSON *o, const char *k)
+static char *encode(const hv_store_entry_t *e)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? hv_xstrdup(v->valuestring) : NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        store_oom();
+    add_fields(o, e, 0);
+    return print(o);
 }
 
-static int64_t get_num(const cJSON *o, const char *k, int64_t dflt)
+char *hv_store_entry_show(const char *key, const hv_store_entry_t *e)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    cJSON *o = cJSON_CreateObject();
+    if (o == NULL)
+        store_oom();
+    add_str(o, "url_key", key);
+    add_fields(o, e, 1);
+    char *text = print(o);
+    char *copy = hv_xstrdup(text);
+    cJSON_free(text);
+    return copy;
+}
+
+static int64_t get_num(const cJSON *v, int64_t dflt)
+{
     return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
 }
 
@@ -166,36 +288,46 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
         cJSON_Delete(o);
         return UV_EINVAL;
     }
-    e->url = dup_str(o, "url");
-    e->etag = dup_str(o, "etag");
-    e->last_modified = dup_str(o, "last_modified");
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "body_hash");
-    if (cJSON_IsString(h) && strlen(h->valuestring) < sizeof(e->body_hash))
-        snprintf(e->body_hash, sizeof(e->body_hash), "%s", h->valuestring);
-    e->title = dup_str(o, "title");
-    e->fields = dup_str(o, "fields");
+    for (size_t i = 0; i < HV_ARRAY_SIZE(entry_fields); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, entry_fields[i].stored);
+        switch (entry_fields[i].kind) {
+        case F_TEXT:
+        case F_JSON:
+            *FIELD(e, i, char *) = cJSON_IsString(v) ? hv_xstrdup(v->valuestring) : NULL;
+            break;
+        case F_HASH:
+            if (cJSON_IsString(v) && strlen(v->valuestring) < sizeof(e->body_hash))
+                snprintf(FIELD(e, i, char), sizeof(e->body_hash), "%s", v->valuestring);
+            break;
+        case F_COUNT:
+            *FIELD(e, i, int64_t) = get_num(v, -1);
+            break;
+        case F_STATUS:
+            *FIELD(e, i, int) = (int)get_num(v, 0);
+            break;
+        case F_FP:
+            if (cJSON_IsString(v))
+                *FIELD(e, i, uint64_t) = strtoull(v->valuestring, NULL, 16);
+            break;
+        case F_TIME:
+            *FIELD(e, i, int64_t) = get_num(v, 0);
+            break;
+        }
+    }
+    /* An entry without modified_at last changed when it was fetched. */
+    if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "modified_at")))
+        e->modified_at_ms = e->fetched_at_ms;
+    cJSON_Delete(o);
     if (e->fields != NULL) {
         /* It goes into records as it is: it must be a JSON object, whatever the file holds. */
         cJSON *f = cJSON_Parse(e->fields);
         int valid = cJSON_IsObject(f);
         cJSON_Delete(f);
         if (!valid) {
-            cJSON_Delete(o);
             hv_store_entry_clear(e);
             return UV_EINVAL;
         }
     }
-    e->content_type = dup_str(o, "content_type");
-    e->charset = dup_str(o, "charset");
-    e->bytes = get_num(o, "bytes", -1);
-    e->http_status = (int)get_num(o, "status", 0);
-    e->max_age_s = get_num(o, "max_age", -1);
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "rules");
-    if (cJSON_IsString(r))
-        e->rules_fp = strtoull(r->valuestring, NULL, 16);
-    e->fetched_at_ms = get_num(o, "fetched_at", 0);
-    e->modified_at_ms = get_num(o, "modified_at", e->fetched_at_ms);
-    cJSON_Delete(o);
     return 0;
 }
 

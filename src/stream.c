@@ -579,15 +579,6 @@ static int link_send(link_t *l, args_t *a, uint64_t timeout_ms, hv_redis_reply_c
     return hv_redis_command(l->r, a->argc, a->argv, a->len, timeout_ms, cb, data);
 }
 
-static void on_select(hv_redis_t *r, void *data, int status, const redisReply *rep)
-{
-    link_t *l = data;
-    (void)r;
-    if (status == 0 && reply_error(rep) != NULL)
-        fatal(l->s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", l->s->cfg->redis_url,
-              l->s->addr.db, reply_error(rep));
-}
-
 static void on_group(hv_redis_t *r, void *data, int status, const redisReply *rep)
 {
     hv_stream_t *s = data;
@@ -968,6 +959,10 @@ static void on_link_connect(hv_redis_t *r, int status)
 {
     link_t *l = hv_redis_data(r);
     hv_stream_t *s = l->s;
+    /* The server refusing the URL's database will not change its mind on a retry. */
+    if (status == HV_EREFUSED)
+        fatal(s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", s->cfg->redis_url,
+              s->addr.db, hv_redis_refusal(r));
     if (status != 0) {
         link_down(l, status);
         return;
@@ -976,14 +971,6 @@ static void on_link_connect(hv_redis_t *r, int status)
     l->backoff_ms = BACKOFF_MIN_MS;
     HV_LOG(HV_LOG_NOTICE, "event=redis_up link=%s url=%s consumer=%s", l->name,
            s->cfg->redis_url, s->consumer);
-    if (s->addr.db != 0) {
-        char db[16];
-        args_t a = {.argc = 0};
-        snprintf(db, sizeof(db), "%u", s->addr.db);
-        arg(&a, "SELECT");
-        arg(&a, db);
-        link_send(l, &a, COMMAND_TIMEOUT_MS, on_select, l);
-    }
     if (l == &s->wr)
         ensure_group(s); /* also checks the key's type, at every connect */
     wake(s);
@@ -1001,8 +988,7 @@ static void link_connect(link_t *l)
     hv_stream_t *s = l->s;
     if (l->r != NULL || s->closing || ((s->stopping) && l == &s->rd))
         return;
-    int rc = hv_redis_connect(&s->env, s->addr.host, s->addr.port, CONNECT_TIMEOUT_MS, &link_cbs,
-                              l, &l->r);
+    int rc = hv_redis_connect(&s->env, &s->addr, CONNECT_TIMEOUT_MS, &link_cbs, l, &l->r);
     if (rc != 0) {
         l->r = NULL;
         link_down(l, rc);

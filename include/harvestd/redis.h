@@ -12,7 +12,11 @@
  * timeout fails the connection: Redis answers in order, so every later reply would be late too.
  *
  * The address is the operator's (redis_url), not a fetched URL's: the connection environment
- * given should have no address guard.
+ * given should have no address guard. A connection is "connected" once it is on the URL's
+ * database: when that is not 0, the connection sends SELECT before anything else and reports
+ * on_connect only after the server said yes, so that no command of the owner's can reach
+ * another database. A refused SELECT is a failed connect (HV_EREFUSED, with the server's
+ * words in hv_redis_refusal()).
  *
  * Ownership: hv_redis_close() fails what is pending with UV_ECANCELED (from inside the call)
  * and frees the hv_redis_t (once no callback of its own is running); the pointer must not be
@@ -37,19 +41,30 @@ typedef struct hv_redis_s hv_redis_t;
 typedef void (*hv_redis_reply_cb)(hv_redis_t *r, void *data, int status, const redisReply *reply);
 
 typedef struct {
-    /** Connected (0) or not (a UV_* error; UV_ETIMEDOUT after the connect timeout). The owner
-     *  closes a connection that failed. */
+    /** Connected and on the URL's database (0), or not: a UV_* error (UV_ETIMEDOUT after the
+     *  connect timeout, or when SELECT got no reply in time), or HV_EREFUSED when the server
+     *  refused SELECT. The owner closes a connection that failed. */
     void (*on_connect)(hv_redis_t *r, int status);
     /** The open connection broke (the server closed it, a reply did not parse, a command
      *  timed out); every pending command has had its callback. The owner closes it. */
     void (*on_error)(hv_redis_t *r, int err);
 } hv_redis_cbs_t;
 
-/** Connect to `host` (an IP literal, or a name looked up through env's dns cache) and `port`,
- *  within `timeout_ms`. 0 with *out set, after which cbs->on_connect reports (never from
- *  inside this call), or a negative error with *out NULL. */
-int hv_redis_connect(hv_conn_env_t *env, const char *host, uint16_t port, uint64_t timeout_ms,
+/** Connect to addr's host (an IP literal, or a name looked up through env's dns cache) and
+ *  port within `timeout_ms`, then, when addr->db is not 0, select that database (its reply is
+ *  due within `timeout_ms` too). `addr` is copied. 0 with *out set, after which
+ *  cbs->on_connect reports (never from inside this call), or a negative error with *out NULL. */
+int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t timeout_ms,
                      const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out);
+
+/** After on_connect reported a failure: "SELECT" when the connection was made and selecting
+ *  the database failed (refused, no reply in time, or the connection broke), NULL when no
+ *  connection was made. */
+const char *hv_redis_failed_command(const hv_redis_t *r);
+
+/** After on_connect reported HV_EREFUSED: the server's error reply to SELECT (valid until
+ *  hv_redis_close()); NULL otherwise. */
+const char *hv_redis_refusal(const hv_redis_t *r);
 
 /** Send a command of `argc` arguments (binary-safe, `argvlen` bytes each). Its reply is due
  *  within `timeout_ms` (for a blocking command, its block time and some slack). 0, or

@@ -48,6 +48,17 @@ typedef struct {
 int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
                   size_t errcap);
 
+/**
+ * Open the store in `dir` only if there is one: 0 and *out, UV_ENOENT when there is none (no
+ * directory, no data.mdb, or an empty one, which LMDB would make a new store of), or another
+ * error (the directory or data.mdb cannot be read, or hv_store_open() failed), with a
+ * message naming the path in `err` ("no state store at DIR..." for UV_ENOENT). Nothing is
+ * created. The map is the next whole GiB above data.mdb's size, at least 1 GiB: never below
+ * what the store holds (LMDB persists only increases of the map size, so the daemon's own
+ * bound is not lowered either), with room for the pages a delete copies.
+ */
+int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t errcap);
+
 /** The entry of `key` into *out (free with hv_store_entry_clear): 0, UV_ENOENT, or an error. */
 int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry_t *out);
 
@@ -66,6 +77,15 @@ int hv_store_delete(hv_store_t *st, const char *key, size_t key_len);
 int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed);
 
 int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
+
+/**
+ * The entry of `key` as people see it (`harvestd state get`): one JSON object text, "url_key"
+ * first, then the fields that are present, in the order above: url, etag, last_modified,
+ * body_hash, title, fields (the object itself), content_type, charset, bytes, http_status,
+ * max_age, rules (16 hex digits), fetched_at and modified_at (RFC 3339 UTC with
+ * milliseconds). Free with free(). Aborts on OOM, like hv_xmalloc().
+ */
+char *hv_store_entry_show(const char *key, const hv_store_entry_t *e);
 
 void hv_store_close(hv_store_t *st);
 

@@ -1,11 +1,11 @@
 /*
  * streamcmd.h: the command lines of `harvestd enqueue` and `harvestd status` (commands.h runs
- * the commands), parsed without side effects so that the rules of each option can be tested
- * on their own.
+ * the commands, src/cmd/streamcmd.c), parsed without side effects so that the rules of each
+ * option can be tested on their own.
  *
- * Both commands take long options only, as `--name VALUE` or `--name=VALUE`; `--` ends the
- * options, and `-` alone is an argument (standard input). The parsed values point into argv,
- * which must outlive them.
+ * Both commands take long options only (options.h), as `--name VALUE` or `--name=VALUE`; `--`
+ * ends the options, and `-` alone is an argument (standard input). The parsed values point
+ * into argv, which must outlive them.
  */
 #ifndef HARVESTD_STREAMCMD_H
 #define HARVESTD_STREAMCMD_H
@@ -14,9 +14,6 @@
 #include <stdint.h>
 
 #include "harvestd/redis.h"
-
-/** Longest stream or group name the commands accept (bytes). */
-#define HV_STREAMCMD_NAME_MAX 512
 
 /** `harvestd enqueue --redis URL [--stream S] [--batch NAME] [--rules NAME] [--timeout D]
  *  FILE|-` */

@@ -1,7 +1,7 @@
 /*
  * streamkeys.h: what harvestd keeps in Redis for the stream source, and how a batch's name
  * becomes part of a file name. One place, shared by the daemon's consumer (stream.c), the
- * `enqueue` and `status` commands (streamcmd.c) and `merge` (merge.c).
+ * `enqueue` and `status` commands (streamctl.c) and `merge` (merge.c).
  *
  * For a stream S (redis_stream, default "harvestd:urls"):
  *   S                   the stream; one entry per input line, fields
@@ -29,6 +29,9 @@
 
 /** Longest batch name enqueue accepts (bytes). */
 #define HV_STREAM_BATCH_MAX 200
+
+/** Longest stream or group name the commands accept (bytes). */
+#define HV_STREAM_NAME_MAX 512
 
 /** "S:batches" into `out`: 0, or -1 when it does not fit. */
 int hv_streamkeys_batches(const char *stream, char *out, size_t cap);

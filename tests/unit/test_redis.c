@@ -3,8 +3,9 @@
  *
  * The server parses requests with hiredis's reader, as Redis would read them, and answers
  * PING with +PONG and ECHO with its argument; HANG gets no answer (for the timeouts), and
- * QUIT makes it close the connection. The address is an IP literal: the dns cache the client
- * is given must end with zero lookups.
+ * QUIT makes it close the connection. SELECT takes databases 0 to 15, as Redis does by
+ * default, unless the server was told to leave it unanswered. The address is an IP literal:
+ * the dns cache the client is given must end with zero lookups.
  */
 #include <hiredis/read.h>
 #include <stdlib.h>
@@ -20,7 +21,11 @@ typedef struct {
     uv_tcp_t peer;
     int accepted;
     int peer_open;
-    int hung; /* a HANG came: nothing more is answered, as behind a blocking command */
+    int hung;        /* a HANG came: nothing more is answered, as behind a blocking command */
+    int hang_select; /* SELECT hangs too */
+    int commands;
+    int selected_first; /* the first command was a SELECT ... */
+    unsigned long db;   /* ... of this database */
     uint16_t port;
     redisReader *reader;
     char buf[4096];
@@ -75,8 +80,19 @@ static void on_sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         redisReply *q = req;
         ASSERT_EQ(REDIS_REPLY_ARRAY, q->type);
         const char *cmd = q->element[0]->str;
+        if (s->commands++ == 0 && strcmp(cmd, "SELECT") == 0) {
+            s->selected_first = 1;
+            s->db = strtoul(q->element[1]->str, NULL, 10);
+        }
         if (s->hung) {
             /* nothing */
+        } else if (strcmp(cmd, "SELECT") == 0 && s->hang_select) {
+            s->hung = 1;
+        } else if (strcmp(cmd, "SELECT") == 0) {
+            if (strtoul(q->element[1]->str, NULL, 10) < 16)
+                server_send(s, "+OK\r\n", 5);
+            else
+                server_send(s, "-ERR DB index is out of range\r\n", 31);
         } else if (strcmp(cmd, "PING") == 0) {
             server_send(s, "+PONG\r\n", 7);
         } else if (strcmp(cmd, "ECHO") == 0) {
@@ -148,6 +164,8 @@ typedef struct {
     int status[8];
     char text[8][32];
     int close_on_reply; /* close the connection from the callback of this reply (1-based) */
+    char refusal[64];   /* a failed connect: hv_redis_refusal() */
+    const char *failed_command;
 } fixture_t;
 
 static void on_reply(hv_redis_t *r, void *data, int status, const redisReply *reply)
@@ -199,6 +217,9 @@ static void on_connect_script(hv_redis_t *r, int status)
     f->connects++;
     f->connect_status = status;
     if (status != 0) {
+        f->failed_command = hv_redis_failed_command(r);
+        if (hv_redis_refusal(r) != NULL)
+            snprintf(f->refusal, sizeof(f->refusal), "%s", hv_redis_refusal(r));
         hv_redis_close(r);
         server_stop(&f->srv);
         return;
@@ -233,10 +254,11 @@ static void on_connect_script(hv_redis_t *r, int status)
 
 static const hv_redis_cbs_t cbs = {on_connect_script, on_error};
 
-static void run(fixture_t *f, int which, uint16_t port)
+static void run_db(fixture_t *f, int which, uint16_t port, unsigned db, uint64_t timeout_ms)
 {
+    hv_redis_addr_t addr = {.host = "127.0.0.1", .port = port, .db = db};
     scenario = which;
-    ASSERT_OK(hv_redis_connect(&f->env, "127.0.0.1", port, 2000, &cbs, f, &f->r));
+    ASSERT_OK(hv_redis_connect(&f->env, &addr, timeout_ms, &cbs, f, &f->r));
     ASSERT_EQ(0, f->connects); /* reported from the loop */
     uv_run(&f->loop, UV_RUN_DEFAULT);
     ASSERT_EQ(0, hv_dns_stats(f->env.dns)->lookups);
@@ -244,6 +266,11 @@ static void run(fixture_t *f, int which, uint16_t port)
     uv_run(&f->loop, UV_RUN_DEFAULT);
     redisReaderFree(f->srv.reader);
     ASSERT_LOOP_CLOSE(&f->loop);
+}
+
+static void run(fixture_t *f, int which, uint16_t port)
+{
+    run_db(f, which, port, 0, 2000);
 }
 
 static void fixture_init(fixture_t *f)
@@ -267,6 +294,66 @@ TEST_IMPL(redis_pipelined_replies_come_in_order)
     ASSERT_STR_EQ("PONG", f.text[0]);
     ASSERT_EQ(0, memcmp(f.text[1], "a\0b\r\n", 5));
     ASSERT_STR_EQ("", f.text[2]);
+    ASSERT_EQ(0, f.errors);
+}
+
+/* Database 0 is where a connection starts: no SELECT. */
+TEST_IMPL(redis_database_0_needs_no_select)
+{
+    fixture_t f;
+    fixture_init(&f);
+    run_db(&f, 0, f.srv.port, 0, 2000);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_EQ(0, f.srv.selected_first);
+    ASSERT_EQ(3, f.srv.commands);
+    ASSERT_EQ(3, f.replies);
+}
+
+/* A database other than 0 is selected before the owner hears of the connection, so that its
+ * first command already goes there. */
+TEST_IMPL(redis_select_comes_before_the_owner)
+{
+    fixture_t f;
+    fixture_init(&f);
+    run_db(&f, 0, f.srv.port, 3, 2000);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_EQ(1, f.srv.selected_first);
+    ASSERT_EQ(3, f.srv.db);
+    ASSERT_EQ(4, f.srv.commands);
+    ASSERT_EQ(3, f.replies);
+    ASSERT_STR_EQ("PONG", f.text[0]);
+    ASSERT_EQ(0, f.errors);
+}
+
+/* A refused SELECT is a failed connect, with the server's words. */
+TEST_IMPL(redis_select_refused_is_a_failed_connect)
+{
+    fixture_t f;
+    fixture_init(&f);
+    run_db(&f, 0, f.srv.port, 20, 2000);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(HV_EREFUSED, f.connect_status);
+    ASSERT_STR_EQ("SELECT", f.failed_command);
+    ASSERT_STR_EQ("ERR DB index is out of range", f.refusal);
+    ASSERT_EQ(1, f.srv.commands);
+    ASSERT_EQ(0, f.replies);
+    ASSERT_EQ(0, f.errors);
+}
+
+/* A SELECT without a reply fails the connect within the connect timeout. */
+TEST_IMPL(redis_select_without_reply_times_out)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.hang_select = 1;
+    uint64_t t0 = uv_now(&f.loop);
+    run_db(&f, 0, f.srv.port, 1, 100);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(UV_ETIMEDOUT, f.connect_status);
+    ASSERT_STR_EQ("SELECT", f.failed_command);
+    ASSERT_EQ(0, f.refusal[0]);
+    ASSERT_LT(uv_now(&f.loop) - t0, 2000);
     ASSERT_EQ(0, f.errors);
 }
 
@@ -318,6 +405,20 @@ TEST_IMPL(redis_connect_refused)
     ASSERT_EQ(1, f.connects);
     ASSERT_EQ(UV_ECONNREFUSED, f.connect_status);
     ASSERT_EQ(0, f.replies);
+}
+
+/* A connection that was never made names no failed command and no refusal. */
+TEST_IMPL(redis_connect_refused_is_no_select_failure)
+{
+    fixture_t f;
+    fixture_init(&f);
+    uint16_t port = f.srv.port;
+    server_stop(&f.srv);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    run_db(&f, 0, port, 5, 2000);
+    ASSERT_EQ(UV_ECONNREFUSED, f.connect_status);
+    ASSERT_NULL(f.failed_command);
+    ASSERT_EQ(0, f.refusal[0]);
 }
 
 /* ---- redis:// URLs */

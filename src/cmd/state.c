@@ -1,31 +1,29 @@
 /*
- * statecmd.c: `harvestd state --state-dir DIR VERB`: the per-URL state store (store.h) from
- * the command line: how big it is, one URL's entry, forgetting one, pruning by age.
+ * state.c: `harvestd state --state-dir DIR VERB` (commands.h): the per-URL state store
+ * (store.h) from the command line: how big it is, one URL's entry, forgetting one, pruning by
+ * age. The command line, the answers and the exit status; the store does the rest.
  *
- * The command works on a store that exists and never creates one: a mistyped directory must
- * say so rather than leave an empty store behind. Keys are URLs normalised by hv_url_parse(),
- * as the daemon stores them.
+ * The command works on a store that exists and never creates one
+ * (hv_store_open_existing()): a mistyped directory must say so rather than leave an empty
+ * store behind. Keys are URLs normalised by hv_url_parse(), as the daemon stores them.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <uv.h>
 
 #include "harvestd/commands.h"
 #include "harvestd/common.h"
 #include "harvestd/config.h"
-#include "harvestd/record.h"
+#include "harvestd/options.h"
 #include "harvestd/store.h"
 #include "harvestd/url.h"
 
 enum { EXIT_OK = 0, EXIT_IO = 1, EXIT_USAGE = 2, EXIT_ABSENT = 3 };
 
-#define GIB ((uint64_t)1 << 30)
 #define DAY_MS ((uint64_t)24 * 3600 * 1000)
 
 typedef enum { VERB_NONE, VERB_STATS, VERB_GET, VERB_FORGET, VERB_PRUNE } verb_t;
@@ -91,37 +89,24 @@ static int usage_error(const char *msg)
     return EXIT_USAGE;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errcap, const char *fmt,
-                                                      ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errcap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* ------------------------------------------------------------------------------ arguments */
 
-/* The value of option `name` at argv[*i] ("--name=V" or "--name V"): 1 and the value in *val,
- * 0 when argv[*i] is not this option, -1 when the value is missing. */
-static int opt_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0)
-        return 0;
-    if (a[2 + n] == '=') {
-        *val = a + 3 + n;
-        return 1;
-    }
-    if (a[2 + n] != '\0')
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *val = argv[++*i];
-    return 1;
-}
+enum { O_STATE_DIR, O_OLDER_THAN, O_JSON, O_HELP };
+
+static const hv_opt_t state_opts[] = {
+    {.name = "state-dir", .kind = HV_OPT_VALUE, .id = O_STATE_DIR},
+    {.name = "older-than", .kind = HV_OPT_VALUE, .id = O_OLDER_THAN},
+    {.name = "json", .id = O_JSON},
+    {.name = "help", .letter = "h", .id = O_HELP},
+};
+
+/* "--" ends the options; --json=x is an unknown option. */
+static const hv_opt_spec_t state_spec = {
+    .opts = state_opts,
+    .nopts = HV_ARRAY_SIZE(state_opts),
+    .rules = HV_OPT_DASHDASH | HV_OPT_FLAG_VALUE_UNKNOWN,
+    .say = HV_OPT_SAY_COLON,
+};
 
 static verb_t find_verb(const char *word)
 {
@@ -133,54 +118,54 @@ static verb_t find_verb(const char *word)
 
 static int parse_args(int argc, char **argv, state_args_t *a, char *err, size_t errcap)
 {
-    int options = 1;
+    hv_opt_parser_t p;
+    hv_opt_arg_t got;
+    int what;
     memset(a, 0, sizeof(*a));
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i], *val = NULL;
-        int r;
-        if (!options || arg[0] != '-' || strcmp(arg, "-") == 0) {
+    hv_opt_init(&p, &state_spec, argc, argv);
+    while ((what = hv_opt_next(&p, &got, err, errcap)) != HV_OPT_END) {
+        if (what == HV_OPT_ERROR)
+            return -1;
+        if (what == HV_OPT_ARGUMENT) {
             if (a->verb == VERB_NONE) {
-                if ((a->verb = find_verb(arg)) == VERB_NONE)
-                    return fail(err, errcap, "unknown verb: %s (stats, get, forget or prune)", arg);
+                if ((a->verb = find_verb(got.word)) == VERB_NONE)
+                    return hv_errf(err, errcap, -1,
+                                   "unknown verb: %s (stats, get, forget or prune)", got.word);
             } else if ((a->verb == VERB_GET || a->verb == VERB_FORGET) && a->url == NULL) {
-                a->url = arg;
+                a->url = got.word;
             } else {
-                return fail(err, errcap, "unexpected argument: %s", arg);
+                return hv_errf(err, errcap, -1, "unexpected argument: %s", got.word);
             }
-        } else if (strcmp(arg, "--") == 0) {
-            options = 0;
-        } else if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            continue;
+        }
+        if (got.opt->id == O_HELP) {
             a->help = 1;
             return 0;
-        } else if (strcmp(arg, "--json") == 0) {
-            a->json = 1;
-        } else if ((r = opt_value(argc, argv, &i, "state-dir", &val)) != 0 ||
-                   (r = opt_value(argc, argv, &i, "older-than", &val)) != 0) {
-            int is_dir = strncmp(arg, "--state-dir", 11) == 0;
-            const char **slot = is_dir ? &a->dir : &a->older_than;
-            const char *name = is_dir ? "--state-dir" : "--older-than";
-            if (r < 0)
-                return fail(err, errcap, "%s needs a value", name);
-            if (*slot != NULL)
-                return fail(err, errcap, "%s given twice", name);
-            *slot = val;
-        } else {
-            return fail(err, errcap, "unknown option: %s", arg);
         }
+        if (got.opt->id == O_JSON) {
+            a->json = 1;
+            continue;
+        }
+        int is_dir = got.opt->id == O_STATE_DIR;
+        const char **slot = is_dir ? &a->dir : &a->older_than;
+        if (*slot != NULL)
+            return hv_errf(err, errcap, -1, "%s given twice",
+                           is_dir ? "--state-dir" : "--older-than");
+        *slot = got.value;
     }
     if (a->dir == NULL)
-        return fail(err, errcap, "missing --state-dir DIR");
+        return hv_errf(err, errcap, -1, "missing --state-dir DIR");
     if (a->dir[0] == '\0')
-        return fail(err, errcap, "--state-dir needs a directory, not an empty name");
+        return hv_errf(err, errcap, -1, "--state-dir needs a directory, not an empty name");
     if (a->verb == VERB_NONE)
-        return fail(err, errcap,
-                    "missing a verb: stats, get URL, forget URL or prune --older-than DURATION");
+        return hv_errf(err, errcap, -1,
+                       "missing a verb: stats, get URL, forget URL or prune --older-than DURATION");
     if ((a->verb == VERB_GET || a->verb == VERB_FORGET) && a->url == NULL)
-        return fail(err, errcap, "%s needs a URL", verb_names[a->verb]);
+        return hv_errf(err, errcap, -1, "%s needs a URL", verb_names[a->verb]);
     if (a->verb == VERB_PRUNE && a->older_than == NULL)
-        return fail(err, errcap, "prune needs --older-than DURATION");
+        return hv_errf(err, errcap, -1, "prune needs --older-than DURATION");
     if (a->verb != VERB_PRUNE && a->older_than != NULL)
-        return fail(err, errcap, "--older-than is for prune only");
+        return hv_errf(err, errcap, -1, "--older-than is for prune only");
     return 0;
 }
 
@@ -210,12 +195,12 @@ static int parse_age(const char *s, uint64_t *ms, char *err, size_t errcap)
     if (rc == 0 && *ms > (uint64_t)INT64_MAX)
         rc = UV_ERANGE;
     if (rc == UV_ERANGE)
-        return fail(err, errcap, "--older-than: '%s' is too long a duration", s);
+        return hv_errf(err, errcap, -1, "--older-than: '%s' is too long a duration", s);
     if (rc != 0)
-        return fail(err, errcap,
-                    "--older-than: '%s' is not a duration (a number with ms, s, m, h or d; a "
-                    "bare number is in seconds)",
-                    s);
+        return hv_errf(err, errcap, -1,
+                       "--older-than: '%s' is not a duration (a number with ms, s, m, h or d; a "
+                       "bare number is in seconds)",
+                       s);
     return 0;
 }
 
@@ -227,59 +212,6 @@ static void oom(void)
     abort();
 }
 
-/*
- * Open the store in `dir` if there is one: EXIT_OK and *out, or the exit status, said on
- * stderr. hv_store_open() would create a missing store, hence the checks first. The map is
- * the next whole GiB above data.mdb's size, at least 1 GiB: never below what the store holds
- * (LMDB persists only increases of the map size, so the daemon's own bound is not lowered
- * either), with room for the pages a delete copies.
- */
-static int open_existing(const char *dir, hv_store_t **out)
-{
-    char err[1500];
-    struct stat sb;
-    size_t n = strlen(dir) + sizeof("/data.mdb");
-    char *data = hv_xmalloc(n);
-    int status = EXIT_IO;
-
-    *out = NULL;
-    snprintf(data, n, "%s/data.mdb", dir);
-    if (stat(dir, &sb) != 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            fprintf(stderr, "harvestd: no state store at %s\n", dir);
-        else
-            fprintf(stderr, "harvestd: cannot read the state store %s: %s\n", dir, strerror(errno));
-        goto out;
-    }
-    if (!S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "harvestd: no state store at %s (not a directory)\n", dir);
-        goto out;
-    }
-    if (stat(data, &sb) != 0) {
-        if (errno == ENOENT)
-            fprintf(stderr, "harvestd: no state store at %s\n", dir);
-        else
-            fprintf(stderr, "harvestd: cannot read the state store %s: %s: %s\n", dir, data,
-                    strerror(errno));
-        goto out;
-    }
-    /* LMDB would make an empty file a new store: there is nothing in it to inspect. */
-    if (!S_ISREG(sb.st_mode) || sb.st_size == 0) {
-        fprintf(stderr, "harvestd: no state store at %s (%s is %s)\n", dir, data,
-                S_ISREG(sb.st_mode) ? "empty" : "not a regular file");
-        goto out;
-    }
-    uint64_t map = ((uint64_t)sb.st_size / GIB + 1) * GIB;
-    if (hv_store_open(dir, map, out, err, sizeof(err)) != 0) {
-        fprintf(stderr, "harvestd: %s\n", err);
-        goto out;
-    }
-    status = EXIT_OK;
-out:
-    free(data);
-    return status;
-}
-
 static int store_error(const char *what, const char *dir, int rc)
 {
     fprintf(stderr, "harvestd: cannot %s the state store %s: %s\n", what, dir, hv_strerror(rc));
@@ -287,53 +219,6 @@ static int store_error(const char *what, const char *dir, int rc)
 }
 
 /* ------------------------------------------------------------------------------ verbs */
-
-static void add_str(cJSON *o, const char *k, const char *v)
-{
-    if (v != NULL && cJSON_AddStringToObject(o, k, v) == NULL)
-        oom();
-}
-
-/* The entry as one JSON object text (free with cJSON_free). */
-static char *entry_json(const char *key, const hv_store_entry_t *e)
-{
-    char fp[24], at[32];
-    cJSON *o = cJSON_CreateObject();
-    if (o == NULL)
-        oom();
-    add_str(o, "url_key", key);
-    add_str(o, "url", e->url);
-    add_str(o, "etag", e->etag);
-    add_str(o, "last_modified", e->last_modified);
-    if (e->body_hash[0] != '\0')
-        add_str(o, "body_hash", e->body_hash);
-    add_str(o, "title", e->title);
-    if (e->fields != NULL) {
-        /* The store printed it from a parsed object: valid JSON. */
-        cJSON *f = cJSON_CreateRaw(e->fields);
-        if (f == NULL || !cJSON_AddItemToObject(o, "fields", f))
-            oom();
-    }
-    add_str(o, "content_type", e->content_type);
-    add_str(o, "charset", e->charset);
-    if (e->bytes >= 0 && cJSON_AddNumberToObject(o, "bytes", (double)e->bytes) == NULL)
-        oom();
-    if (e->http_status > 0 && cJSON_AddNumberToObject(o, "http_status", e->http_status) == NULL)
-        oom();
-    if (e->max_age_s >= 0 && cJSON_AddNumberToObject(o, "max_age", (double)e->max_age_s) == NULL)
-        oom();
-    snprintf(fp, sizeof(fp), "%016" PRIx64, e->rules_fp);
-    add_str(o, "rules", fp);
-    hv_format_rfc3339_ms(at, e->fetched_at_ms);
-    add_str(o, "fetched_at", at);
-    hv_format_rfc3339_ms(at, e->modified_at_ms);
-    add_str(o, "modified_at", at);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (text == NULL)
-        oom();
-    return text;
-}
 
 static int do_stats(hv_store_t *st, const state_args_t *a)
 {
@@ -358,9 +243,9 @@ static int do_get(hv_store_t *st, const state_args_t *a, const char *key)
     }
     if (rc != 0)
         return store_error("read", a->dir, rc);
-    char *text = entry_json(key, &e);
+    char *text = hv_store_entry_show(key, &e);
     printf("%s\n", text);
-    cJSON_free(text);
+    free(text);
     hv_store_entry_clear(&e);
     return EXIT_OK;
 }
@@ -372,9 +257,9 @@ static int do_forget(hv_store_t *st, const state_args_t *a, const char *key)
         return store_error("write", a->dir, rc);
     if (a->json) {
         cJSON *o = cJSON_CreateObject();
-        if (o == NULL || cJSON_AddBoolToObject(o, "forgot", rc == 0) == NULL)
+        if (o == NULL || cJSON_AddBoolToObject(o, "forgot", rc == 0) == NULL ||
+            cJSON_AddStringToObject(o, "url", key) == NULL)
             oom();
-        add_str(o, "url", key);
         char *text = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (text == NULL)
@@ -411,7 +296,7 @@ int hv_cmd_state(int argc, char **argv)
     state_args_t a;
     hv_url_t u;
     hv_store_t *st = NULL;
-    char err[1024];
+    char err[3300];
     const char *reason = NULL;
     uint64_t age_ms = 0;
     int status;
@@ -430,8 +315,11 @@ int hv_cmd_state(int argc, char **argv)
                  reason != NULL ? reason : "malformed");
         return usage_error(err);
     }
-    if ((status = open_existing(a.dir, &st)) != EXIT_OK)
+    if (hv_store_open_existing(a.dir, &st, err, sizeof(err)) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        status = EXIT_IO;
         goto out;
+    }
     switch (a.verb) {
     case VERB_STATS:
         status = do_stats(st, &a);

@@ -1,0 +1,310 @@
+/*
+ * merge.c: `harvestd merge --batch NAME -o FILE DIR_OR_FILE...` (commands.h): the command
+ * line, the output file and the summary, over the merge library (merge.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "harvestd/commands.h"
+#include "harvestd/common.h"
+#include "harvestd/merge.h"
+#include "harvestd/options.h"
+#include "harvestd/streamkeys.h"
+
+#define EXIT_IO 1
+#define EXIT_USAGE 2
+
+typedef struct {
+    const char *batch;
+    const char *output;
+    const char **inputs;
+    size_t ninputs;
+    int help;
+} merge_args_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: harvestd merge --batch NAME -o FILE DIR_OR_FILE...\n"
+            "\n"
+            "Gathers the records of stream batch NAME that several daemons wrote, each to its\n"
+            "own out/NAME.CONSUMER.jsonl, into FILE: exactly one record per input line, in\n"
+            "line order. For a line with several records the last one wins: the later\n"
+            "fetched_at (one with a fetched_at beats one without), then the one read later\n"
+            "(inputs in the order given, then position in the file). Records are copied as\n"
+            "they were written.\n"
+            "\n"
+            "  --batch NAME       the batch (as enqueue named it)\n"
+            "  -o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
+            "                     and renamed into place; '-' for standard output\n"
+            "  DIR_OR_FILE        a file is read as it is, whatever its name; a directory\n"
+            "                     (a daemon's spool) for the batch's files in it and in DIR/out\n"
+            "  -h, --help         this text\n"
+            "\n"
+            "A summary line on standard error counts records, duplicates dropped, lines\n"
+            "without a record, and the lines skipped: invalid, torn (a last line cut short by\n"
+            "a crash) and of other batches.\n"
+            "\n"
+            "Exit status: 0 merged; 1 an input could not be read or FILE written; 2 usage\n"
+            "error (including an existing FILE, and no output of the batch in the inputs).\n");
+}
+
+enum { O_BATCH, O_OUTPUT, O_HELP };
+
+static const hv_opt_t merge_opts[] = {
+    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
+    {.name = "output", .letter = "o", .kind = HV_OPT_VALUE, .id = O_OUTPUT},
+    {.name = "help", .letter = "h", .id = O_HELP},
+};
+
+/* "--" ends the options; --help=x is an unknown option. */
+static const hv_opt_spec_t merge_spec = {
+    .opts = merge_opts,
+    .nopts = HV_ARRAY_SIZE(merge_opts),
+    .rules = HV_OPT_DASHDASH | HV_OPT_FLAG_VALUE_UNKNOWN,
+    .say = HV_OPT_SAY_COLON,
+};
+
+static int parse_args(int argc, char **argv, merge_args_t *a, char *err, size_t errcap)
+{
+    hv_opt_parser_t p;
+    hv_opt_arg_t got;
+    int what;
+    memset(a, 0, sizeof(*a));
+    a->inputs = hv_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof(*a->inputs));
+    hv_opt_init(&p, &merge_spec, argc, argv);
+    while ((what = hv_opt_next(&p, &got, err, errcap)) != HV_OPT_END) {
+        if (what == HV_OPT_ERROR)
+            return -1;
+        if (what == HV_OPT_ARGUMENT) {
+            if (strcmp(got.word, "-") == 0 && !got.after_dashdash)
+                return hv_errf(err, errcap, -1,
+                               "standard input cannot be an input: merge reads each input twice "
+                               "(./- names a file called -)");
+            a->inputs[a->ninputs++] = got.word;
+            continue;
+        }
+        if (got.opt->id == O_HELP) {
+            a->help = 1;
+            return 0;
+        }
+        const char **slot = got.opt->id == O_BATCH ? &a->batch : &a->output;
+        if (*slot != NULL)
+            return hv_errf(err, errcap, -1, "%s given twice",
+                           got.opt->id == O_BATCH ? "--batch" : "-o");
+        *slot = got.value;
+    }
+    if (a->batch == NULL)
+        return hv_errf(err, errcap, -1, "missing --batch NAME");
+    if (!hv_streamkeys_batch_name_ok(a->batch))
+        return hv_errf(err, errcap, -1, "bad batch name (1 to %d bytes, no control characters)",
+                       HV_STREAM_BATCH_MAX);
+    if (a->output == NULL || a->output[0] == '\0')
+        return hv_errf(err, errcap, -1, "missing -o FILE ('-' for standard output)");
+    if (a->ninputs == 0)
+        return hv_errf(err, errcap, -1,
+                       "no inputs: name the daemons' spool directories or output files");
+    return 0;
+}
+
+static int usage_error(const char *msg)
+{
+    fprintf(stderr, "harvestd: %s\nTry 'harvestd merge --help'.\n", msg);
+    return EXIT_USAGE;
+}
+
+/* The temporary output while it is being written: a signal that ends the merge removes it
+ * (unlink() is async-signal-safe), then ends the process as the signal would have. */
+static const char *volatile pending_tmp;
+
+static void on_fatal_signal(int sig)
+{
+    const char *tmp = pending_tmp;
+    if (tmp != NULL)
+        unlink(tmp);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+/* Give the finished temporary file its name, never over an existing file: renameat2() with
+ * RENAME_NOREPLACE where the file system has it, else link() and unlink(). */
+static int publish(const char *tmp, const char *path)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return -errno;
+    if (link(tmp, path) != 0)
+        return -errno;
+    unlink(tmp);
+    return 0;
+}
+
+/* The winners to `path` ("-": standard output). 0, UV_EEXIST (another file took the name
+ * meanwhile), or another error with a message in `err`. */
+static int write_output(hv_merge_t *m, const char *path, char *err, size_t errcap)
+{
+    if (strcmp(path, "-") == 0)
+        return hv_merge_write(m, STDOUT_FILENO, "standard output", err, errcap);
+    size_t n = strlen(path) + 32;
+    char *tmp = hv_xmalloc(n);
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = hv_errf(err, errcap, -errno, "cannot create %s: %s", tmp, strerror(errno));
+        free(tmp);
+        return rc;
+    }
+    struct sigaction sa, old[HV_ARRAY_SIZE(fatal_signals)];
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    pending_tmp = tmp;
+    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
+        sigaction(fatal_signals[i], &sa, &old[i]);
+    if ((rc = hv_merge_write(m, fd, tmp, err, errcap)) != 0)
+        goto out;
+    if (fsync(fd) != 0) {
+        rc = hv_errf(err, errcap, -errno, "cannot write %s: fsync: %s", tmp, strerror(errno));
+        goto out;
+    }
+    int c = close(fd);
+    fd = -1;
+    if (c != 0) {
+        rc = hv_errf(err, errcap, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if ((rc = publish(tmp, path)) != 0) {
+        hv_errf(err, errcap, rc, "cannot create %s: %s", path, strerror(-rc));
+        goto out;
+    }
+    (void)hv_fsync_parent(path); /* the new name durable too, as far as the directory allows */
+out:
+    if (fd >= 0)
+        close(fd);
+    if (rc != 0)
+        unlink(tmp);
+    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
+        sigaction(fatal_signals[i], &old[i], NULL);
+    pending_tmp = NULL;
+    free(tmp);
+    return rc;
+}
+
+static const char *plural(uint64_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
+static void print_summary(const char *batch, const hv_merge_stats_t *s)
+{
+    char lines[192] = "";
+    if (s->winners > 0 && s->first_line == 1)
+        snprintf(lines, sizeof(lines), " (lines 1-%" PRIu64 ", %" PRIu64 " without a record)",
+                 s->last_line, s->gaps);
+    else if (s->winners > 0)
+        snprintf(lines, sizeof(lines),
+                 " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64 " of lines 1-%" PRIu64
+                 " without a record)",
+                 s->first_line, s->last_line, s->gaps, s->last_line);
+    fprintf(
+        stderr,
+        "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
+        " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64 " of other batches\n",
+        batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
+        plural(s->files, "file", "files"), s->duplicates,
+        plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
+        plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"), s->other);
+}
+
+/* "no output files of batch NAME (NAME.*.jsonl) in D1, D2 or their out/" */
+static void print_no_files(const char *batch, const merge_args_t *a)
+{
+    char part[3 * HV_STREAM_BATCH_MAX + 1];
+    if (hv_streamkeys_file_part(batch, 1, part, sizeof(part)) != 0)
+        part[0] = '\0';
+    fprintf(stderr, "harvestd: no output files of batch %s (%s.CONSUMER.jsonl) in ", batch, part);
+    for (size_t i = 0; i < a->ninputs; i++)
+        fprintf(stderr, "%s%s", a->inputs[i],
+                i + 2 < a->ninputs    ? ", "
+                : i + 2 == a->ninputs ? " or "
+                                      : "");
+    fprintf(stderr, " (nor in %s)\nTry 'harvestd merge --help'.\n",
+            a->ninputs == 1 ? "its out/" : "their out/");
+}
+
+int hv_cmd_merge(int argc, char **argv)
+{
+    merge_args_t a;
+    hv_merge_t *m = NULL;
+    char err[1024];
+    int rc = 0, status = EXIT_IO;
+    struct stat st;
+    hv_merge_stats_t s;
+
+    if (parse_args(argc, argv, &a, err, sizeof(err)) != 0) {
+        status = usage_error(err);
+        goto out;
+    }
+    if (a.help) {
+        usage(stdout);
+        status = 0;
+        goto out;
+    }
+    if (strcmp(a.output, "-") != 0 && lstat(a.output, &st) == 0) {
+        snprintf(err, sizeof(err), "output %s already exists; refusing to replace it", a.output);
+        status = usage_error(err);
+        goto out;
+    }
+    m = hv_merge_new(a.batch);
+    for (size_t i = 0; i < a.ninputs; i++) {
+        if ((rc = hv_merge_add_input(m, a.inputs[i], err, sizeof(err))) != 0) {
+            if (rc == UV_ENOENT) {
+                status = usage_error(err);
+            } else {
+                fprintf(stderr, "harvestd: %s\n", err);
+                status = EXIT_IO;
+            }
+            goto out;
+        }
+    }
+    if (hv_merge_nfiles(m) == 0) {
+        print_no_files(a.batch, &a);
+        status = EXIT_USAGE;
+        goto out;
+    }
+    if ((rc = hv_merge_index(m, err, sizeof(err))) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        status = EXIT_IO;
+        goto out;
+    }
+    hv_merge_select(m);
+    if ((rc = write_output(m, a.output, err, sizeof(err))) != 0) {
+        if (rc == UV_EEXIST) {
+            snprintf(err, sizeof(err), "output %s already exists; refusing to replace it",
+                     a.output);
+            status = usage_error(err);
+        } else {
+            fprintf(stderr, "harvestd: %s\n", err);
+            status = EXIT_IO;
+        }
+        goto out;
+    }
+    hv_merge_get_stats(m, &s);
+    print_summary(a.batch, &s);
+    status = 0;
+out:
+    free(a.inputs);
+    hv_merge_free(m);
+    return status;
+}
