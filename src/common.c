@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -154,6 +155,25 @@ int hv_fsync_dir(const char *dir)
     }
     close(fd);
     return rc;
+}
+
+int hv_check_readable(const char *what, const char *path, char *err, size_t errcap)
+{
+    struct stat st;
+    int e = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        e = errno;
+    else if (fstat(fd, &st) != 0)
+        e = errno;
+    else if (S_ISDIR(st.st_mode))
+        e = EISDIR;
+    if (fd >= 0)
+        close(fd);
+    if (e == 0)
+        return 0;
+    return hv_errf(err, errcap, uv_translate_sys_error(e), "cannot read %s %s: %s", what, path,
+                   strerror(e));
 }
 
 int hv_fsync_parent(const char *path)

@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -1056,6 +1057,22 @@ static void default_consumer(hv_config_t *cfg)
     if (realpath(cfg->spool_dir, dir) == NULL)
         snprintf(dir, sizeof(dir), "%s", cfg->spool_dir);
     snprintf(cfg->redis_consumer, sizeof(cfg->redis_consumer), "%.64s:%.180s", host, dir);
+}
+
+int hv_config_check_system(const hv_config_t *cfg, char *err, size_t errcap)
+{
+    uv_fs_t req;
+    char where[1100];
+    int rc = 0;
+    if (cfg->input_path != NULL)
+        return 0;
+    if (uv_fs_stat(NULL, &req, cfg->spool_dir, NULL) != 0 || !S_ISDIR(req.statbuf.st_mode)) {
+        hv_config_where(cfg, "spool_dir", where, sizeof(where));
+        rc = hv_errf(err, errcap, UV_ENOTDIR, "%s: spool_dir: %s is not a directory", where,
+                     cfg->spool_dir);
+    }
+    uv_fs_req_cleanup(&req);
+    return rc;
 }
 
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)

@@ -523,6 +523,13 @@ int hv_loop_run(const hv_config_t *cfg, hv_tls_ctx_t *tls, const hv_loop_opts_t 
     l.tls = tls;
     l.config_path = opts->config_path;
     l.view.records = &l.records;
+    if (cfg->insecure)
+        fprintf(stderr, "harvestd: warning: --insecure: TLS certificates are NOT verified; "
+                        "any server can impersonate any site\n");
+    if (cfg->allow_private_addresses)
+        HV_LOG(HV_LOG_WARNING, "event=address_guard_off reason=allow_private_addresses "
+                               "(connections may reach loopback, private and link-local "
+                               "addresses)");
     tune_process(cfg);
 
     /* From here on every way out, a failed start included, goes through stop_step(), which

@@ -12,13 +12,9 @@
  * SIGTERM); 1 internal failure (an output could not be written...); 2 usage or configuration
  * error; 3 --once interrupted by SIGINT/SIGTERM after a graceful drain.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/commands.h"
@@ -273,29 +269,6 @@ static int check_mode(app_t *app)
     return EXIT_OK;
 }
 
-/* Whether `path` can be opened for reading as a file: 0, or the error with "cannot read WHAT
- * PATH: errno text" in `err`. The modules that load it fall back to their own library's
- * words (a directory reads as an empty config; mbedtls says "PK - Read/write of file
- * failed"), so start-up asks first. */
-static int check_readable(const char *what, const char *path, char *err, size_t errcap)
-{
-    struct stat st;
-    int e = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        e = errno;
-    else if (fstat(fd, &st) != 0)
-        e = errno;
-    else if (S_ISDIR(st.st_mode))
-        e = EISDIR;
-    if (fd >= 0)
-        close(fd);
-    if (e == 0)
-        return 0;
-    snprintf(err, errcap, "cannot read %s %s: %s", what, path, strerror(e));
-    return uv_translate_sys_error(e);
-}
-
 /* The config file is read once the whole command line is, wherever -c stands in it; what
  * the command line sets (`later`) is then applied over it, in order. EXIT_OK, EXIT_USAGE, or
  * ARGS_ANSWERED. */
@@ -320,7 +293,7 @@ static int parse_args(app_t *app, int argc, char **argv)
     if (rc != EXIT_OK)
         goto out;
     if (app->config_path != NULL &&
-        (check_readable("config file", app->config_path, err, sizeof(err)) != 0 ||
+        (hv_check_readable("config file", app->config_path, err, sizeof(err)) != 0 ||
          hv_config_load_file(&app->cfg, app->config_path, err, sizeof(err)) != 0)) {
         fprintf(stderr, "harvestd: %s\n", err);
         rc = EXIT_USAGE;
@@ -333,28 +306,6 @@ static int parse_args(app_t *app, int argc, char **argv)
         rc = check_mode(app);
 out:
     free(later);
-    return rc;
-}
-
-/* --check-config: the configuration is whole (it was read), and the daemon's spool exists. */
-static int check_config(const app_t *app)
-{
-    int rc = EXIT_OK;
-    if (app->cfg.input_path == NULL) {
-        uv_fs_t req;
-        char where[1100];
-        hv_config_where(&app->cfg, "spool_dir", where, sizeof(where));
-        if (uv_fs_stat(NULL, &req, app->cfg.spool_dir, NULL) != 0 ||
-            !S_ISDIR(req.statbuf.st_mode)) {
-            fprintf(stderr, "harvestd: %s: spool_dir: %s is not a directory\n", where,
-                    app->cfg.spool_dir);
-            rc = EXIT_USAGE;
-        }
-        uv_fs_req_cleanup(&req);
-    }
-    if (rc == EXIT_OK)
-        printf("harvestd: configuration OK%s%s\n", app->config_path ? ": " : "",
-               app->config_path ? app->config_path : "");
     return rc;
 }
 
@@ -387,7 +338,7 @@ int main(int argc, char **argv)
     }
     hv_log_level = app.cfg.log_level;
 
-    rc = app.cfg.ca_file[0] ? check_readable("CA file", app.cfg.ca_file, err, sizeof(err)) : 0;
+    rc = app.cfg.ca_file[0] ? hv_check_readable("CA file", app.cfg.ca_file, err, sizeof(err)) : 0;
     if (rc == 0)
         rc = hv_tls_ctx_new(app.cfg.ca_file[0] ? app.cfg.ca_file : NULL, app.cfg.insecure, &tls,
                             err, sizeof(err));
@@ -396,16 +347,13 @@ int main(int argc, char **argv)
         hv_config_free(&app.cfg);
         return EXIT_USAGE;
     }
-    if (app.check_only) {
-        rc = check_config(&app);
+    if (app.check_only && hv_config_check_system(&app.cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        rc = EXIT_USAGE;
+    } else if (app.check_only) {
+        printf("harvestd: configuration OK%s%s\n", app.config_path ? ": " : "",
+               app.config_path ? app.config_path : "");
     } else {
-        if (app.cfg.insecure)
-            fprintf(stderr, "harvestd: warning: --insecure: TLS certificates are NOT verified; "
-                            "any server can impersonate any site\n");
-        if (app.cfg.allow_private_addresses)
-            HV_LOG(HV_LOG_WARNING, "event=address_guard_off reason=allow_private_addresses "
-                                   "(connections may reach loopback, private and link-local "
-                                   "addresses)");
         hv_loop_opts_t opts = {.config_path = app.config_path, .progress = app.progress};
         rc = hv_loop_run(&app.cfg, tls, &opts);
     }

@@ -161,6 +161,12 @@ int hv_write_all(int fd, const void *data, size_t len);
  *  0 or a UV_E* error (opening it, or the fsync). */
 int hv_fsync_dir(const char *dir);
 
+/** Whether `path` can be opened for reading as a file (not a directory): 0, or the error with
+ *  "cannot read WHAT PATH: errno text" in `err`. For files read by libraries whose own words
+ *  would mislead (a directory reads as an empty config; mbedtls says "PK - Read/write of file
+ *  failed"). */
+int hv_check_readable(const char *what, const char *path, char *err, size_t errcap);
+
 /** hv_fsync_dir() of the directory that holds `path` ("." for a bare name). */
 int hv_fsync_parent(const char *path);
 

@@ -173,6 +173,11 @@ int hv_config_is_flag(const char *name);
 /** Resolve derived defaults (parse_jobs = CPUs) and cross-checks; 0 or UV_EINVAL + `err`. */
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap);
 
+/** `--check-config`'s look at the system: the daemon's spool_dir exists (the daemon creates
+ *  its subdirectories, not the spool itself). 0, or an error with "WHERE: spool_dir: PATH is
+ *  not a directory" in `err`. Nothing for --once. */
+int hv_config_check_system(const hv_config_t *cfg, char *err, size_t errcap);
+
 /**
  * Write directive `name`'s value in `cfg` as text that hv_config_set() reads back to the same
  * value: sizes in the largest of k, m, g that divides them, durations in h or s where they
