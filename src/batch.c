@@ -462,11 +462,6 @@ int hv_batch_input_done(const hv_batch_t *b)
     return b->input_done;
 }
 
-const char *hv_batch_name(const hv_batch_t *b)
-{
-    return b->name;
-}
-
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap)
 {
     const hv_batch_stats_t *s = &b->stats;

@@ -56,6 +56,7 @@ typedef enum { E_QUEUED, E_DELIVERED, E_DURABLE, E_ACKING } estate_t;
 typedef enum { P_GROUP, P_PENDING, P_NEW } phase_t;
 
 typedef struct slot_s slot_t;
+typedef struct args_s args_t;
 
 typedef struct entry_s {
     UT_hash_handle hh;
@@ -129,6 +130,7 @@ struct hv_stream_s {
     hv_conn_stats_t cstats;
     hv_conn_env_t env;
     link_t rd, wr;
+    args_t *args;          /* the command being built */
 
     phase_t phase;
     int pending_done;      /* this run has read its old pending entries (phase P_NEW once) */
@@ -559,11 +561,13 @@ static size_t take_read(hv_stream_t *s, const redisReply *rep, char *last, size_
 
 /* ---- commands ---- */
 
-typedef struct {
+/* A command's arguments, built in the stream's one buffer: every command is formatted by
+ * hv_redis_command() before it returns, so one buffer serves them all. */
+struct args_s {
     const char *argv[8 + 2 * ACKS_PER_SCRIPT + IDS_PER_REFRESH];
     size_t len[8 + 2 * ACKS_PER_SCRIPT + IDS_PER_REFRESH];
     int argc;
-} args_t;
+};
 
 static void arg(args_t *a, const char *s)
 {
@@ -608,14 +612,15 @@ static void on_group(hv_redis_t *r, void *data, int status, const redisReply *re
 
 static void ensure_group(hv_stream_t *s)
 {
-    args_t a = {.argc = 0};
-    arg(&a, "XGROUP");
-    arg(&a, "CREATE");
-    arg(&a, s->cfg->redis_stream);
-    arg(&a, s->cfg->redis_group);
-    arg(&a, "0");
-    arg(&a, "MKSTREAM");
-    if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_group, s) == 0)
+    args_t *a = s->args;
+    a->argc = 0;
+    arg(a, "XGROUP");
+    arg(a, "CREATE");
+    arg(a, s->cfg->redis_stream);
+    arg(a, s->cfg->redis_group);
+    arg(a, "0");
+    arg(a, "MKSTREAM");
+    if (link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_group, s) == 0)
         s->grouping = 1;
 }
 
@@ -697,24 +702,25 @@ static void start_read(hv_stream_t *s)
     char count[24], block[24];
     snprintf(count, sizeof(count), "%u", n);
     snprintf(block, sizeof(block), "%u", BLOCK_MS);
-    args_t a = {.argc = 0};
-    arg(&a, "XREADGROUP");
-    arg(&a, "GROUP");
-    arg(&a, s->cfg->redis_group);
-    arg(&a, s->consumer);
-    arg(&a, "COUNT");
-    arg(&a, count);
+    args_t *a = s->args;
+    a->argc = 0;
+    arg(a, "XREADGROUP");
+    arg(a, "GROUP");
+    arg(a, s->cfg->redis_group);
+    arg(a, s->consumer);
+    arg(a, "COUNT");
+    arg(a, count);
     if (s->phase == P_NEW) {
-        arg(&a, "BLOCK");
-        arg(&a, block);
+        arg(a, "BLOCK");
+        arg(a, block);
     }
-    arg(&a, "STREAMS");
-    arg(&a, s->cfg->redis_stream);
-    arg(&a, s->phase == P_NEW ? ">" : s->cursor);
+    arg(a, "STREAMS");
+    arg(a, s->cfg->redis_stream);
+    arg(a, s->phase == P_NEW ? ">" : s->cursor);
     askreq_t *rq = hv_xmalloc(sizeof(*rq));
     rq->s = s;
     rq->count = n;
-    if (link_send(&s->rd, &a, BLOCK_MS + COMMAND_TIMEOUT_MS, on_read, rq) != 0) {
+    if (link_send(&s->rd, a, BLOCK_MS + COMMAND_TIMEOUT_MS, on_read, rq) != 0) {
         free(rq);
         return;
     }
@@ -755,7 +761,7 @@ static void on_ack(hv_redis_t *r, void *data, int status, const redisReply *rep)
 /* Send what waits, one script per batch and round of up to ACKS_PER_SCRIPT entries. */
 static void flush_acks(hv_stream_t *s)
 {
-    static args_t a;
+    args_t *a = s->args;
     char key[1024];
     while (s->wr.up && !TAILQ_EMPTY(&s->acks)) {
         slot_t *sl = TAILQ_FIRST(&s->acks)->slot;
@@ -764,13 +770,13 @@ static void flush_acks(hv_stream_t *s)
         aq->n = 0;
         if (hv_streamkeys_batch(s->cfg->redis_stream, sl->name, key, sizeof(key)) != 0)
             snprintf(key, sizeof(key), "%s:batch:?", s->cfg->redis_stream);
-        a.argc = 0;
-        arg(&a, "EVAL");
-        arg(&a, ack_script);
-        arg(&a, "2");
-        arg(&a, s->cfg->redis_stream);
-        arg(&a, key);
-        arg(&a, s->cfg->redis_group);
+        a->argc = 0;
+        arg(a, "EVAL");
+        arg(a, ack_script);
+        arg(a, "2");
+        arg(a, s->cfg->redis_stream);
+        arg(a, key);
+        arg(a, s->cfg->redis_group);
         entry_t *e, *next;
         for (e = TAILQ_FIRST(&s->acks); e != NULL && aq->n < ACKS_PER_SCRIPT; e = next) {
             next = TAILQ_NEXT(e, link);
@@ -780,11 +786,11 @@ static void flush_acks(hv_stream_t *s)
             s->nacks--;
             e->state = E_ACKING;
             aq->e[aq->n++] = e;
-            arg(&a, e->id);
-            arg(&a, e->ok ? "1" : "0");
+            arg(a, e->id);
+            arg(a, e->ok ? "1" : "0");
         }
         s->nacking += aq->n;
-        if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_ack, aq) != 0) {
+        if (link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_ack, aq) != 0) {
             on_ack(NULL, aq, UV_ENOTCONN, NULL);
             return;
         }
@@ -798,12 +804,13 @@ static void on_plain_ack(hv_redis_t *r, void *data, int status, const redisReply
 
 static void ack_deleted(hv_stream_t *s, const char *id)
 {
-    args_t a = {.argc = 0};
-    arg(&a, "XACK");
-    arg(&a, s->cfg->redis_stream);
-    arg(&a, s->cfg->redis_group);
-    arg(&a, id);
-    link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_plain_ack, NULL); /* else at the next start */
+    args_t *a = s->args;
+    a->argc = 0;
+    arg(a, "XACK");
+    arg(a, s->cfg->redis_stream);
+    arg(a, s->cfg->redis_group);
+    arg(a, id);
+    link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_plain_ack, NULL); /* else at the next start */
 }
 
 /* ---- taking over and keeping ---- */
@@ -845,19 +852,20 @@ static void start_claim(hv_stream_t *s)
     char idle[24], count[24];
     snprintf(idle, sizeof(idle), "%" PRIu64, s->cfg->redis_claim_idle_ms);
     snprintf(count, sizeof(count), "%u", HV_MIN(n, 1000u));
-    args_t a = {.argc = 0};
-    arg(&a, "XAUTOCLAIM");
-    arg(&a, s->cfg->redis_stream);
-    arg(&a, s->cfg->redis_group);
-    arg(&a, s->consumer);
-    arg(&a, idle);
-    arg(&a, s->claim_cursor);
-    arg(&a, "COUNT");
-    arg(&a, count);
+    args_t *a = s->args;
+    a->argc = 0;
+    arg(a, "XAUTOCLAIM");
+    arg(a, s->cfg->redis_stream);
+    arg(a, s->cfg->redis_group);
+    arg(a, s->consumer);
+    arg(a, idle);
+    arg(a, s->claim_cursor);
+    arg(a, "COUNT");
+    arg(a, count);
     askreq_t *cq = hv_xmalloc(sizeof(*cq));
     cq->s = s;
     cq->count = HV_MIN(n, 1000u);
-    if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_claim, cq) != 0) {
+    if (link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_claim, cq) != 0) {
         free(cq);
         return;
     }
@@ -897,26 +905,26 @@ static void on_refresh(hv_redis_t *r, void *data, int status, const redisReply *
 
 static void start_refresh(hv_stream_t *s)
 {
-    static args_t a;
+    args_t *a = s->args;
     s->next_refresh_ms = now_ms(s) + HV_MAX(s->cfg->redis_claim_idle_ms / 4, 250);
-    a.argc = 0;
-    arg(&a, "EVAL");
-    arg(&a, refresh_script);
-    arg(&a, "1");
-    arg(&a, s->cfg->redis_stream);
-    arg(&a, s->cfg->redis_group);
-    arg(&a, s->consumer);
-    int first = a.argc;
+    a->argc = 0;
+    arg(a, "EVAL");
+    arg(a, refresh_script);
+    arg(a, "1");
+    arg(a, s->cfg->redis_stream);
+    arg(a, s->cfg->redis_group);
+    arg(a, s->consumer);
+    int first = a->argc;
     entry_t *e, *tmp;
     HASH_ITER(hh, s->held, e, tmp) {
-        if (a.argc - first >= IDS_PER_REFRESH)
+        if (a->argc - first >= IDS_PER_REFRESH)
             break;
         if (e->state != E_ACKING && !e->lost)
-            arg(&a, e->id);
+            arg(a, e->id);
     }
-    if (a.argc == first)
+    if (a->argc == first)
         return;
-    if (link_send(&s->wr, &a, COMMAND_TIMEOUT_MS, on_refresh, s) == 0)
+    if (link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_refresh, s) == 0)
         s->refreshing = 1;
 }
 
@@ -1082,6 +1090,7 @@ static void on_handles_closed(hv_handles_t *hs)
     void (*done)(void *) = s->closed;
     void *ud = s->closed_ud;
     hv_dns_close(s->dns);
+    free(s->args);
     free(s);
     if (done != NULL)
         done(ud);
@@ -1106,6 +1115,7 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", out_dir);
     snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer); /* see config */
     s->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4);
+    s->args = hv_xmalloc(sizeof(*s->args));
     s->env.loop = loop;
     s->env.dns = s->dns;
     s->env.guard = NULL; /* the operator's server, not a fetched URL's */
@@ -1186,11 +1196,6 @@ void hv_stream_stop(hv_stream_t *s)
         hv_redis_close(r);
     }
     wake(s);
-}
-
-const char *hv_stream_consumer(const hv_stream_t *s)
-{
-    return s->consumer;
 }
 
 void hv_stream_stats(const hv_stream_t *s, hv_stream_stats_t *out)

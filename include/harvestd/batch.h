@@ -80,7 +80,6 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
 const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
 /** Whether the whole input has been read (so `lines` is the final count). */
 int hv_batch_input_done(const hv_batch_t *b);
-const char *hv_batch_name(const hv_batch_t *b);
 
 /** Format the batch's key=value summary fields into `out`. */
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap);

@@ -88,9 +88,6 @@ void hv_stream_start(hv_stream_t *s);
 /** Read no more entries (the engine drains the batches; their acknowledgements still go). */
 void hv_stream_stop(hv_stream_t *s);
 
-/** This daemon's consumer name. */
-const char *hv_stream_consumer(const hv_stream_t *s);
-
 void hv_stream_stats(const hv_stream_t *s, hv_stream_stats_t *out);
 
 /**
