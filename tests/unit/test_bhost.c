@@ -15,93 +15,13 @@
 #include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/engine.h"
+#include "fixtures.h"
 #include "test.h"
-
-/* ---- a source of lines held in memory, delivered from an idle handle ---- */
-
-typedef struct {
-    hv_source_t base;
-    uv_idle_t idle;
-    const char *const *lines;
-    size_t n, next;
-    const hv_sink_t *sink;
-    void *ud;
-    int paused;
-    int *closed;
-} msrc_t;
-
-static void msrc_deliver(uv_idle_t *h)
-{
-    msrc_t *m = h->data;
-    while (!m->paused && m->next < m->n) {
-        const char *l = m->lines[m->next++];
-        m->paused = m->sink->on_line(m->ud, l, strlen(l), m->next, 0, NULL);
-    }
-    if (m->next == m->n) {
-        uv_idle_stop(h);
-        m->next++;
-        m->sink->on_end(m->ud, 0);
-    } else if (m->paused) {
-        uv_idle_stop(h);
-    }
-}
-
-static void msrc_start(hv_source_t *s, const hv_sink_t *sink, void *ud)
-{
-    msrc_t *m = (msrc_t *)s;
-    m->sink = sink;
-    m->ud = ud;
-    uv_idle_start(&m->idle, msrc_deliver);
-}
-
-static void msrc_resume(hv_source_t *s)
-{
-    msrc_t *m = (msrc_t *)s;
-    m->paused = 0;
-    if (m->next <= m->n)
-        uv_idle_start(&m->idle, msrc_deliver);
-}
-
-static void msrc_on_close(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void msrc_close(hv_source_t *s)
-{
-    msrc_t *m = (msrc_t *)s;
-    if (m->closed != NULL)
-        (*m->closed)++;
-    uv_close((uv_handle_t *)&m->idle, msrc_on_close);
-}
-
-static const char *msrc_name(const hv_source_t *s)
-{
-    (void)s;
-    return "memory";
-}
-
-static const hv_source_ops_t msrc_ops = {msrc_start, msrc_resume, msrc_close, msrc_name};
-
-static hv_source_t *msrc_new(uv_loop_t *loop, const char *const *lines, size_t n, int *closed)
-{
-    msrc_t *m = hv_xcalloc(1, sizeof(*m));
-    m->base.ops = &msrc_ops;
-    m->lines = lines;
-    m->n = n;
-    m->closed = closed;
-    uv_idle_init(loop, &m->idle);
-    m->idle.data = m;
-    return &m->base;
-}
 
 /* ---- the fixture: a loop, an engine, a host, a spool-like directory ---- */
 
 typedef struct {
-    uv_loop_t loop;
-    hv_config_t cfg;
-    hv_engine_t *engine;
-    hv_bhost_t *host;
+    fx_daemon_t d;
     char out[512], active[512], done[512];
     int started, ended;
     hv_hosted_prep_t prep;
@@ -134,16 +54,11 @@ static void record_step(const char *step, const char *path)
 
 static void fx_init(fx_t *f)
 {
-    char err[1200];
     memset(f, 0, sizeof(*f));
     steps[0] = '\0';
     hold_step = NULL;
-    ASSERT_OK(uv_loop_init(&f->loop));
-    hv_config_defaults(&f->cfg);
-    ASSERT_OK(hv_config_finish(&f->cfg, err, sizeof(err)));
-    f->engine = hv_engine_new(&f->loop, &f->cfg, NULL, NULL);
-    f->host = hv_bhost_new(f->engine);
-    hv_bhost__set_step_hook(f->host, record_step);
+    fx_daemon_init(&f->d, NULL);
+    hv_bhost__set_step_hook(f->d.host, record_step);
     snprintf(f->out, sizeof(f->out), "%s/out", hv_test_tmpdir());
     snprintf(f->active, sizeof(f->active), "%s/active", hv_test_tmpdir());
     snprintf(f->done, sizeof(f->done), "%s/done", hv_test_tmpdir());
@@ -154,11 +69,7 @@ static void fx_init(fx_t *f)
 
 static void fx_close(fx_t *f)
 {
-    ASSERT_EQ(0, hv_bhost_count(f->host));
-    hv_bhost_free(f->host);
-    hv_engine_close(f->engine, NULL, NULL);
-    ASSERT_LOOP_CLOSE(&f->loop);
-    hv_config_free(&f->cfg);
+    fx_daemon_close(&f->d);
 }
 
 static void on_start(void *ud, hv_hosted_t *hb, const hv_hosted_prep_t *prep)
@@ -244,13 +155,13 @@ TEST_IMPL(bhost_completes_in_order_off_the_loop)
         .done_dir = f.done,
     };
     ticker_t k = {.f = &f};
-    uv_timer_init(&f.loop, &k.t);
+    uv_timer_init(&f.d.loop, &k.t);
     uv_timer_start(&k.t, on_tick, 5, 5);
-    hv_hosted_t *hb = hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 2, &closed), &cbs, &f);
+    hv_hosted_t *hb = hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 2, &closed), &cbs, &f);
     ASSERT_NOT_NULL(hb);
     ASSERT_NULL(hv_hosted_batch(hb)); /* preparing */
-    ASSERT_EQ(1, hv_bhost_count(f.host));
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(1, hv_bhost_count(f.d.host));
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
 
     ASSERT_EQ(1, f.started);
     ASSERT_EQ(1, f.ended);
@@ -293,8 +204,8 @@ TEST_IMPL(bhost_resume_repairs_skips_and_fails_crashed_lines)
         .output_path = output,
         .crash_note = note,
     };
-    hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 3, NULL), &cbs, &f);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 3, NULL), &cbs, &f);
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
 
     ASSERT_EQ(0, f.status);
     ASSERT_EQ(1, f.prep.resumed);
@@ -322,8 +233,8 @@ TEST_IMPL(bhost_shared_output_is_created_and_appended)
     path_in(output, sizeof(output), f.out, "s.n.jsonl");
     hv_hosted_opts_t opts = {.output = HV_BHOST_SHARED, .name = "s", .output_path = output};
     for (int round = 0; round < 2; round++) {
-        hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 1, NULL), &cbs, &f);
-        uv_run(&f.loop, UV_RUN_DEFAULT);
+        hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 1, NULL), &cbs, &f);
+        uv_run(&f.d.loop, UV_RUN_DEFAULT);
         ASSERT_EQ(0, f.status);
     }
     ASSERT_STR_EQ("create create", steps);
@@ -347,8 +258,8 @@ TEST_IMPL(bhost_failures_name_their_step_and_file)
     /* Preparing: the shared output's directory is missing. */
     path_in(output, sizeof(output), f.out, "missing/s.jsonl");
     hv_hosted_opts_t opts = {.output = HV_BHOST_SHARED, .name = "s", .output_path = output};
-    hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 1, &closed), &cbs, &f);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 1, &closed), &cbs, &f);
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(UV_ENOENT, f.status);
     ASSERT_EQ(HV_BHOST_STEP_PREPARE, f.step);
     ASSERT_EQ(0, f.started);
@@ -360,8 +271,8 @@ TEST_IMPL(bhost_failures_name_their_step_and_file)
     path_in(output, sizeof(output), f.out, "taken.jsonl");
     hv_test_write_file(output, "", 0);
     opts = (hv_hosted_opts_t){.output = HV_BHOST_NEW, .name = "taken", .output_path = output};
-    hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 1, &closed), &cbs, &f);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 1, &closed), &cbs, &f);
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(UV_EEXIST, f.status);
     ASSERT_EQ(HV_BHOST_STEP_OPEN, f.step);
     ASSERT_EQ(2, closed);
@@ -375,8 +286,8 @@ TEST_IMPL(bhost_failures_name_their_step_and_file)
     opts = (hv_hosted_opts_t){.output = HV_BHOST_NEW, .name = "c.txt", .output_path = output,
                               .summary_path = summary, .input_path = input,
                               .done_dir = f.done};
-    hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 1, NULL), &cbs, &f);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 1, NULL), &cbs, &f);
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(UV_ENOENT, f.status);
     ASSERT_EQ(HV_BHOST_STEP_COMPLETE, f.step);
     ASSERT_NOT_NULL(strstr(f.detail, "writing "));
@@ -394,9 +305,9 @@ TEST_IMPL(bhost_stopped_while_preparing_never_starts)
     fx_init(&f);
     path_in(output, sizeof(output), f.out, "x.jsonl");
     hv_hosted_opts_t opts = {.output = HV_BHOST_NEW, .name = "x", .output_path = output};
-    hv_bhost_start(f.host, &opts, msrc_new(&f.loop, lines, 1, &closed), &cbs, &f);
-    hv_bhost_stop(f.host);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 1, &closed), &cbs, &f);
+    hv_bhost_stop(f.d.host);
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(HV_ECANCELLED, f.status);
     ASSERT_EQ(HV_BHOST_STEP_PREPARE, f.step);
     ASSERT_EQ(0, f.started);
@@ -419,8 +330,8 @@ TEST_IMPL(bhost_done_batch_only_removes_the_note_and_moves_the_input)
     hv_test_write_file(note, "x\n", 2);
     hv_hosted_opts_t opts = {.output = HV_BHOST_DONE, .name = "d.txt", .output_path = output,
                              .crash_note = note, .input_path = input, .done_dir = f.done};
-    hv_bhost_start(f.host, &opts, NULL, &cbs, &f);
-    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_bhost_start(f.d.host, &opts, NULL, &cbs, &f);
+    uv_run(&f.d.loop, UV_RUN_DEFAULT);
     ASSERT_EQ(0, f.status);
     ASSERT_EQ(0, f.started);
     ASSERT_STR_EQ("unlink_note move", steps);
