@@ -39,7 +39,8 @@ typedef enum {
     ST_STARTING,       /* opening what the configuration asks for */
     ST_RUNNING,
     ST_DRAINING,       /* sources stopped, the engine stopping: every batch must end */
-    ST_CLOSE_SOURCES,  /* the stream's last acknowledgements, then its links; the spool */
+    ST_CLOSE_STREAM,   /* the stream's last acknowledgements, then its links */
+    ST_CLOSE_SPOOL,    /* the spool's watchers */
     ST_CLOSE_ENGINE,   /* idle connections, the DNS cache, robots.txt */
     ST_CLOSE_STORE,    /* the re-crawling store's last commits */
     ST_CLOSE_METRICS,  /* the endpoint and its clients */
@@ -55,7 +56,7 @@ typedef struct {
     int exit_code;
     int signals;
     unsigned unready;            /* daemon: sources (and start_daemon) not yet ready */
-    int closing;                 /* the object being closed in the current stage */
+    int closing;                 /* the current stage's object is closing */
 
     hv_record_counts_t records;  /* counted by the engine, shown by the endpoint */
     hv_metrics_view_t view;
@@ -207,42 +208,29 @@ static void stop_failed_start(hv_loop_t *l, int exit_code)
     stop_step(l);
 }
 
-static void on_stream_closed(void *ud)
+/* The object the current stage was closing has closed: forget it and go on. */
+static void on_closed(void *ud)
 {
     hv_loop_t *l = ud;
-    l->stream = NULL;
-    l->closing = 0;
-    stop_step(l);
-}
-
-static void on_spool_closed(void *ud)
-{
-    hv_loop_t *l = ud;
-    l->spool = NULL;
-    l->closing = 0;
-    stop_step(l);
-}
-
-static void on_engine_closed(void *ud)
-{
-    hv_loop_t *l = ud;
-    l->engine = NULL;
-    l->closing = 0;
-    stop_step(l);
-}
-
-static void on_store_closed(void *ud)
-{
-    hv_loop_t *l = ud;
-    l->recrawl = NULL;
-    l->closing = 0;
-    stop_step(l);
-}
-
-static void on_metrics_closed(void *ud)
-{
-    hv_loop_t *l = ud;
-    l->metrics = NULL;
+    switch (l->stage) {
+    case ST_CLOSE_STREAM:
+        l->stream = NULL;
+        break;
+    case ST_CLOSE_SPOOL:
+        l->spool = NULL;
+        break;
+    case ST_CLOSE_ENGINE:
+        l->engine = NULL;
+        break;
+    case ST_CLOSE_STORE:
+        l->recrawl = NULL;
+        break;
+    case ST_CLOSE_METRICS:
+        l->metrics = NULL;
+        break;
+    default:
+        assert(0 && "a close callback outside its stage");
+    }
     l->closing = 0;
     stop_step(l);
 }
@@ -256,7 +244,7 @@ static void on_metrics_closed(void *ud)
 static void stop_step(hv_loop_t *l)
 {
     if (l->closing)
-        return; /* an object of the current stage is closing: its callback comes back */
+        return; /* the current stage's object is closing: its callback comes back */
     switch (l->stage) {
     case ST_STARTING:
     case ST_RUNNING:
@@ -268,22 +256,26 @@ static void stop_step(hv_loop_t *l)
         if (l->once != NULL || (l->engine != NULL && hv_engine_batches(l->engine) > 0) ||
             (l->host != NULL && hv_bhost_count(l->host) > 0))
             return;
-        l->stage = ST_CLOSE_SOURCES;
-        /* fall through */
-
-    case ST_CLOSE_SOURCES:
         uv_timer_stop(&l->status_timer);
         uv_timer_stop(&l->watchdog_timer);
+        l->stage = ST_CLOSE_STREAM;
+        /* fall through */
+
+    case ST_CLOSE_STREAM:
         if (l->stream != NULL) {
             l->closing = 1;
             l->view.stream = NULL;
-            hv_stream_close(l->stream, on_stream_closed, l);
+            hv_stream_close(l->stream, on_closed, l);
             return;
         }
+        l->stage = ST_CLOSE_SPOOL;
+        /* fall through */
+
+    case ST_CLOSE_SPOOL:
         if (l->spool != NULL) {
             l->closing = 1;
             l->view.spool = NULL;
-            hv_spool_close(l->spool, on_spool_closed, l);
+            hv_spool_close(l->spool, on_closed, l);
             return;
         }
         hv_bhost_free(l->host);
@@ -295,7 +287,7 @@ static void stop_step(hv_loop_t *l)
         if (l->engine != NULL) {
             l->closing = 1;
             l->view.engine = NULL;
-            hv_engine_close(l->engine, on_engine_closed, l);
+            hv_engine_close(l->engine, on_closed, l);
             return;
         }
         l->stage = ST_CLOSE_STORE;
@@ -305,7 +297,7 @@ static void stop_step(hv_loop_t *l)
         if (l->recrawl != NULL) {
             l->closing = 1;
             l->view.recrawl = NULL;
-            hv_recrawl_close(l->recrawl, on_store_closed, l);
+            hv_recrawl_close(l->recrawl, on_closed, l);
             return;
         }
         l->stage = ST_CLOSE_METRICS;
@@ -314,7 +306,7 @@ static void stop_step(hv_loop_t *l)
     case ST_CLOSE_METRICS:
         if (l->metrics != NULL) {
             l->closing = 1;
-            hv_metrics_close(l->metrics, on_metrics_closed, l);
+            hv_metrics_close(l->metrics, on_closed, l);
             return;
         }
         l->stage = ST_CLOSED;

@@ -38,7 +38,8 @@ typedef struct {
  * Repair the JSONL output at `path` in place, add its ok records to `ok` and the URLs of its
  * ParserCrashed records to `crashed` (either may be NULL): such a page has its final record,
  * and fetching it again would only repeat the crash. A missing file is not an error (nothing
- * to resume). Returns 0, or a UV_E* error with a message in `err`.
+ * to resume). Returns 0, or a UV_E* error with a message in `err`. Blocking file I/O (the
+ * file is read whole, and a cut is fsynced): the daemon calls it on the threadpool (bhost.h).
  */
 int hv_output_repair(const char *path, hv_okset_t *ok, hv_okset_t *crashed, hv_repair_t *out,
                      char *err, size_t errcap);

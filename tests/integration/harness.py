@@ -149,7 +149,7 @@ def check_sanitizer(stderr):
 
 
 def check_leftover_handles(stderr):
-    """Fail the test if harvestd logged "event=leftover_handle type=..." (src/main.c): at exit
+    """Fail the test if harvestd logged "event=leftover_handle type=..." (src/loop.c): at exit
     a handle was still open, which harvestd then closed itself so that its loop could close.
     Every handle has an owner that must close it on the way out, so this is a bug even when the
     run's output is right. The line is a warning, printed at every log level the tests use
