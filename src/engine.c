@@ -72,6 +72,7 @@ struct hv_engine_s {
     uint64_t read_pauses;
     uint64_t retries;
     hv_record_counts_t *records; /* where records are counted (not ours); NULL: nowhere */
+    hv_engine_pass_t *passes;    /* the sources' steps of the pass (not ours) */
     void (*closed)(void *ud);
     void *closed_ud;
 };
@@ -327,6 +328,11 @@ static void on_pass(uv_idle_t *idle)
         hand_over(f, 0);
         f->cbs->on_pass(f->ud);
     }
+    hv_engine_pass_t *p, *pnext;
+    for (p = e->passes; p != NULL; p = pnext) {
+        pnext = p->_next;
+        p->run(p->ud);
+    }
 
     hv_sched_tick(e->sched);
     unsigned started = hv_sched_kick(e->sched, START_BURST);
@@ -334,6 +340,21 @@ static void on_pass(uv_idle_t *idle)
     /* A full burst may have left jobs waiting: poll, then pass again. */
     if (!e->dirty && started < START_BURST)
         uv_idle_stop(idle);
+}
+
+void hv_engine_add_pass(hv_engine_t *e, hv_engine_pass_t *p)
+{
+    p->_next = e->passes;
+    e->passes = p;
+}
+
+void hv_engine_remove_pass(hv_engine_t *e, hv_engine_pass_t *p)
+{
+    hv_engine_pass_t **pp = &e->passes;
+    while (*pp != NULL && *pp != p)
+        pp = &(*pp)->_next;
+    if (*pp == p)
+        *pp = p->_next;
 }
 
 static void on_wake_timer(uv_timer_t *t)

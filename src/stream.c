@@ -15,8 +15,9 @@
  * slot's (hv_source_t) that the slot feeds. Outputs are prepared (created and synced, their
  * crash notes read) and completed (the note removed) by the host, off the loop.
  *
- * Everything that moves runs from one pass (`later`, a uv_idle_t active while work is
- * marked): I/O callbacks only record what they learnt and wake it.
+ * Everything that moves runs from one pass, a step of the engine's own (hv_engine_add_pass):
+ * I/O callbacks only record what they learnt and wake it, which marks the stream and wakes
+ * the engine. What the pass hands to batches starts in the same engine pass.
  */
 #include "harvestd/stream.h"
 
@@ -154,8 +155,8 @@ struct hv_stream_s {
     slot_t *slots;         /* by name */
     unsigned nbatches;
 
-    uv_idle_t later;
-    int later_on;
+    hv_engine_pass_t step; /* ours in the engine's pass */
+    int dirty;             /* woken since our last step */
     uv_timer_t tick;
     uv_timer_t recheck;    /* a read held back by the backlog looks again soon */
     hv_handles_t handles;
@@ -1061,20 +1062,21 @@ static void pass(hv_stream_t *s)
         finish_close(s);
 }
 
-static void on_later(uv_idle_t *h)
+static void on_engine_pass(void *ud)
 {
-    hv_stream_t *s = h->data;
-    uv_idle_stop(h);
-    s->later_on = 0;
+    hv_stream_t *s = ud;
+    if (!s->dirty)
+        return;
+    s->dirty = 0;
     pass(s);
 }
 
 static void wake(hv_stream_t *s)
 {
-    if (s->later_on || uv_is_closing((uv_handle_t *)&s->later))
+    if (s->handles.closing)
         return;
-    s->later_on = 1;
-    uv_idle_start(&s->later, on_later);
+    s->dirty = 1;
+    hv_engine_wake(s->engine);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -1127,16 +1129,17 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     s->phase = P_GROUP;
     snprintf(s->claim_cursor, sizeof(s->claim_cursor), "0-0");
     TAILQ_INIT(&s->acks);
+    s->step.run = on_engine_pass;
+    s->step.ud = s;
+    hv_engine_add_pass(engine, &s->step);
     hv_handles_init(&s->handles, on_handles_closed);
-    uv_idle_init(loop, &s->later);
     uv_timer_init(loop, &s->tick);
     uv_timer_init(loop, &s->recheck);
     uv_timer_init(loop, &s->rd.retry);
     uv_timer_init(loop, &s->wr.retry);
-    s->later.data = s->tick.data = s->recheck.data = s;
+    s->tick.data = s->recheck.data = s;
     s->rd.retry.data = &s->rd;
     s->wr.retry.data = &s->wr;
-    hv_handles_own(&s->handles, (uv_handle_t *)&s->later);
     hv_handles_own(&s->handles, (uv_handle_t *)&s->tick);
     hv_handles_own(&s->handles, (uv_handle_t *)&s->recheck);
     hv_handles_own(&s->handles, (uv_handle_t *)&s->rd.retry);
@@ -1241,6 +1244,7 @@ static void finish_close(hv_stream_t *s)
     HASH_ITER(hh, s->slots, sl, stmp) {
         slot_free(sl);
     }
+    hv_engine_remove_pass(s->engine, &s->step);
     hv_handles_close_all(&s->handles);
 }
 

@@ -100,6 +100,20 @@ uv_loop_t *hv_engine_loop(const hv_engine_t *e);
  * after any change a pass should see (a record queued, a writer drained, input resumed). */
 void hv_engine_wake(hv_engine_t *e);
 
+/** A source's own step of the pass (the stream's: feeding its batches, acknowledging, reading
+ *  more), run by every pass of the engine after the flows' steps and before waiting jobs
+ *  start, so that what it submits starts in the same pass. The struct is the caller's; `run`
+ *  may remove its own registration, no other. */
+typedef struct hv_engine_pass_s {
+    void (*run)(void *ud);
+    void *ud;
+    struct hv_engine_pass_s *_next;
+} hv_engine_pass_t;
+
+/** Register `p` (until hv_engine_remove_pass()). */
+void hv_engine_add_pass(hv_engine_t *e, hv_engine_pass_t *p);
+void hv_engine_remove_pass(hv_engine_t *e, hv_engine_pass_t *p);
+
 /**
  * A new flow for `cbs`/`ud` (a batch). Its pages are analysed with `rules` (NULL: title
  * only) and parse crashes noted in `crash_note` (NULL: none); both must outlive the flow.
