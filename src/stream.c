@@ -152,6 +152,7 @@ struct hv_stream_s {
     struct entry_list acks;
     unsigned nacks;        /* entries in `acks` */
     unsigned nacking;      /* entries in acknowledgements in flight */
+    int acks_refused;      /* the server refused the acknowledgement script: none goes again */
     slot_t *slots;         /* by name */
     unsigned nbatches;
 
@@ -745,9 +746,11 @@ static void on_ack(hv_redis_t *r, void *data, int status, const redisReply *rep)
             TAILQ_INSERT_HEAD(&s->acks, aq->e[i], link);
             s->nacks++;
         }
-        if (status == 0)
+        if (status == 0) {
+            s->acks_refused = 1;
             fatal(s, UV_EINVAL, "acknowledging on %s: %s", s->cfg->redis_stream,
                   reply_error(rep));
+        }
         free(aq);
         wake(s);
         return;
@@ -764,7 +767,7 @@ static void flush_acks(hv_stream_t *s)
 {
     args_t *a = s->args;
     char key[1024];
-    while (s->wr.up && !TAILQ_EMPTY(&s->acks)) {
+    while (s->wr.up && !s->acks_refused && !TAILQ_EMPTY(&s->acks)) {
         slot_t *sl = TAILQ_FIRST(&s->acks)->slot;
         ackreq_t *aq = hv_xmalloc(sizeof(*aq) + ACKS_PER_SCRIPT * sizeof(entry_t *));
         aq->s = s;

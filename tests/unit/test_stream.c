@@ -1245,18 +1245,12 @@ TEST_IMPL(stream_refused_ack_script_is_fatal)
     tc_close(t);
 }
 
-/* Known defect: after the server refused the acknowledgement script (fatal), flush_acks()
- * sends the same script again as soon as the refusal is handled (on_ack() puts the entries
- * back and wakes the pass, which is not held back by the fatal error), round trip after
- * round trip until the stream closes: while the daemon drains its batches, up to
- * drain_timeout, Redis gets the refused script thousands of times a second. The entries
- * stay pending either way (stream.h), so once refused it need not go again. */
+/* Once the server refused the acknowledgement script (fatal), the script is not sent again:
+ * resending it round trip after round trip while the daemon drains (up to drain_timeout)
+ * would give Redis thousands of refused scripts a second, and the entries stay pending
+ * either way (stream.h). */
 TEST_IMPL(stream_refused_ack_is_not_sent_again)
 {
-    if (getenv("HV_TEST_KNOWN_DEFECTS") == NULL)
-        RETURN_SKIP("defect: a refused acknowledgement script is sent again in a loop until "
-                    "the stream closes (stream.c flush_acks after on_ack's fatal); "
-                    "HV_TEST_KNOWN_DEFECTS=1 runs it");
     tc_t *t = tc_open(8, NULL);
     t->hook = hook_refuse_ack;
     entry(&t->entries[0], "4-1", "b", "1", "not a url");
