@@ -8,8 +8,8 @@ the daemon; with HV_FAULT_FSYNC_DELAY_MS a completion's summary fsync is held fo
 the test scrapes /metrics and watches another batch fetch."""
 
 import os
+import signal
 import socket
-import threading
 import time
 
 import pytest
@@ -131,3 +131,24 @@ def test_66_03_a_held_completion_sync_stalls_nothing(start_daemon, spool, fresh_
     check_batch(spool, "quick.txt", quick_raw)
     check_batch(spool, "long.txt", long_raw)
     assert d.stop() == 0
+
+
+def test_66_04_sigterm_waits_for_a_held_completion(start_daemon, spool, fresh_origin, tmp_path):
+    """SIGTERM while a completion's fsync is held: the daemon stops taking work at once but
+    exits only after the completion reported (summary in place, input in done/), exit 0."""
+    o = fresh_origin
+    trace = str(tmp_path / "calls.trace")
+    env = preload_env(HV_FAULT_FSYNC_DELAY_MS=HOLD_MS, HV_FAULT_FSYNC_DELAY_PATH="held.txt.summary",
+                      HV_TRACE_FILE=trace)
+    d = start_daemon(env=env, flush_ms="20ms")
+    raw = spool.drop("held.txt", page_urls(o, "h", 3))
+    d.poll_until(lambda: any(c[:1] == ["fsync_held"] for c in read_trace(trace)), 10,
+                 "the summary's fsync held")
+    t0 = time.monotonic()
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0, d.stderr_text()[-3000:]
+    waited = time.monotonic() - t0
+    assert waited >= HOLD_MS / 1000.0 * 0.5, "exited %.3f s after SIGTERM, before the held fsync" % waited
+    check_batch(spool, "held.txt", raw)
+    assert spool.has_summary("held.txt")
+    assert spool.files("done") == ["held.txt"] and spool.files("active") == []
