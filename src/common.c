@@ -30,6 +30,7 @@ static const struct {
     {HV_ECERT, "HV_ECERT", "certificate verification failed"},
     {HV_EBLOCKED, "HV_EBLOCKED", "address refused by the address guard"},
     {HV_EREFUSED, "HV_EREFUSED", "refused by the server"},
+    {HV_ENOTREADY, "HV_ENOTREADY", "the server is not ready"},
 };
 
 const char *hv_strerror(int err)

@@ -205,6 +205,8 @@ static const char refresh_script[] =
 
 static void wake(hv_stream_t *s);
 static void link_connect(link_t *l);
+static void link_down(link_t *l, int err);
+static int retry_not_ready(link_t *l, const char *error);
 static void fatal(hv_stream_t *s, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -248,6 +250,20 @@ static int error_is(const redisReply *rep, const char *prefix)
 {
     const char *e = reply_error(rep);
     return e != NULL && strncmp(e, prefix, strlen(prefix)) == 0;
+}
+
+/* Errors that say Redis cannot serve now but will: loading its data after a restart, a
+ * script running too long, a replica whose master is down, a slot being moved, a replica
+ * that was the master before a failover. The error's code (its first word), or NULL. */
+static const char *not_ready_code(const char *e)
+{
+    static const char *const codes[] = {"LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "READONLY"};
+    for (size_t i = 0; e != NULL && i < HV_ARRAY_SIZE(codes); i++) {
+        size_t n = strlen(codes[i]);
+        if (strncmp(e, codes[i], n) == 0 && (e[n] == ' ' || e[n] == '\0'))
+            return codes[i];
+    }
+    return NULL;
 }
 
 /* ---- entries and slots ---- */
@@ -539,9 +555,20 @@ static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
     }
 }
 
-/* XREADGROUP's reply: [[stream, [entry...]]], or nil after the block time. Returns how many
- * entries it held. */
-static size_t take_read(hv_stream_t *s, const redisReply *rep, char *last, size_t lastcap)
+/* A reply with more entries than were asked for (a broken or hostile server): what fits the
+ * request is kept, the rest is left pending for this consumer, where XAUTOCLAIM finds it
+ * again once it is idle. Said once per reply. */
+static void over_count(const hv_stream_t *s, const char *what, unsigned asked, size_t got)
+{
+    if (got > asked)
+        HV_LOG(HV_LOG_WARNING, "event=stream_reply_over_count command=%s stream=%s asked=%u "
+               "got=%zu kept=%u", what, s->cfg->redis_stream, asked, got, asked);
+}
+
+/* XREADGROUP's reply: [[stream, [entry...]]], or nil after the block time. Takes at most
+ * `asked` entries; returns how many it took, the last one's id in `last`. */
+static size_t take_read(hv_stream_t *s, const redisReply *rep, unsigned asked, char *last,
+                        size_t lastcap)
 {
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 1)
         return 0;
@@ -550,15 +577,17 @@ static size_t take_read(hv_stream_t *s, const redisReply *rep, char *last, size_
         st->element[1]->type != REDIS_REPLY_ARRAY)
         return 0;
     const redisReply *items = st->element[1];
-    for (size_t i = 0; i < items->elements; i++)
+    size_t n = HV_MIN(items->elements, (size_t)asked);
+    over_count(s, "XREADGROUP", asked, items->elements);
+    for (size_t i = 0; i < n; i++)
         take_entry(s, items->element[i], s->phase == P_PENDING ? GOT_PENDING : GOT_NEW);
-    if (items->elements > 0) {
-        const redisReply *it = items->element[items->elements - 1];
+    if (n > 0) {
+        const redisReply *it = items->element[n - 1];
         if (it->type == REDIS_REPLY_ARRAY && it->elements >= 1 &&
             it->element[0]->type == REDIS_REPLY_STRING && it->element[0]->len < lastcap)
             memcpy(last, it->element[0]->str, it->element[0]->len + 1);
     }
-    return items->elements;
+    return n;
 }
 
 /* ---- commands ---- */
@@ -592,6 +621,8 @@ static void on_group(hv_redis_t *r, void *data, int status, const redisReply *re
     s->grouping = 0;
     if (status != 0)
         return; /* the connection's failure, which reconnects */
+    if (retry_not_ready(&s->wr, reply_error(rep)))
+        return;
     if (error_is(rep, "WRONGTYPE")) {
         fatal(s, UV_EINVAL, "redis_stream %s at %s is not a stream (the key holds another type)",
               s->cfg->redis_stream, s->cfg->redis_url);
@@ -641,7 +672,7 @@ static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep
     s->asked -= asked;
     free(rq);
     s->reading = 0;
-    if (status != 0)
+    if (status != 0 || retry_not_ready(&s->rd, reply_error(rep)))
         return;
     if (error_is(rep, "NOGROUP")) {
         /* Redis lost the group (restarted without its data): create it again. */
@@ -661,7 +692,7 @@ static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep
         return;
     }
     char last[ID_MAX] = "";
-    size_t n = take_read(s, rep, last, sizeof(last));
+    size_t n = take_read(s, rep, asked, last, sizeof(last));
     /* Fewer than asked: the stream has nothing more for now. */
     s->drained = s->phase == P_NEW && n < asked;
     if (s->phase == P_PENDING) {
@@ -746,7 +777,7 @@ static void on_ack(hv_redis_t *r, void *data, int status, const redisReply *rep)
             TAILQ_INSERT_HEAD(&s->acks, aq->e[i], link);
             s->nacks++;
         }
-        if (status == 0) {
+        if (status == 0 && !retry_not_ready(&s->wr, reply_error(rep))) {
             s->acks_refused = 1;
             fatal(s, UV_EINVAL, "acknowledging on %s: %s", s->cfg->redis_stream,
                   reply_error(rep));
@@ -823,11 +854,12 @@ static void on_claim(hv_redis_t *r, void *data, int status, const redisReply *re
 {
     askreq_t *cq = data;
     hv_stream_t *s = cq->s;
+    unsigned cq_count = cq->count;
     (void)r;
     s->asked -= cq->count;
     free(cq);
     s->claiming = 0;
-    if (status != 0)
+    if (status != 0 || retry_not_ready(&s->wr, reply_error(rep)))
         return;
     if (reply_error(rep) != NULL) {
         if (!error_is(rep, "NOGROUP"))
@@ -839,7 +871,9 @@ static void on_claim(hv_redis_t *r, void *data, int status, const redisReply *re
         rep->element[1]->type != REDIS_REPLY_ARRAY)
         return;
     const redisReply *items = rep->element[1];
-    for (size_t i = 0; i < items->elements; i++)
+    size_t n = HV_MIN(items->elements, (size_t)cq_count);
+    over_count(s, "XAUTOCLAIM", cq_count, items->elements);
+    for (size_t i = 0; i < n; i++)
         take_entry(s, items->element[i], GOT_CLAIMED);
     snprintf(s->claim_cursor, sizeof(s->claim_cursor), "%s", rep->element[0]->str);
     /* More to look at: go on at once rather than after another period. */
@@ -883,7 +917,7 @@ static void on_refresh(hv_redis_t *r, void *data, int status, const redisReply *
     hv_stream_t *s = data;
     (void)r;
     s->refreshing = 0;
-    if (status != 0)
+    if (status != 0 || retry_not_ready(&s->wr, reply_error(rep)))
         return;
     if (reply_error(rep) != NULL) {
         HV_LOG(HV_LOG_WARNING, "event=stream_refresh_failed error=\"%s\"", reply_error(rep));
@@ -967,10 +1001,25 @@ static void link_down(link_t *l, int err)
     wake(s);
 }
 
+/* A reply that says Redis is not ready (not_ready_code()): the link goes down and connects
+ * again with the backoff, as when the connection is lost; 1 then. 0 for anything else. */
+static int retry_not_ready(link_t *l, const char *error)
+{
+    const char *code = not_ready_code(error);
+    if (code == NULL)
+        return 0;
+    HV_LOG(HV_LOG_WARNING, "event=redis_not_ready link=%s url=%s reply=%s action=reconnect",
+           l->name, l->s->cfg->redis_url, code);
+    link_down(l, HV_ENOTREADY);
+    return 1;
+}
+
 static void on_link_connect(hv_redis_t *r, int status)
 {
     link_t *l = hv_redis_data(r);
     hv_stream_t *s = l->s;
+    if (status == HV_EREFUSED && retry_not_ready(l, hv_redis_refusal(r)))
+        return;
     /* The server refusing the URL's database will not change its mind on a retry. */
     if (status == HV_EREFUSED)
         fatal(s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", s->cfg->redis_url,

@@ -122,6 +122,7 @@ struct tc_s {
     /* the hooks' own */
     int evals;
     int seen_new;
+    int groups, reads;
     uint64_t dropped_at;
 };
 
@@ -1261,4 +1262,95 @@ TEST_IMPL(stream_refused_ack_is_not_sent_again)
     int evals = t->evals;
     tc_close(t);
     ASSERT_EQ(1, evals);
+}
+
+/* ---- Redis not ready ---- */
+
+/* As a Redis restarted with its data, loading it, then a replica after a failover: the first
+ * group creation is answered LOADING, the first read BUSY (a long script), the first
+ * acknowledgement READONLY. None of it is the daemon's failure: each time the link goes down
+ * and connects again after the backoff, as when the connection is lost. */
+static int hook_not_ready(tc_t *t, peer_t *p, const cmd_t *c)
+{
+    if (is(c, "XGROUP") && t->groups++ == 0) {
+        peer_send(p, "-LOADING Redis is loading the dataset in memory\r\n");
+        return 1;
+    }
+    if (is(c, "XREADGROUP") && t->reads++ == 0) {
+        peer_send(p, "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
+                     "SHUTDOWN NOSAVE.\r\n");
+        return 1;
+    }
+    if (is_ack(c) && t->evals++ == 0) {
+        peer_send(p, "-READONLY You can't write against a read only replica.\r\n");
+        return 1;
+    }
+    return 0;
+}
+
+TEST_IMPL(stream_redis_not_ready_is_waited_for)
+{
+    tc_t *t = tc_open(8, NULL);
+    t->hook = hook_not_ready;
+    entry(&t->entries[0], "3-1", "b", "1", "not a url");
+    t->nentries = 1;
+    t->want = 1;
+    tc_start(t);
+    run_until(t, acked_want, "the acknowledgement after Redis was ready");
+    ASSERT_EQ(0, t->fatals);
+    ASSERT_GE(t->groups, 3); /* LOADING; again after it; again after READONLY */
+    ASSERT_GE(t->reads, 2);
+    ASSERT_EQ(2, t->evals);
+    /* Each time on a new connection, after the backoff. */
+    int g1 = find(t, "XGROUP", 0), g2 = find(t, "XGROUP", g1 + 1);
+    ASSERT_NE(t->cmds[g1].peer, t->cmds[g2].peer);
+    ASSERT_GE(t->cmds[g2].at, t->cmds[g1].at + BACKOFF_MIN_MS);
+    int e1 = find(t, "EVAL", 0), e2 = find(t, "EVAL", e1 + 1);
+    ASSERT_NE(t->cmds[e1].peer, t->cmds[e2].peer);
+    records_t r;
+    read_records(t, "b", &r);
+    ASSERT_EQ(1, r.n);
+    hv_stream_stats_t st = stats(t);
+    ASSERT_EQ(1, st.acked);
+    ASSERT_EQ(0, st.held);
+    tc_close(t);
+}
+
+/* ---- a reply with more than was asked for ---- */
+
+/* A broken server: the first new read gets every entry, whatever its COUNT said. */
+static int hook_over_count(tc_t *t, peer_t *p, const cmd_t *c)
+{
+    if (!is_new_read(c) || t->seen_new)
+        return 0;
+    t->seen_new = 1;
+    send_entries(p, c->argv[c->argc - 2], t->entries, t->nentries);
+    t->next_entry = t->nentries;
+    return 1;
+}
+
+TEST_IMPL(stream_keeps_no_more_than_it_asked_for)
+{
+    char id[32], line[16];
+    tc_t *t = tc_open(4, NULL);
+    t->hook = hook_over_count;
+    for (int i = 0; i < 12; i++) {
+        snprintf(id, sizeof(id), "8-%d", i + 1);
+        snprintf(line, sizeof(line), "%d", i + 1);
+        entry(&t->entries[i], id, "b", line, "not a url");
+    }
+    t->nentries = 12;
+    t->want = 4;
+    tc_start(t);
+    run_until(t, acked_want, "the entries that fit the bound");
+    /* The bound held throughout (look() checks it at every iteration); what the read asked
+     * for was kept, the rest left pending for XAUTOCLAIM to find again. */
+    ASSERT_LE(t->max_held, 4);
+    hv_stream_stats_t st = stats(t);
+    ASSERT_EQ(4, st.read);
+    ASSERT_EQ(4, st.acked);
+    records_t r;
+    read_records(t, "b", &r);
+    ASSERT_EQ(4, r.n);
+    tc_close(t);
 }
