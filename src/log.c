@@ -1,4 +1,9 @@
-/* log.c: stderr logging. One write(2) per line so concurrent writers never interleave. */
+/* log.c: stderr logging. One write(2) per line so concurrent writers never interleave.
+ *
+ * Values from outside (Redis replies, URLs, headers, file names) reach log lines through the
+ * callers' formats; a control byte among them (a bare LF above all) could make one event
+ * look like two, so every control byte of a formatted line is written as \xHH here, where
+ * no caller can forget it. */
 #include "harvestd/log.h"
 
 #include <errno.h>
@@ -35,22 +40,47 @@ void hv_log_init(void)
     to_journal = (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
+/* Control bytes (C0 and DEL) of `msg` as \xHH, into `out` (`cap` bytes, one kept for the
+ * newline). Returns the length written. */
+static size_t escape_controls(char *out, size_t cap, const char *msg, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)msg[i];
+        if (c >= 0x20 && c != 0x7f) {
+            if (n + 1 >= cap)
+                break;
+            out[n++] = (char)c;
+        } else {
+            if (n + 4 >= cap)
+                break;
+            out[n++] = '\\';
+            out[n++] = 'x';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    return n;
+}
+
 void hv_log_write(hv_log_level_t lvl, const char *fmt, ...)
 {
-    char line[4096];
+    char msg[4096], line[4096];
     int n = to_journal ? snprintf(line, sizeof(line), "<%d>level=%s ", level_priority[lvl],
                                   level_names[lvl])
                        : snprintf(line, sizeof(line), "harvestd: level=%s ", level_names[lvl]);
     if (n < 0)
         return;
-    size_t room = sizeof(line) - (size_t)n - 1; /* keep one byte for '\n' */
     va_list ap;
     va_start(ap, fmt);
-    int m = vsnprintf(line + n, room, fmt, ap);
+    int m = vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     if (m < 0)
         m = 0;
-    size_t len = (size_t)n + ((size_t)m < room ? (size_t)m : room - 1);
+    size_t mlen = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+    size_t room = sizeof(line) - (size_t)n - 1; /* keep one byte for '\n' */
+    size_t len = (size_t)n + escape_controls(line + n, room + 1, msg, mlen);
     line[len++] = '\n';
     if (before_write != NULL)
         before_write(before_write_ud);
