@@ -460,7 +460,7 @@ static int lock_input(const char *path, char *reason, size_t cap)
  * like X.CONSUMER would write where the stream's batch X does. */
 static int looks_like_stream_output(const hv_spool_t *sp, const char *name)
 {
-    char tail[3 * 256 + 16];
+    char tail[HV_STREAM_FILE_MAX + 1];
     if (!(sp->cfg->sources & HV_SOURCE_REDIS) ||
         hv_streamkeys_output_name("x", sp->cfg->redis_consumer, tail, sizeof(tail)) != 0)
         return 0;

@@ -21,6 +21,7 @@
  */
 #include "harvestd/stream.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -87,6 +88,7 @@ struct slot_s {
     UT_hash_handle hh;
     hv_stream_t *s;
     char *name;
+    char *key;             /* its hash in Redis (S:batch:NAME) */
     char *path;            /* the output */
     char *note;            /* its crash note: input lines whose page took the parser down */
     hv_hosted_t *hb;       /* the batch on the host: preparing, running or completing */
@@ -272,6 +274,7 @@ static void slot_free(slot_t *sl)
 {
     HASH_DEL(sl->s->slots, sl);
     free(sl->name);
+    free(sl->key);
     free(sl->path);
     free(sl->note);
     free(sl);
@@ -303,12 +306,18 @@ static slot_t *slot_get(hv_stream_t *s, const char *name)
     HASH_FIND_STR(s->slots, name, sl);
     if (sl != NULL)
         return sl;
-    char file[1024];
+    char file[HV_STREAM_FILE_MAX + 1];
     sl = hv_xcalloc(1, sizeof(*sl));
     sl->s = s;
     sl->name = hv_xstrdup(name);
-    if (hv_streamkeys_output_name(name, s->consumer, file, sizeof(file)) != 0)
-        snprintf(file, sizeof(file), "batch.jsonl"); /* names are bounded: not reached */
+    /* Every name has an output name, bounded (streamkeys.h), and a key of its own. */
+    int rc = hv_streamkeys_output_name(name, s->consumer, file, sizeof(file));
+    assert(rc == 0);
+    (void)rc;
+    size_t kn = strlen(s->cfg->redis_stream) + strlen(name) + 8;
+    sl->key = hv_xmalloc(kn);
+    rc = hv_streamkeys_batch(s->cfg->redis_stream, name, sl->key, kn);
+    assert(rc == 0);
     size_t n = strlen(s->out_dir) + 1 + strlen(file) + 1;
     sl->path = hv_xmalloc(n);
     snprintf(sl->path, n, "%s/%s", s->out_dir, file);
@@ -797,20 +806,17 @@ static void on_ack(hv_redis_t *r, void *data, int status, const redisReply *rep)
 static void flush_acks(hv_stream_t *s)
 {
     args_t *a = s->args;
-    char key[1024];
     while (s->wr.up && !s->acks_refused && !TAILQ_EMPTY(&s->acks)) {
         slot_t *sl = TAILQ_FIRST(&s->acks)->slot;
         ackreq_t *aq = hv_xmalloc(sizeof(*aq) + ACKS_PER_SCRIPT * sizeof(entry_t *));
         aq->s = s;
         aq->n = 0;
-        if (hv_streamkeys_batch(s->cfg->redis_stream, sl->name, key, sizeof(key)) != 0)
-            snprintf(key, sizeof(key), "%s:batch:?", s->cfg->redis_stream);
         a->argc = 0;
         arg(a, "EVAL");
         arg(a, ack_script);
         arg(a, "2");
         arg(a, s->cfg->redis_stream);
-        arg(a, key);
+        arg(a, sl->key);
         arg(a, s->cfg->redis_group);
         entry_t *e, *next;
         for (e = TAILQ_FIRST(&s->acks); e != NULL && aq->n < ACKS_PER_SCRIPT; e = next) {
@@ -1226,11 +1232,10 @@ static void on_outputs_repaired(void *ud)
 
 void hv_stream_start(hv_stream_t *s)
 {
-    char tail[3 * 256 + 16];
-    if (hv_streamkeys_output_name("x", s->consumer, tail, sizeof(tail)) != 0) {
-        on_outputs_repaired(s); /* names are bounded: not reached */
-        return;
-    }
+    char tail[HV_STREAM_FILE_MAX + 1];
+    int rc = hv_streamkeys_output_name("x", s->consumer, tail, sizeof(tail));
+    assert(rc == 0); /* every name has one (streamkeys.h) */
+    (void)rc;
     s->repairing = 1;
     hv_bhost_repair_outputs(s->host, s->out_dir, tail + 1 /* ".CONSUMER.jsonl" */,
                             on_outputs_repaired, s);

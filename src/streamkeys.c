@@ -2,8 +2,10 @@
  * streamkeys.h). */
 #include "harvestd/streamkeys.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <xxhash.h>
 
 static int fits(int n, size_t cap)
 {
@@ -63,28 +65,102 @@ int hv_streamkeys_batch_name_ok(const char *name)
     return 1;
 }
 
+/* "~" and 16 hex digits: the end of a shortened part. */
+#define HASH_TAIL 17
+
+/* Bytes of `name` spelled by hv_streamkeys_file_part(). */
+static size_t spelled_len(const char *name, int keep_dots)
+{
+    size_t n = 0;
+    for (size_t i = 0; name[i] != '\0'; i++)
+        n += plain((unsigned char)name[i], i, keep_dots) ? 1 : 3;
+    return n;
+}
+
+/* `name` spelled, or, when that is longer than `max` bytes, its shortened spelling (see
+ * streamkeys.h). `cap` must exceed `max`, and `max` HASH_TAIL. */
+static void bounded_part(const char *name, int keep_dots, size_t max, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    int shorten = spelled_len(name, keep_dots) > max;
+    size_t room = shorten ? max - HASH_TAIL : max, n = 0;
+    (void)cap;
+    for (size_t i = 0; name[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)name[i];
+        int p = plain(c, i, keep_dots);
+        if (n + (p ? 1 : 3) > room)
+            break;
+        if (p) {
+            out[n++] = (char)c;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    if (shorten)
+        n += (size_t)snprintf(out + n, cap - n, "~%016llx",
+                              (unsigned long long)XXH3_64bits(name, strlen(name)));
+    out[n] = '\0';
+}
+
+/* The longest batch part beside a consumer part of `consumer_len` bytes. */
+static size_t batch_part_max(size_t consumer_len)
+{
+    return HV_STREAM_FILE_MAX - (sizeof(".crashes") - 1) - 1 - consumer_len;
+}
+
 int hv_streamkeys_output_name(const char *batch, const char *consumer, char *out, size_t cap)
 {
-    char b[3 * HV_STREAM_BATCH_MAX + 1], c[3 * 256 + 1];
-    if (hv_streamkeys_file_part(batch, 1, b, sizeof(b)) != 0 ||
-        hv_streamkeys_file_part(consumer, 0, c, sizeof(c)) != 0)
-        return -1;
+    char b[HV_STREAM_FILE_MAX + 1], c[HV_STREAM_CONSUMER_PART_MAX + 1];
+    bounded_part(consumer, 0, HV_STREAM_CONSUMER_PART_MAX, c, sizeof(c));
+    bounded_part(batch, 1, batch_part_max(strlen(c)), b, sizeof(b));
     return fits(snprintf(out, cap, "%s.%s.jsonl", b, c), cap);
+}
+
+/* Whether `part` (`len` bytes of a file name) is `batch`'s part, spelled or shortened. */
+static int is_batch_part(const char *part, size_t len, const char *batch)
+{
+    const char *tilde = memchr(part, '~', len);
+    size_t plen = tilde != NULL ? (size_t)(tilde - part) : len;
+    char hash[HASH_TAIL + 1];
+    if (tilde != NULL) {
+        snprintf(hash, sizeof(hash), "~%016llx",
+                 (unsigned long long)XXH3_64bits(batch, strlen(batch)));
+        if (len - plen != HASH_TAIL || memcmp(tilde, hash, HASH_TAIL) != 0)
+            return 0;
+    }
+    /* The part's spelled bytes are the beginning of the batch's spelling (all of it when not
+     * shortened). */
+    char piece[4];
+    size_t n = 0;
+    for (size_t i = 0; batch[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)batch[i];
+        size_t k = plain(ch, i, 1) ? 1 : 3;
+        if (k == 1)
+            piece[0] = (char)ch;
+        else
+            snprintf(piece, sizeof(piece), "%%%02X", ch);
+        if (n + k > plen)
+            return tilde != NULL && n == plen;
+        if (memcmp(part + n, piece, k) != 0)
+            return 0;
+        n += k;
+    }
+    return tilde == NULL && n == plen;
 }
 
 int hv_streamkeys_is_output_of(const char *file_name, const char *batch)
 {
-    char b[3 * HV_STREAM_BATCH_MAX + 1];
-    size_t n = strlen(file_name), bn;
-    if (hv_streamkeys_file_part(batch, 1, b, sizeof(b)) != 0)
-        return 0;
-    bn = strlen(b);
+    size_t n = strlen(file_name);
     /* NAME "." CONSUMER ".jsonl", CONSUMER non-empty and without a dot */
-    if (n < bn + 1 + 1 + 6 || strncmp(file_name, b, bn) != 0 || file_name[bn] != '.' ||
-        strcmp(file_name + n - 6, ".jsonl") != 0)
+    if (n < 1 + 1 + 1 + 6 || strcmp(file_name + n - 6, ".jsonl") != 0)
         return 0;
-    for (size_t i = bn + 1; i < n - 6; i++)
-        if (file_name[i] == '.' || file_name[i] == '/')
-            return 0;
-    return 1;
+    size_t dot = n - 6;
+    while (dot > 0 && file_name[dot - 1] != '.' && file_name[dot - 1] != '/')
+        dot--;
+    if (dot < 2 || file_name[dot - 1] != '.' || dot == n - 6)
+        return 0;
+    return is_batch_part(file_name, dot - 1, batch);
 }
+

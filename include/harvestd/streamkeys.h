@@ -47,10 +47,24 @@ int hv_streamkeys_batch(const char *stream, const char *batch, char *out, size_t
  */
 int hv_streamkeys_file_part(const char *name, int keep_dots, char *out, size_t cap);
 
+/** Longest name of a file harvestd makes for a batch (NAME_MAX): its output, and its crash
+ *  note ("BATCH.CONSUMER.crashes", the longer of the two). */
+#define HV_STREAM_FILE_MAX 255
+
+/** Longest consumer part of an output name. */
+#define HV_STREAM_CONSUMER_PART_MAX 100
+
 /**
  * The output file name of `batch`'s records written by `consumer`: "BATCH.CONSUMER.jsonl",
  * both parts spelled by hv_streamkeys_file_part(), the consumer's with its dots encoded too,
- * so that the last dot before ".jsonl" always separates the two. 0, or -1 (does not fit).
+ * so that the last dot before ".jsonl" always separates the two. A part too long for the file
+ * name to stay within HV_STREAM_FILE_MAX with ".crashes" (the consumer's: beyond
+ * HV_STREAM_CONSUMER_PART_MAX; the batch's: beyond what the consumer's leaves) keeps its
+ * spelling's beginning, cut between two encoded bytes, and ends with "~" and 16 hex digits
+ * of a 64-bit hash of the whole name (XXH3): no spelled name has a '~', so a shortened name
+ * never meets a spelled one, and two names share a shortened spelling only if both their
+ * beginnings and their hashes are the same. Any batch name has an output name. 0, or -1
+ * when `out` is too small (cap >= HV_STREAM_FILE_MAX + 1 always fits).
  */
 int hv_streamkeys_output_name(const char *batch, const char *consumer, char *out, size_t cap);
 
