@@ -188,6 +188,9 @@ static void render_stream(hv_buf_t *out, const hv_stream_stats_t *st)
             "Held entries another consumer took over meanwhile.", st->lost);
     counter(out, "harvestd_stream_entries_invalid_total",
             "Stream entries without a url, with unknown rules, or deleted.", st->invalid);
+    counter(out, "harvestd_stream_entries_dead_total",
+            "Stream entries moved to the dead letters (S:dead): no batch could take them.",
+            st->dead);
     counter(out, "harvestd_redis_disconnects_total", "Redis connections lost.", st->reconnects);
 }
 

@@ -72,7 +72,11 @@ typedef struct entry_s {
     size_t url_len;
     const hv_ruleset_t *rules;
     hv_detail_t reject;
-    TAILQ_ENTRY(entry_s) link; /* the slot's queue, or the acknowledgements' */
+    const char *dead;      /* not NULL: no batch can take it, for this reason (a dead letter) */
+    char **fv;             /* a dead letter's own fields and values, as they came */
+    size_t *fvlen;
+    size_t nfv;
+    TAILQ_ENTRY(entry_s) link; /* the slot's queue, the acknowledgements' or the dead letters' */
 } entry_t;
 
 TAILQ_HEAD(entry_list, entry_s);
@@ -155,6 +159,10 @@ struct hv_stream_s {
     unsigned nacks;        /* entries in `acks` */
     unsigned nacking;      /* entries in acknowledgements in flight */
     int acks_refused;      /* the server refused the acknowledgement script: none goes again */
+    struct entry_list dead; /* dead letters to move to S:dead (with their acknowledgement) */
+    unsigned ndead;        /* entries in `dead` */
+    unsigned ndeading;     /* dead letters sent, not yet answered */
+    char *dead_key;        /* S:dead */
     slot_t *slots;         /* by name */
     unsigned nbatches;
 
@@ -190,6 +198,18 @@ static const char ack_script[] =
     "  if done > ok then redis.call('HINCRBY', KEYS[2], 'failed', done - ok) end\n"
     "end\n"
     "return done\n";
+
+/* Move an entry to the dead letters, if it is still pending: XACK it and, when that removed it,
+ * XADD it to S:dead. KEYS: the stream, S:dead. ARGV: the group, the id, the reason, the
+ * consumer, then the entry's fields and values. */
+static const char dead_script[] =
+    "if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then\n"
+    "  local f = {'id', ARGV[2], 'reason', ARGV[3], 'consumer', ARGV[4]}\n"
+    "  for i = 5, #ARGV do f[#f + 1] = ARGV[i] end\n"
+    "  redis.call('XADD', KEYS[2], '*', unpack(f))\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
 
 /* Touch (XCLAIM ... JUSTID, which resets the idle time) each id still pending for this
  * consumer; return the others. KEYS: the stream. ARGV: the group, the consumer, the ids. */
@@ -287,13 +307,22 @@ static void slot_maybe_free(slot_t *sl)
         slot_free(sl);
 }
 
+static void entry_destroy(entry_t *e)
+{
+    for (size_t i = 0; i < e->nfv; i++)
+        free(e->fv[i]);
+    free(e->fv);
+    free(e->fvlen);
+    free(e->url);
+    free(e);
+}
+
 static void entry_free(hv_stream_t *s, entry_t *e)
 {
     HASH_DEL(s->held, e);
     s->nheld--;
     slot_t *sl = e->slot;
-    free(e->url);
-    free(e);
+    entry_destroy(e);
     if (sl != NULL) {
         sl->refs--;
         slot_maybe_free(sl);
@@ -488,8 +517,8 @@ static const redisReply *field(const redisReply *fields, const char *name)
         return NULL;
     for (size_t i = 0; i + 1 < fields->elements; i += 2) {
         const redisReply *k = fields->element[i], *v = fields->element[i + 1];
-        if (k->type == REDIS_REPLY_STRING && strcmp(k->str, name) == 0 &&
-            v->type == REDIS_REPLY_STRING)
+        if (k->type == REDIS_REPLY_STRING && k->len == strlen(name) &&
+            memcmp(k->str, name, k->len) == 0 && v->type == REDIS_REPLY_STRING)
             return v;
     }
     return NULL;
@@ -497,15 +526,61 @@ static const redisReply *field(const redisReply *fields, const char *name)
 
 static void ack_deleted(hv_stream_t *s, const char *id);
 
-/* How an entry came: new, read again from this consumer's pending list (a previous run's),
- * or taken over from another consumer. The last two may already have a record. */
+/* A stream id as Redis makes them: digits, a dash, digits. */
+static int id_ok(const redisReply *id)
+{
+    size_t dashes = 0;
+    if (id->len == 0 || id->len >= ID_MAX)
+        return 0;
+    for (size_t i = 0; i < id->len; i++) {
+        if (id->str[i] == '-')
+            dashes++;
+        else if (id->str[i] < '0' || id->str[i] > '9')
+            return 0;
+    }
+    return dashes == 1 && id->str[0] != '-' && id->str[id->len - 1] != '-';
+}
+
 typedef enum { GOT_NEW, GOT_PENDING, GOT_CLAIMED } got_t;
+
+/* An entry no batch can take (e->dead says why): held, counted against the bound like the
+ * others, until it is moved to S:dead with its acknowledgement (flush_dead()). It keeps its
+ * own fields and values for that. */
+static void take_dead_letter(hv_stream_t *s, entry_t *e, const redisReply *fields, got_t how)
+{
+    e->nfv = fields->elements;
+    e->fv = hv_xcalloc(e->nfv ? e->nfv : 1, sizeof(*e->fv));
+    e->fvlen = hv_xcalloc(e->nfv ? e->nfv : 1, sizeof(*e->fvlen));
+    for (size_t i = 0; i < e->nfv; i++) {
+        const redisReply *f = fields->element[i];
+        int str = f->type == REDIS_REPLY_STRING;
+        e->fv[i] = hv_xmalloc(str ? f->len + 1 : 1);
+        if (str)
+            memcpy(e->fv[i], f->str, f->len);
+        e->fvlen[i] = str ? f->len : 0;
+        e->fv[i][e->fvlen[i]] = '\0';
+    }
+    HASH_ADD_STR(s->held, id, e);
+    s->nheld++;
+    TAILQ_INSERT_TAIL(&s->dead, e, link);
+    s->ndead++;
+    if (how == GOT_CLAIMED)
+        s->stats.reclaimed++;
+    else
+        s->stats.read++;
+    HV_LOG(HV_LOG_WARNING, "event=stream_dead_letter id=%s reason=%s action=move stream=%s",
+           e->id, e->dead, s->dead_key);
+}
+
+/* How an entry came (got_t, above): new, read again from this consumer's pending list (a
+ * previous run's), or taken over from another consumer. The last two may already have a
+ * record. */
 
 /* One [id, [field, value...]] from XREADGROUP or XAUTOCLAIM. */
 static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
 {
     if (item->type != REDIS_REPLY_ARRAY || item->elements < 2 ||
-        item->element[0]->type != REDIS_REPLY_STRING || item->element[0]->len >= ID_MAX)
+        item->element[0]->type != REDIS_REPLY_STRING || !id_ok(item->element[0]))
         return;
     const char *id = item->element[0]->str;
     const redisReply *fields = item->element[1];
@@ -525,10 +600,15 @@ static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
     e = hv_xcalloc(1, sizeof(*e));
     memcpy(e->id, id, item->element[0]->len + 1);
     e->state = E_QUEUED;
-    if (line != NULL) {
-        uint64_t v;
-        if (hv_parse_uint(line->str, &v) == 0)
-            e->line = v;
+    /* A batch and a line harvestd can place, or a dead letter: a name cut at a NUL would join
+     * another batch, a line that is not a number would be no line of any batch. */
+    if (batch != NULL && !hv_streamkeys_batch_field_ok(batch->str, batch->len))
+        e->dead = "batch_invalid";
+    else if (line == NULL || hv_streamkeys_line_field(line->str, line->len, &e->line) != 0)
+        e->dead = "line_invalid";
+    if (e->dead != NULL) {
+        take_dead_letter(s, e, fields, how);
+        return;
     }
     if (url != NULL) {
         e->url = hv_xstrndup(url->str, url->len);
@@ -537,10 +617,13 @@ static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
         e->reject = HV_D_ENTRY_WITHOUT_URL;
     }
     const char *rname = rules != NULL && rules->len > 0 ? rules->str : s->cfg->default_rules;
-    e->rules = rname[0] != '\0' ? hv_config_ruleset(s->cfg, rname) : NULL;
+    int rules_ok = rules == NULL || memchr(rules->str, '\0', rules->len) == NULL;
+    e->rules = rname[0] != '\0' && rules_ok ? hv_config_ruleset(s->cfg, rname) : NULL;
     if (rname[0] != '\0' && e->rules == NULL && e->reject == HV_D_NONE) {
+        char shown[80];
         e->reject = HV_D_UNKNOWN_RULES;
-        HV_LOG(HV_LOG_WARNING, "event=stream_unknown_rules id=%s rules=\"%.64s\"", id, rname);
+        snprintf(shown, sizeof(shown), "%.64s", rname);
+        HV_LOG(HV_LOG_WARNING, "event=stream_unknown_rules id=%s rules=\"%s\"", id, shown);
     }
     if (e->reject != HV_D_NONE)
         s->stats.invalid++;
@@ -843,6 +926,77 @@ static void on_plain_ack(hv_redis_t *r, void *data, int status, const redisReply
     (void)r, (void)data, (void)status, (void)rep;
 }
 
+/* ---- dead letters ---- */
+
+typedef struct {
+    hv_stream_t *s;
+    entry_t *e;
+} deadreq_t;
+
+static void on_dead(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    deadreq_t *dq = data;
+    hv_stream_t *s = dq->s;
+    entry_t *e = dq->e;
+    (void)r;
+    free(dq);
+    s->ndeading--;
+    if (status != 0 || reply_error(rep) != NULL) {
+        /* Kept, sent again once the connection is back (the script acknowledges first, so
+         * an entry moved already is not moved twice). */
+        TAILQ_INSERT_HEAD(&s->dead, e, link);
+        s->ndead++;
+        if (status == 0 && !retry_not_ready(&s->wr, reply_error(rep))) {
+            s->acks_refused = 1;
+            fatal(s, UV_EINVAL, "moving entry %s to %s: %s", e->id, s->dead_key,
+                  reply_error(rep));
+        }
+        wake(s);
+        return;
+    }
+    if (rep->type == REDIS_REPLY_INTEGER && rep->integer == 1)
+        s->stats.dead++;
+    else
+        s->stats.lost++; /* another consumer had taken it over meanwhile */
+    entry_free(s, e);
+    wake(s);
+}
+
+/* Move what waits to S:dead, one script per entry (they are rare). */
+static void flush_dead(hv_stream_t *s)
+{
+    args_t *a = s->args;
+    entry_t *e;
+    while (s->wr.up && !s->acks_refused && (e = TAILQ_FIRST(&s->dead)) != NULL) {
+        TAILQ_REMOVE(&s->dead, e, link);
+        s->ndead--;
+        a->argc = 0;
+        arg(a, "EVAL");
+        arg(a, dead_script);
+        arg(a, "2");
+        arg(a, s->cfg->redis_stream);
+        arg(a, s->dead_key);
+        arg(a, s->cfg->redis_group);
+        arg(a, e->id);
+        arg(a, e->dead);
+        arg(a, s->consumer);
+        for (size_t i = 0; i + 1 < e->nfv && a->argc + 2 <= (int)HV_ARRAY_SIZE(a->argv); i += 2) {
+            a->argv[a->argc] = e->fv[i];
+            a->len[a->argc++] = e->fvlen[i];
+            a->argv[a->argc] = e->fv[i + 1];
+            a->len[a->argc++] = e->fvlen[i + 1];
+        }
+        deadreq_t *dq = hv_xmalloc(sizeof(*dq));
+        dq->s = s;
+        dq->e = e;
+        s->ndeading++;
+        if (link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_dead, dq) != 0) {
+            on_dead(NULL, dq, UV_ENOTCONN, NULL);
+            return;
+        }
+    }
+}
+
 static void ack_deleted(hv_stream_t *s, const char *id)
 {
     args_t *a = s->args;
@@ -1076,6 +1230,7 @@ static void pass(hv_stream_t *s)
         slot_pass(sl);
     }
     flush_acks(s);
+    flush_dead(s);
     int active = !s->stopping && !s->fatal && !s->closing;
     if (active && s->wr.up && s->phase == P_GROUP && !s->grouping)
         ensure_group(s);
@@ -1151,6 +1306,7 @@ static void on_handles_closed(hv_handles_t *hs)
     void *ud = s->closed_ud;
     hv_dns_close(s->dns);
     free(s->args);
+    free(s->dead_key);
     free(s);
     if (done != NULL)
         done(ud);
@@ -1187,6 +1343,10 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     s->phase = P_GROUP;
     snprintf(s->claim_cursor, sizeof(s->claim_cursor), "0-0");
     TAILQ_INIT(&s->acks);
+    TAILQ_INIT(&s->dead);
+    size_t dn = strlen(cfg->redis_stream) + 8;
+    s->dead_key = hv_xmalloc(dn);
+    (void)hv_streamkeys_dead(cfg->redis_stream, s->dead_key, dn);
     s->step.run = on_engine_pass;
     s->step.ud = s;
     hv_engine_add_pass(engine, &s->step);
@@ -1263,7 +1423,7 @@ void hv_stream_stats(const hv_stream_t *s, hv_stream_stats_t *out)
     *out = s->stats;
     out->up = s->wr.up && (s->rd.up || s->stopping);
     out->held = s->nheld;
-    out->acks_waiting = s->nacks + s->nacking;
+    out->acks_waiting = s->nacks + s->nacking + s->ndead + s->ndeading;
     out->batches = s->nbatches;
 }
 
@@ -1271,7 +1431,7 @@ static void finish_close(hv_stream_t *s)
 {
     if (s->handles.closing || s->repairing)
         return;
-    unsigned waiting = s->nacks + s->nacking;
+    unsigned waiting = s->nacks + s->nacking + s->ndead + s->ndeading;
     if (waiting > 0 && !s->fatal && now_ms(s) < s->give_up_ms)
         return; /* the tick comes back */
     if (waiting > 0)
@@ -1293,8 +1453,7 @@ static void finish_close(hv_stream_t *s)
     entry_t *e, *tmp;
     HASH_ITER(hh, s->held, e, tmp) {
         HASH_DEL(s->held, e);
-        free(e->url);
-        free(e);
+        entry_destroy(e);
     }
     s->nheld = 0;
     slot_t *sl, *stmp;

@@ -17,6 +17,39 @@ int hv_streamkeys_batches(const char *stream, char *out, size_t cap)
     return fits(snprintf(out, cap, "%s:batches", stream), cap);
 }
 
+int hv_streamkeys_dead(const char *stream, char *out, size_t cap)
+{
+    return fits(snprintf(out, cap, "%s:dead", stream), cap);
+}
+
+int hv_streamkeys_batch_field_ok(const char *field, size_t len)
+{
+    if (len == 0 || len > HV_STREAM_BATCH_FIELD_MAX)
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)field[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+int hv_streamkeys_line_field(const char *field, size_t len, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (len == 0 || len > 16)
+        return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (field[i] < '0' || field[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(field[i] - '0');
+    }
+    if (v == 0 || v > HV_STREAM_LINE_MAX)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int hv_streamkeys_batch(const char *stream, const char *batch, char *out, size_t cap)
 {
     return fits(snprintf(out, cap, "%s:batch:%s", stream, batch), cap);

@@ -68,6 +68,7 @@ typedef struct {
     uint64_t acked;       /* entries acknowledged */
     uint64_t lost;        /* held entries that another consumer took over meanwhile */
     uint64_t invalid;     /* entries without a url, with unknown rules, or deleted */
+    uint64_t dead;        /* entries moved to S:dead (no batch could take them) */
     uint64_t reconnects;  /* connections lost */
 } hv_stream_stats_t;
 

@@ -17,12 +17,17 @@
  *                                 list), and of those:
  *                         ok      ... with an ok record
  *                         failed  ... with a failed record
+ *   S:dead              a stream: the entries no batch could take (a batch or line field
+ *                       harvestd cannot place), each moved there by the daemon that read it,
+ *                       atomically with its acknowledgement: fields id (the entry's id in
+ *                       S), reason, consumer, then the entry's own fields as they were
  * The consumer group (redis_group, default "harvestd") is created by the daemons.
  */
 #ifndef HARVESTD_STREAMKEYS_H
 #define HARVESTD_STREAMKEYS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define HV_STREAM_DEFAULT "harvestd:urls"
 #define HV_STREAM_GROUP_DEFAULT "harvestd"
@@ -35,6 +40,25 @@
 
 /** "S:batches" into `out`: 0, or -1 when it does not fit. */
 int hv_streamkeys_batches(const char *stream, char *out, size_t cap);
+
+/** "S:dead" into `out`: 0, or -1 when it does not fit. */
+int hv_streamkeys_dead(const char *stream, char *out, size_t cap);
+
+/** Longest batch name the daemon takes from an entry (bytes); a longer one is a dead letter.
+ *  (A slot holds its name while it has entries: at most queue_size slots.) */
+#define HV_STREAM_BATCH_FIELD_MAX 16384
+
+/** The largest line number an entry may carry: JSON readers keep integers up to 2^53 - 1
+ *  exact. */
+#define HV_STREAM_LINE_MAX 9007199254740991ULL
+
+/** Whether the `len` bytes of an entry's batch field make a batch the daemon can take: 1 to
+ *  HV_STREAM_BATCH_FIELD_MAX bytes, no NUL or other control byte. */
+int hv_streamkeys_batch_field_ok(const char *field, size_t len);
+
+/** An entry's line field as a number: decimal digits only, 1 to HV_STREAM_LINE_MAX. 0 and
+ *  *out, or -1. */
+int hv_streamkeys_line_field(const char *field, size_t len, uint64_t *out);
 
 /** "S:batch:NAME" into `out`: 0, or -1 when it does not fit. */
 int hv_streamkeys_batch(const char *stream, const char *batch, char *out, size_t cap);

@@ -58,3 +58,50 @@ def test_96_02_two_long_names_alike_but_for_their_end(redis_server, start_daemon
     counts = sorted(len(open(spool.path("out", n), "rb").read().splitlines()) for n in outs)
     assert counts == [1, 2]
     assert d.stop() == 0
+
+
+def xrange_all(client, key):
+    """[(id, {field: value})] of a stream, values as bytes decoded with surrogateescape."""
+    out = []
+    for item in client.call("XRANGE", key, "-", "+") or []:
+        fields = item[1]
+        out.append((item[0], {fields[i]: fields[i + 1] for i in range(0, len(fields), 2)}))
+    return out
+
+
+def test_96_03_entries_no_batch_can_take_go_to_the_dead_letters(redis_server, start_daemon, spool,
+                                                               origin, harvestd, tmp_path):
+    """Entries added by hand: a batch name with a NUL (it joined the batch named by what comes
+    before the NUL), lines that are no line number (-1, abc, 2^64, " 16", none: all became
+    line 0, and 2^64-1 became -1, which merge then dropped). Each is moved to S:dead with its
+    reason and acknowledged, atomically; the daemon goes on; the batch of the good entry
+    merges to exactly its one record."""
+    c = redis_server.client()
+    good = origin.url("/page?title=good")
+    c.call("XADD", "harvestd:urls", "*", "batch", "plain", "line", "1", "url", good)
+    c.call("XADD", "harvestd:urls", "*", "batch", b"plain\x00x", "line", "2", "url", good)
+    bad_lines = ["-1", "abc", "18446744073709551616", "18446744073709551615", " 16", "0"]
+    for v in bad_lines:
+        c.call("XADD", "harvestd:urls", "*", "batch", "plain", "line", v, "url", good)
+    c.call("XADD", "harvestd:urls", "*", "batch", "plain", "url", good)  # no line at all
+    total = 2 + len(bad_lines) + 1
+    d = start_daemon(**stream_config(redis_server, redis_consumer="n", log_level="notice"))
+    wait_for(lambda: len(xrange_all(c, "harvestd:urls:dead")) == total - 1, 20,
+             "the dead letters", [d])
+    wait_for(lambda: batch_hash(c, "plain").get("done", 0) == 1, 20, "the good entry", [d])
+    wait_for(lambda: (c.call("XPENDING", "harvestd:urls", "harvestd") or [0])[0] == 0, 20,
+             "nothing pending", [d])
+    dead = xrange_all(c, "harvestd:urls:dead")
+    reasons = sorted(f["reason"] for _, f in dead)
+    assert reasons == ["batch_invalid"] + ["line_invalid"] * (len(bad_lines) + 1), reasons
+    for _, f in dead:
+        assert f["consumer"] == "n" and f["url"] == good and f["id"]
+    assert any(f.get("batch") == "plain\x00x" for _, f in dead)
+    assert d.running()
+    assert len(d.events("stream_dead_letter")) == total - 1
+    assert d.stop() == 0
+    merged = tmp_path / "merged.jsonl"
+    r = harvestd.command("merge", "--batch", "plain", "-o", merged, spool.root)
+    assert r.returncode == 0, r.stderr
+    recs = [json.loads(x) for x in merged.read_bytes().split(b"\n")[:-1]]
+    assert [(r["line"], r["status"]) for r in recs] == [(1, "ok")]

@@ -114,3 +114,31 @@ TEST_IMPL(streamkeys_a_forged_shortened_name_is_not_the_batch)
     tilde[1] = tilde[1] == '0' ? '1' : '0'; /* another hash */
     ASSERT(!hv_streamkeys_is_output_of(name, cjk));
 }
+
+TEST_IMPL(streamkeys_entry_fields_the_daemon_can_place)
+{
+    uint64_t v = 0;
+    ASSERT_OK(hv_streamkeys_line_field("1", 1, &v));
+    ASSERT_EQ(1, v);
+    ASSERT_OK(hv_streamkeys_line_field("9007199254740991", 16, &v));
+    ASSERT(v == 9007199254740991ULL);
+    static const char *const bad[] = {"", "0", "-1", "abc", " 16", "16 ", "+3", "1e3",
+                                      "9007199254740992", "18446744073709551615",
+                                      "18446744073709551616", "00000000000000001"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++)
+        if (hv_streamkeys_line_field(bad[i], strlen(bad[i]), &v) == 0)
+            hv_test_fail(__FILE__, __LINE__, "line '%s' taken as %llu", bad[i],
+                         (unsigned long long)v);
+    ASSERT_EQ(-1, hv_streamkeys_line_field("12\0" "3", 4, &v)); /* a NUL is not a digit */
+
+    ASSERT(hv_streamkeys_batch_field_ok("plain", 5));
+    ASSERT(hv_streamkeys_batch_field_ok(cjk, strlen(cjk)));
+    ASSERT(!hv_streamkeys_batch_field_ok("plain\0x", 7));
+    ASSERT(!hv_streamkeys_batch_field_ok("a\nb", 3));
+    ASSERT(!hv_streamkeys_batch_field_ok("", 0));
+    char *big = hv_xmalloc(HV_STREAM_BATCH_FIELD_MAX + 1);
+    memset(big, 'x', HV_STREAM_BATCH_FIELD_MAX + 1);
+    ASSERT(hv_streamkeys_batch_field_ok(big, HV_STREAM_BATCH_FIELD_MAX));
+    ASSERT(!hv_streamkeys_batch_field_ok(big, HV_STREAM_BATCH_FIELD_MAX + 1));
+    free(big);
+}
