@@ -110,6 +110,28 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
+/*
+ * stat() of `path` failed with `e`. ENOENT from a name that is there is a symbolic link to
+ * nothing, or an entry that went away after the directory was listed: an input that cannot
+ * be read, never "no such input" (UV_ENOENT, which the command takes for a mistyped name).
+ * `what` starts the message ("cannot read ").
+ */
+static int cannot_follow(const char *path, const char *what, int e, char *err, size_t errcap)
+{
+    struct stat lst;
+    char to[256];
+    if (e != ENOENT)
+        return hv_errf(err, errcap, -e, "%s%s: %s", what, path, strerror(e));
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        ssize_t n = readlink(path, to, sizeof(to) - 1);
+        to[n > 0 ? (size_t)n : 0] = '\0';
+        return hv_errf(err, errcap, UV_EIO, "%s%s: dangling symbolic link (to %s%s)", what, path,
+                       n > 0 ? to : "?", n == (ssize_t)sizeof(to) - 1 ? "..." : "");
+    }
+    return hv_errf(err, errcap, UV_EIO, "%s%s: %s (removed while it was being read)", what, path,
+                   strerror(e));
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -148,7 +170,7 @@ static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
         char *p = join(dir, names[i]);
         struct stat st;
         if (stat(p, &st) != 0)
-            rc = hv_errf(err, errcap, -errno, "cannot read %s: %s", p, strerror(errno));
+            rc = cannot_follow(p, "cannot read ", errno, err, errcap);
         else if (!S_ISREG(st.st_mode))
             rc = hv_errf(err, errcap, UV_EFTYPE, "cannot read %s: not a regular file", p);
         else
@@ -163,9 +185,15 @@ static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
 
 int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return hv_errf(err, errcap, -errno, "%s: %s", path, strerror(errno));
+    struct stat st, lst;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT && lstat(path, &lst) != 0) /* not there at all */
+            return hv_errf(err, errcap, UV_ENOENT, "%s: %s", path, strerror(e));
+        if (e == ENOENT)
+            return cannot_follow(path, "cannot read ", e, err, errcap);
+        return hv_errf(err, errcap, -e, "%s: %s", path, strerror(e));
+    }
     if (S_ISREG(st.st_mode)) {
         add_file(m, path, &st);
         return 0;
@@ -181,8 +209,10 @@ int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap
     if (stat(out, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             rc = add_dir(m, out, err, errcap);
-    } else if (errno != ENOENT) {
-        rc = hv_errf(err, errcap, -errno, "cannot read directory %s: %s", out, strerror(errno));
+    } else {
+        int e = errno; /* ENOENT from a name that is there: out/ is a link to nothing */
+        if (e != ENOENT || lstat(out, &st) == 0)
+            rc = cannot_follow(out, "cannot read directory ", e, err, errcap);
     }
     free(out);
     return rc;

@@ -65,9 +65,13 @@ void hv_merge_free(hv_merge_t *m);
  * out/'s in name order. Anything else is taken as a file whatever its name. A file added
  * before (the same device and inode) is not added again.
  *
- * Returns 0; UV_ENOENT when `path` does not exist; another UV_E* when a directory cannot be
- * listed, or when an input, or a matching entry of a directory, is not a regular file (a
- * merge reads its inputs twice, so pipes and devices cannot be inputs).
+ * Returns 0; UV_ENOENT when there is no such name as `path`; another UV_E* when a directory
+ * cannot be listed, or when an input, or a matching entry of a directory, cannot be followed
+ * or is not a regular file (a merge reads its inputs twice, so pipes and devices cannot be
+ * inputs). A name that is there but leads nowhere is UV_EIO, never UV_ENOENT: a symbolic link
+ * to nothing (as `path`, as an entry, or as the directory's out/) and an entry removed
+ * between listing the directory and opening it are inputs that cannot be read, the message
+ * names them.
  */
 int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap);
 

@@ -241,3 +241,24 @@ def test_91_09_many_records_agree_with_a_plain_scan(harvestd, tmp_path):
     top = max(best)
     assert "%d records (lines %d-%d" % (len(best), min(best), top) in r.stderr
     assert "from 6 files; %d duplicates dropped" % (total - len(best)) in r.stderr
+
+
+def test_91_10_an_output_that_leads_nowhere_cannot_be_read(harvestd, tmp_path):
+    # A spool's output that is a symbolic link to nothing (a volume not mounted, a file moved
+    # away) is an input that cannot be read, as any other: exit 1, naming it.
+    spool = tmp_path / "spool"
+    write(spool / "out" / "b.a.jsonl", [rec(1)])
+    os.symlink("missing", str(spool / "out" / "b.c.jsonl"))
+    out = tmp_path / "m.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == "harvestd: cannot read %s: dangling symbolic link (to missing)\n" % (
+        spool / "out" / "b.c.jsonl")
+    # Named itself, likewise; a name that is not there at all stays a usage error.
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool / "out" / "b.c.jsonl")
+    assert r.returncode == 1, r.stderr
+    assert "cannot read %s: dangling symbolic link" % (spool / "out" / "b.c.jsonl") in r.stderr
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool / "out" / "b.x.jsonl")
+    assert r.returncode == 2, r.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool"]

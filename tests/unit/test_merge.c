@@ -558,6 +558,81 @@ TEST_IMPL(merge_refuses_inputs_it_cannot_read_twice)
     hv_merge_free(m);
 }
 
+static void link_to(const char *target, const char *rel)
+{
+    char *p = path_of(rel);
+    if (symlink(target, p) != 0)
+        hv_test_fail(__FILE__, __LINE__, "symlink %s: %s", p, strerror(errno));
+    free(p);
+}
+
+/* UV_ENOENT is kept for an input that is not there at all (the command calls it a usage
+ * error). A name that is there but cannot be followed is an input that cannot be read: the
+ * failure names it, and its code is not UV_ENOENT. */
+TEST_IMPL(merge_inputs_that_lead_nowhere_cannot_be_read)
+{
+    /* An entry named like an output, a symbolic link to nothing. */
+    make_dir("spool");
+    make_dir("spool/out");
+    put("spool/out/b.a.jsonl", REC(1, T1, "a") "\n");
+    link_to("missing", "spool/out/b.c.jsonl");
+    hv_merge_t *m = hv_merge_new("b");
+    char *spool = path_of("spool");
+    ASSERT_EQ(UV_EIO, hv_merge_add_input(m, spool, err, sizeof(err)));
+    ASSERT(strstr(err, "cannot read ") != NULL);
+    ASSERT(strstr(err, "spool/out/b.c.jsonl: dangling symbolic link (to missing)") != NULL);
+    free(spool);
+    hv_merge_free(m);
+
+    /* The input itself such a link; a name that is not there at all is still UV_ENOENT. */
+    link_to("nowhere.jsonl", "dangling.jsonl");
+    m = hv_merge_new("b");
+    char *dangling = path_of("dangling.jsonl"), *missing = path_of("missing.jsonl");
+    ASSERT_EQ(UV_EIO, hv_merge_add_input(m, dangling, err, sizeof(err)));
+    ASSERT(strstr(err, "dangling.jsonl: dangling symbolic link (to nowhere.jsonl)") != NULL);
+    ASSERT_EQ(UV_ENOENT, hv_merge_add_input(m, missing, err, sizeof(err)));
+    free(dangling);
+    free(missing);
+    hv_merge_free(m);
+
+    /* A spool whose out/ is a link to nothing: not a spool without out/. */
+    make_dir("spool2");
+    put("spool2/b.a.jsonl", REC(1, T1, "a") "\n");
+    link_to("/nonexistent/out", "spool2/out");
+    m = hv_merge_new("b");
+    char *spool2 = path_of("spool2");
+    ASSERT_EQ(UV_EIO, hv_merge_add_input(m, spool2, err, sizeof(err)));
+    ASSERT(strstr(err, "cannot read directory ") != NULL);
+    ASSERT(strstr(err, "spool2/out: dangling symbolic link (to /nonexistent/out)") != NULL);
+    free(spool2);
+    hv_merge_free(m);
+
+    /* A link that leads round in a circle. */
+    make_dir("spool3");
+    link_to("b.loop.jsonl", "spool3/b.loop.jsonl");
+    m = hv_merge_new("b");
+    char *spool3 = path_of("spool3");
+    ASSERT_EQ(UV_ELOOP, hv_merge_add_input(m, spool3, err, sizeof(err)));
+    ASSERT(strstr(err, "spool3/b.loop.jsonl: ") != NULL);
+    free(spool3);
+    hv_merge_free(m);
+
+    /* A file that may not be read (root may read anything: nothing to see then). */
+    if (geteuid() != 0) {
+        make_dir("spool4");
+        put("spool4/b.a.jsonl", REC(1, T1, "a") "\n");
+        char *f = path_of("spool4/b.a.jsonl"), *spool4 = path_of("spool4");
+        ASSERT_OK(chmod(f, 0));
+        m = hv_merge_new("b");
+        ASSERT_OK(hv_merge_add_input(m, spool4, err, sizeof(err)));
+        ASSERT_EQ(UV_EACCES, hv_merge_index(m, err, sizeof(err)));
+        ASSERT(strstr(err, "spool4/b.a.jsonl: Permission denied") != NULL);
+        hv_merge_free(m);
+        free(f);
+        free(spool4);
+    }
+}
+
 /* ------------------------------------------------------------------------ skipped lines */
 
 TEST_IMPL(merge_counts_torn_invalid_and_other_lines)
