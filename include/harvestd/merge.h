@@ -10,10 +10,17 @@
  * later (inputs in the order added, then position in the file).
  *
  * Memory: only an index is kept per record (line, fetched_at as a number, file, offset,
- * length: 32 bytes), never the record's text. Selection sorts the index in place and keeps
- * the winners; writing copies each winner's bytes from its file with pread(), exactly as
- * they were written (nothing is re-serialised). Lines longer than HV_RECORD_LINE_MAX are
- * not records harvestd wrote, and are skipped without being held in memory.
+ * length, whether it needs repair: 32 bytes), never the record's text. Selection sorts the
+ * index in place and keeps the winners; writing copies each winner's bytes from its file
+ * with pread(), exactly as they were written. Lines longer than HV_RECORD_LINE_MAX are not
+ * records harvestd wrote, and are skipped without being held in memory.
+ *
+ * What is written is always JSON (RFC 8259), one object a line. The writer's records are,
+ * but a damaged or hand-made output may hold lines cJSON reads and no JSON parser should: raw
+ * NUL or control bytes, ill-formed UTF-8, numbers such as 01 or 1., a byte order mark.
+ * Indexing tells such a record apart (hv_merge_parse_line(): HV_MERGE_LINE_REPAIRED), and
+ * writing re-serialises it (hv_merge_repair_line()) from its bytes read again, so repair
+ * costs no memory either. Records that are valid as written, the writer's, are copied.
  *
  * Use: hv_merge_new(), hv_merge_add_input() for each argument, hv_merge_index(),
  * hv_merge_select(), hv_merge_write(), hv_merge_get_stats(), hv_merge_free(). Every function
@@ -35,21 +42,24 @@ typedef struct {
     uint64_t duplicates; /* records - winners */
     uint64_t first_line; /* the lowest and highest line with a record; 0 when none */
     uint64_t last_line;
-    uint64_t gaps;    /* lines in 1..last_line without a record (blank or comment lines
-                         of the input have none, so these are not errors) */
-    uint64_t invalid; /* complete lines that are not a record: not one JSON object and
-                         nothing else, no string "batch", "line" not an integer >= 1, or
-                         longer than HV_RECORD_LINE_MAX */
-    uint64_t torn;    /* last lines without their newline (a write cut short by a crash;
-                         the entry was never acknowledged, so it is processed again) */
-    uint64_t other;   /* records of another batch */
+    uint64_t gaps;     /* lines in 1..last_line without a record (blank or comment lines
+                          of the input have none, so these are not errors) */
+    uint64_t invalid;  /* complete lines that are not a record, even repaired: not one
+                          JSON object and nothing else, no string "batch", "line" not an
+                          integer >= 1, or longer than HV_RECORD_LINE_MAX */
+    uint64_t torn;     /* last lines without their newline (a write cut short by a crash;
+                          the entry was never acknowledged, so it is processed again) */
+    uint64_t other;    /* records of another batch */
+    uint64_t repaired; /* winners written re-serialised: not valid JSON as written
+                          (hv_merge_repair_line()) */
 } hv_merge_stats_t;
 
 /** What one line of an output is to the merge of a batch (hv_merge_parse_line()). */
 typedef enum {
-    HV_MERGE_LINE_RECORD,      /* a record of the batch */
+    HV_MERGE_LINE_RECORD,      /* a record of the batch, valid JSON as it is */
     HV_MERGE_LINE_INVALID,     /* not a record at all */
     HV_MERGE_LINE_OTHER_BATCH, /* a record of another batch (whatever its "line") */
+    HV_MERGE_LINE_REPAIRED,    /* a record of the batch once repaired (hv_merge_repair_line()) */
 } hv_merge_line_t;
 
 /** A merge of batch `batch` (copied). Aborts on OOM, like hv_xmalloc(). */
@@ -90,10 +100,11 @@ void hv_merge_select(hv_merge_t *m);
 void hv_merge__select_depth(hv_merge_t *m, unsigned depth);
 
 /**
- * Write the winners in ascending line order to `fd`, each its original bytes and '\n'.
- * `out_name` names the output in error messages. Every input is opened again and checked to
- * be the file that was indexed, and each record still ends where it did. 0, or UV_E* (an
- * input could not be read or had changed, or `fd` could not be written).
+ * Write the winners in ascending line order to `fd`, each its original bytes (repaired when
+ * they need it) and '\n'. `out_name` names the output in error messages. Every input is
+ * opened again and checked to be the file that was indexed, and each record still ends where
+ * it did (and one to repair still can be). 0, or UV_E* (an input could not be read or had
+ * changed, or `fd` could not be written).
  */
 int hv_merge_write(hv_merge_t *m, int fd, const char *out_name, char *err, size_t errcap);
 
@@ -101,12 +112,28 @@ int hv_merge_write(hv_merge_t *m, int fd, const char *out_name, char *err, size_
 void hv_merge_get_stats(const hv_merge_t *m, hv_merge_stats_t *out);
 
 /**
- * Classify one line (`text`, `len` bytes, without its newline) for the merge of `batch`. For
- * a record of the batch, `*line` is its line and `*at` its fetched_at key
- * (hv_merge_time_key(); 0 when absent or not a time).
+ * Classify one line (`text`, `len` bytes, without its newline; it may hold NULs) for the
+ * merge of `batch`. A line that is valid JSON as it is (RFC 8259, UTF-8) is classified as it
+ * stands; any other, by its repaired form (hv_merge_repair_line()): a record of the batch
+ * there is HV_MERGE_LINE_REPAIRED, a line without one INVALID. For a record of the batch,
+ * `*line` is its line and `*at` its fetched_at key (hv_merge_time_key(); 0 when absent or not
+ * a time).
  */
 hv_merge_line_t hv_merge_parse_line(const char *text, size_t len, const char *batch, uint64_t *line,
                                     uint64_t *at);
+
+/**
+ * A line (`len` bytes, NULs allowed) as valid JSON, the way harvestd repairs a record: every
+ * ill-formed UTF-8 sequence (a maximal subpart, as hv_utf8_sanitize() has it) and every raw
+ * NUL in a string (which no JSON string and no cJSON string holds) becomes U+FFFD; the result
+ * is read with cJSON, as the whole line has to be one object, and printed compactly. So other
+ * control bytes in strings become escapes, control bytes between tokens (blanks to cJSON)
+ * and a byte order mark go, and numbers are spelled as cJSON prints them; keys keep their
+ * order. A malloc'd, NUL-terminated text (`*out_len` its length; free with free()), or NULL
+ * when there is no object to be read, or its repaired line would be longer than
+ * HV_RECORD_LINE_MAX.
+ */
+char *hv_merge_repair_line(const char *text, size_t len, size_t *out_len);
 
 /**
  * An RFC 3339 UTC time "YYYY-MM-DDTHH:MM:SS[.fraction]Z" as a number that orders like the

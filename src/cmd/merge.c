@@ -40,7 +40,8 @@ static void usage(FILE *out)
             "line order. For a line with several records the last one wins: the later\n"
             "fetched_at (one with a fetched_at beats one without), then the one read later\n"
             "(inputs in the order given, then position in the file). Records are copied as\n"
-            "they were written.\n"
+            "they were written; one that is not valid JSON as written (raw NUL or control\n"
+            "bytes, ill-formed UTF-8: a damaged or hand-made output) is written repaired.\n"
             "\n"
             "  --batch NAME       the batch (as enqueue named it)\n"
             "  -o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
@@ -51,7 +52,7 @@ static void usage(FILE *out)
             "\n"
             "A summary line on standard error counts records, duplicates dropped, lines\n"
             "without a record, and the lines skipped: invalid, torn (a last line cut short by\n"
-            "a crash) and of other batches.\n"
+            "a crash) and of other batches; and the records repaired, if any.\n"
             "\n"
             "Exit status: 0 merged; 1 an input could not be read or FILE written; 2 usage\n"
             "error (including an existing FILE, and no output of the batch in the inputs).\n");
@@ -217,14 +218,20 @@ static void print_summary(const char *batch, const hv_merge_stats_t *s)
                  " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64 " of lines 1-%" PRIu64
                  " without a record)",
                  s->first_line, s->last_line, s->gaps, s->last_line);
-    fprintf(
-        stderr,
-        "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
-        " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64 " of other batches\n",
-        batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
-        plural(s->files, "file", "files"), s->duplicates,
-        plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
-        plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"), s->other);
+    char repaired[96] = "";
+    if (s->repaired > 0)
+        snprintf(repaired, sizeof(repaired),
+                 "; %" PRIu64 " %s repaired (not valid JSON as written)", s->repaired,
+                 plural(s->repaired, "record", "records"));
+    fprintf(stderr,
+            "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
+            " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64
+            " of other batches%s\n",
+            batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
+            plural(s->files, "file", "files"), s->duplicates,
+            plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
+            plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"),
+            s->other, repaired);
 }
 
 /* "no output files of batch NAME (NAME.*.jsonl) in D1, D2 or their out/" */

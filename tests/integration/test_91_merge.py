@@ -262,3 +262,38 @@ def test_91_10_an_output_that_leads_nowhere_cannot_be_read(harvestd, tmp_path):
     assert r.returncode == 2, r.stderr
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spool"]
+
+
+def test_91_11_the_merged_file_is_json_line_by_line(harvestd, tmp_path):
+    # Damaged or hand-made outputs: records cJSON reads but that are no JSON as written. The
+    # merged file must parse line by line with a strict parser (UTF-8, no raw control
+    # characters, RFC 8259 numbers); a valid record beside them stays byte for byte.
+    valid = (rec(9, "été – ok", at=T1)[:-1] + ',"x":"\\u0000\\t\\u00e9"}').encode()
+    damaged = [
+        b'{"batch":"b","line":1,"title":"a\x00b"}',
+        b'{"batch":"b","line":2,"title":"caf\xe9"}',
+        b'{"batch":"b","line":3,"title":"x\x01\x1fy\tz"}',
+        b'{"batch":"b","line":4,"title":"cut \xe2\x82"}',
+        b'\x00\x00\x00\x00{"batch":"b","line":5}',
+        b'{"batch":"b","line":06,"x":1.}',
+        b'\xef\xbb\xbf{"batch":"b","line":7,\x01"t\xffitle":"k"}',
+    ]
+    f = tmp_path / "spool" / "out" / "b.n1.jsonl"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"".join(x + b"\n" for x in damaged + [valid]))
+    out = tmp_path / "m.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out, tmp_path / "spool")
+    assert r.returncode == 0, r.stderr
+    raw = out.read_bytes()
+    assert raw.endswith(b"\n")
+    got = [json.loads(x.decode("utf-8", errors="strict"), strict=True)
+           for x in raw.split(b"\n")[:-1]]
+    assert [x["line"] for x in got] == [1, 2, 3, 4, 5, 6, 7, 9]
+    assert got[0]["title"] == "a\ufffdb" and got[1]["title"] == "caf\ufffd"
+    assert got[2]["title"] == "x\x01\x1fy\tz" and got[3]["title"] == "cut \ufffd"
+    assert got[5]["x"] == 1 and got[6]["t\ufffditle"] == "k"
+    assert raw.split(b"\n")[7] == valid
+    assert summary(r.stderr) == (
+        "harvestd: merged batch b: 8 records (lines 1-9, 1 without a record) from 1 file; "
+        "0 duplicates dropped; 0 invalid lines, 0 torn lines, 0 of other batches; "
+        "7 records repaired (not valid JSON as written)")

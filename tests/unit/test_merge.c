@@ -257,6 +257,109 @@ TEST_IMPL(merge_parse_line_tells_other_batches)
               hv_merge_parse_line("{\"batch\":\"a%20b\",\"line\":1}", 26, "a b", &line, &at));
 }
 
+/* U+FFFD, as repair writes it. */
+#define FFFD "\xef\xbf\xbd"
+
+/* A line of `n` bytes (it may hold NULs) to hv_merge_parse_line() for batch "b". */
+static hv_merge_line_t kind_of_bytes(const char *text, size_t n, uint64_t *line)
+{
+    uint64_t l = 0, a = 0;
+    hv_merge_line_t k = hv_merge_parse_line(text, n, "b", &l, &a);
+    if (line != NULL)
+        *line = l;
+    return k;
+}
+
+#define KIND_OF(lit, line) kind_of_bytes((lit), sizeof(lit) - 1, (line))
+
+/* The repaired form of a line given as a literal, which may hold NULs (the caller frees). */
+#define REPAIR(lit, n) hv_merge_repair_line((lit), sizeof(lit) - 1, (n))
+
+/* Bytes that are no JSON text as they stand, in a record cJSON still reads: the record is
+ * taken, to be written repaired. */
+TEST_IMPL(merge_parse_line_tells_records_to_repair)
+{
+    static const struct {
+        const char *text;
+        size_t len;
+    } repair[] = {
+#define R(lit) {lit, sizeof(lit) - 1}
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\0b\"}"),    /* NUL in a string */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"caf\xe9\"}"), /* Latin-1, not UTF-8 */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"\xff\xfe\"}"),
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"ab\xe2\x82\"}"),   /* cut in a sequence */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"\xed\xa0\x80\"}"), /* a surrogate */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"\xc0\xaf\"}"),     /* overlong */
+        R("{\"batch\":\"b\",\"line\":1,\"ti\xfftle\":\"x\"}"),        /* in a key */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\x01\x1f\"}"),    /* control bytes */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\tb\"}"),         /* a raw tab */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\rb\"}"),
+        R("{\"batch\":\"b\",\x01\"line\":1}"), /* control bytes between tokens */
+        R("{\"batch\":\"b\",\0\"line\":1}"),
+        R("\0\0\0{\"batch\":\"b\",\"line\":1}"),       /* zeros a crash left before a record */
+        R("\xef\xbb\xbf{\"batch\":\"b\",\"line\":1}"), /* a byte order mark */
+        R("{\"batch\":\"b\",\"line\":01}"),            /* number spellings JSON has not */
+        R("{\"batch\":\"b\",\"line\":1.}"),
+        R("{\"batch\":\"b\",\"line\":1,\"x\":-01}"),
+        R("{\"batch\":\"b\",\"line\":1,\"x\":1.e5}"),
+        R("{\"batch\":\"b\",\"line\":1,\"x\":[00]}"),
+#undef R
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(repair); i++) {
+        uint64_t line = 0;
+        hv_merge_line_t k = kind_of_bytes(repair[i].text, repair[i].len, &line);
+        if (k != HV_MERGE_LINE_REPAIRED || line != 1)
+            hv_test_fail(__FILE__, __LINE__, "case %zu: kind %d, line %" PRIu64, i, (int)k, line);
+    }
+    /* Valid as they are: copied. */
+    static const char *const valid[] = {
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"\\u0000\\u001f\\t\\\"\\\\\\/\"}",
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"\x7f \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
+        "\t{ \"batch\" :\t\"b\" ,\r\"line\": 1 }",
+        "{\"batch\":\"b\",\"line\":1,\"x\":[0,-0,0.5,-1.5e-7,1E+2,2e3,{},[],true,false,null]}",
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"\\ud83d\\ude00\"}",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(valid); i++)
+        if (kind_of_bytes(valid[i], strlen(valid[i]), NULL) != HV_MERGE_LINE_RECORD)
+            hv_test_fail(__FILE__, __LINE__, "'%s' is not taken as it is", valid[i]);
+    /* Still no record: what no repair makes one. */
+    ASSERT_EQ(HV_MERGE_LINE_INVALID, KIND_OF("{\"batch\":\"b\",\xff\"line\":1}", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_INVALID, KIND_OF("{\"batch\":\"b\",\"line\":1}\0", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_INVALID,
+              KIND_OF("{\"batch\":\"b\",\"line\":1,\"t\":\"\\\xff\"}", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_INVALID, KIND_OF("{\"batch\":\"b\",\"line\":0\x01}", NULL));
+    /* The batch is the repaired one's: a NUL does not end it. */
+    ASSERT_EQ(HV_MERGE_LINE_OTHER_BATCH, KIND_OF("{\"batch\":\"b\0x\",\"line\":1}", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_OTHER_BATCH, KIND_OF("{\"batch\":\"b\xff\",\"line\":1}", NULL));
+}
+
+TEST_IMPL(merge_repair_keeps_what_it_can)
+{
+    size_t n = 0;
+    char *s = REPAIR("{\"batch\":\"b\",\"line\":1,\"title\":\"a\0b\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"a" FFFD "b\"}", s);
+    ASSERT_EQ(strlen(s), n);
+    free(s);
+    s = REPAIR("{\"batch\":\"b\",\"line\":1,\"title\":\"caf\xe9\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"caf" FFFD "\"}", s);
+    free(s);
+    /* A sequence cut short at the end of a string: one U+FFFD, and the string still ends. */
+    s = REPAIR("{\"batch\":\"b\",\"line\":1,\"title\":\"ab\xf0\x9f\x98\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"ab" FFFD "\"}", s);
+    free(s);
+    /* Control bytes in strings become escapes; between tokens they go. */
+    s = REPAIR("\0 {\"batch\":\"b\",\x01\"line\":1,\"title\":\"a\x01\x1f\tb\r\"}\x7f", &n);
+    ASSERT_NULL(s); /* DEL is no blank */
+    s = REPAIR("\0 {\"batch\":\"b\",\x01\"line\":1,\"title\":\"a\x01\x1f\tb\r\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"a\\u0001\\u001f\\tb\\r\"}", s);
+    free(s);
+    s = REPAIR("{\"line\":01,\"batch\":\"b\"}", &n);
+    ASSERT_STR_EQ("{\"line\":1,\"batch\":\"b\"}", s);
+    free(s);
+    ASSERT_NULL(REPAIR("not json", &n));
+    ASSERT_NULL(REPAIR("[1]", &n));
+}
+
 /* ------------------------------------------------------------------------ winners */
 
 TEST_IMPL(merge_later_fetched_at_wins_whatever_the_reading_order)
@@ -327,6 +430,40 @@ TEST_IMPL(merge_copies_the_winners_bytes_in_line_order_and_counts_gaps)
     ASSERT_EQ(9, st.last_line);
     ASSERT_EQ(6, st.gaps); /* 1, 3, 5, 6, 7, 8 */
     ASSERT_EQ(0, st.duplicates);
+    free(text);
+}
+
+/* Every line written is JSON: a record that is not as written is re-serialised, a valid
+ * one beside it is still copied byte for byte, and the repaired ones are counted. */
+TEST_IMPL(merge_writes_only_valid_json)
+{
+    static const char data[] =
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"a\0b\"}\n"
+        "{\"batch\":\"b\",\"line\":2,\"title\":\"caf\xe9\"}\n"
+        "{ \"batch\":\"b\", \"line\":3, \"title\":\"\\u00e9t\\u00e9 \xc3\xa9\" }\n"
+        "{\"batch\":\"b\",\"line\":4,\"title\":\"x\x01y\"}\n"
+        "{\"batch\":\"b\",\"line\":5,\"title\":\"ab\xe2\x82\"}\n"
+        "\0\0\0\0{\"batch\":\"b\",\"line\":6}\n"
+        "{\"batch\":\"b\",\"line\":7,\"title\":\"lost to line 7 below\xff\"}\n"
+        "{\"batch\":\"b\",\"line\":7,\"title\":\"ok\"}\n"
+        "{\"batch\":\"b\",\"line\":8,\"title\":\"\xff\"}\n"
+        "{\"batch\":\"b\",\"line\":8,\"title\":\"wins, repaired\xff\"}\n";
+    char *p = path_of("damaged.jsonl");
+    hv_test_write_file(p, data, sizeof(data) - 1);
+    free(p);
+    hv_merge_stats_t st;
+    char *text = merge1("b", "damaged.jsonl", &st);
+    ASSERT_LINES(text, "{\"batch\":\"b\",\"line\":1,\"title\":\"a" FFFD "b\"}",
+                 "{\"batch\":\"b\",\"line\":2,\"title\":\"caf" FFFD "\"}",
+                 "{ \"batch\":\"b\", \"line\":3, \"title\":\"\\u00e9t\\u00e9 \xc3\xa9\" }",
+                 "{\"batch\":\"b\",\"line\":4,\"title\":\"x\\u0001y\"}",
+                 "{\"batch\":\"b\",\"line\":5,\"title\":\"ab" FFFD "\"}",
+                 "{\"batch\":\"b\",\"line\":6}", "{\"batch\":\"b\",\"line\":7,\"title\":\"ok\"}",
+                 "{\"batch\":\"b\",\"line\":8,\"title\":\"wins, repaired" FFFD "\"}");
+    ASSERT_EQ(10, st.records);
+    ASSERT_EQ(8, st.winners);
+    ASSERT_EQ(6, st.repaired); /* of the winners: 1, 2, 4, 5, 6, 8 */
+    ASSERT_EQ(0, st.invalid);
     free(text);
 }
 
