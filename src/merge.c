@@ -87,10 +87,18 @@ const char *hv_merge_file_path(const hv_merge_t *m, size_t i)
     return i < m->nfiles ? m->files[i].path : NULL;
 }
 
+void hv_merge_set_entries(hv_merge_t *m, uint64_t entries)
+{
+    m->st.entries_known = 1;
+    m->st.entries = entries;
+}
+
 void hv_merge_get_stats(const hv_merge_t *m, hv_merge_stats_t *out)
 {
     *out = m->st;
     out->files = m->nfiles;
+    out->missing =
+        m->st.entries_known && m->st.entries > m->st.winners ? m->st.entries - m->st.winners : 0;
 }
 
 /* ------------------------------------------------------------------------------ inputs */

@@ -42,8 +42,10 @@ typedef struct {
     uint64_t duplicates; /* records - winners */
     uint64_t first_line; /* the lowest and highest line with a record; 0 when none */
     uint64_t last_line;
-    uint64_t gaps;     /* lines in 1..last_line without a record (blank or comment lines
-                          of the input have none, so these are not errors) */
+    uint64_t gaps;     /* line numbers in 1..last_line without a record. Blank and comment
+                          lines of the enqueued file were no entries (enqueue numbers
+                          entries by their line in the file), so these are not all
+                          missing records: `missing` is, when the entries are known */
     uint64_t invalid;  /* complete lines that are not a record, even repaired: not one
                           JSON object and nothing else, no string "batch", "line" not an
                           integer >= 1, or longer than HV_RECORD_LINE_MAX */
@@ -52,6 +54,10 @@ typedef struct {
     uint64_t other;    /* records of another batch */
     uint64_t repaired; /* winners written re-serialised: not valid JSON as written
                           (hv_merge_repair_line()) */
+    int entries_known; /* the batch's number of entries was told (hv_merge_set_entries()) */
+    uint64_t entries;  /* ... that number */
+    uint64_t missing;  /* ... and how many of them have no record: entries - winners, or 0
+                          when fewer entries were told than lines have a record */
 } hv_merge_stats_t;
 
 /** What one line of an output is to the merge of a batch (hv_merge_parse_line()). */
@@ -84,6 +90,15 @@ void hv_merge_free(hv_merge_t *m);
  * names them.
  */
 int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap);
+
+/**
+ * Tell the merge how many entries the batch has: its `total` in Redis (S:batch:NAME,
+ * streamkeys.h), which `harvestd enqueue` and `harvestd status` print. Line numbers alone
+ * cannot tell an entry without a record from a blank or comment line of the file, which never
+ * was an entry; with the number, hv_merge_get_stats() counts the entries without a record
+ * (`missing`). Outputs of any harvestd version are merged the same with it or without.
+ */
+void hv_merge_set_entries(hv_merge_t *m, uint64_t entries);
 
 /** The files added so far, in reading order: their number, and the path of the i-th. */
 size_t hv_merge_nfiles(const hv_merge_t *m);

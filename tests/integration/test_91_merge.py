@@ -297,3 +297,70 @@ def test_91_11_the_merged_file_is_json_line_by_line(harvestd, tmp_path):
         "harvestd: merged batch b: 8 records (lines 1-9, 1 without a record) from 1 file; "
         "0 duplicates dropped; 0 invalid lines, 0 torn lines, 0 of other batches; "
         "7 records repaired (not valid JSON as written)")
+
+
+def test_91_12_entries_without_a_record_apart_from_lines_that_were_none(
+        harvestd, tmp_path, redis_server):
+    # enqueue numbers entries by their line in the file, so the file's comment and blank
+    # lines are numbers no record carries; the batch's total is its number of entries.
+    urls = tmp_path / "urls.txt"
+    urls.write_text("# pages\nhttp://x.test/a\n\nhttp://x.test/b\n  # more\n"
+                    "http://x.test/c\nhttp://x.test/d\n\nhttp://x.test/e\n")
+    r = harvestd.command("enqueue", "--redis", redis_server.url, urls)
+    assert r.returncode == 0, r.stderr
+    c = redis_server.client()
+    got = c.call("XRANGE", "harvestd:urls", "-", "+")
+    lines = [int(dict(zip(e[1][0::2], e[1][1::2]))["line"]) for e in got]
+    assert lines == [2, 4, 6, 7, 9]
+    total = int(dict(zip(*[iter(c.call("HGETALL", "harvestd:urls:batch:urls.txt"))] * 2))["total"])
+    assert total == 5
+    # Two daemons took them; line 7's record is nowhere (its daemon's disk was lost, say).
+    write(tmp_path / "a" / "out" / "urls.txt.n1.jsonl",
+          [rec(2, batch="urls.txt", at=T1), rec(6, batch="urls.txt", at=T1)])
+    write(tmp_path / "b" / "out" / "urls.txt.n2.jsonl",
+          [rec(4, batch="urls.txt", at=T1), rec(9, batch="urls.txt", at=T1),
+           rec(2, batch="urls.txt", at=T2)])
+    spools = [tmp_path / "a", tmp_path / "b"]
+
+    # Without the count, line numbers are all merge knows: 1, 3, 5, 7 and 8 have no record.
+    r = harvestd.command("merge", "--batch", "urls.txt", "-o", tmp_path / "m1.jsonl", *spools)
+    assert r.returncode == 0, r.stderr
+    assert summary(r.stderr) == (
+        "harvestd: merged batch urls.txt: 4 records (lines 2-9; 5 of lines 1-9 without a "
+        "record) from 2 files; 1 duplicate dropped; 0 invalid lines, 0 torn lines, "
+        "0 of other batches")
+    # Told the batch's total: one entry without a record, and the lines that were none
+    # are not counted as missing.
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", str(total),
+                         "-o", tmp_path / "m2.jsonl", *spools)
+    assert r.returncode == 0, r.stderr
+    assert summary(r.stderr) == (
+        "harvestd: merged batch urls.txt: 4 records (lines 2-9; 1 of 5 entries without a "
+        "record) from 2 files; 1 duplicate dropped; 0 invalid lines, 0 torn lines, "
+        "0 of other batches")
+    assert (tmp_path / "m2.jsonl").read_bytes() == (tmp_path / "m1.jsonl").read_bytes()
+    assert [x["line"] for x in merged_lines(tmp_path / "m2.jsonl")] == [2, 4, 6, 9]
+    # A count below what the records show is said so, not hidden.
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries=3",
+                         "-o", tmp_path / "m3.jsonl", *spools)
+    assert r.returncode == 0, r.stderr
+    assert ("4 records (lines 2-9; 4 lines with a record, more than the 3 entries given)"
+            in r.stderr)
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", "5", "-o", "-",
+                         tmp_path / "nothing-here")
+    assert r.returncode == 2
+    for bad in ["x", "-1", "", "5x", "99999999999999999999999"]:
+        r = harvestd.command("merge", "--batch", "urls.txt", "--entries", bad,
+                             "-o", tmp_path / "m4.jsonl", *spools)
+        assert r.returncode == 2 and "--entries: '%s' is not a count" % bad in r.stderr, r.stderr
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", "1", "--entries", "2",
+                         "-o", tmp_path / "m4.jsonl", *spools)
+    assert r.returncode == 2 and "--entries given twice" in r.stderr, r.stderr
+    assert not (tmp_path / "m4.jsonl").exists()
+    # Nothing of the batch at all, and the count given: every entry is without a record.
+    write(tmp_path / "c" / "out" / "urls.txt.n3.jsonl", [])
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", "5", "-o", "-",
+                         tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    assert "merged batch urls.txt: 0 records (5 of 5 entries without a record) from 1 file" \
+        in r.stderr

@@ -467,6 +467,48 @@ TEST_IMPL(merge_writes_only_valid_json)
     free(text);
 }
 
+/* Records of lines 2, 3, 5 and 7 of an enqueued file whose lines 1, 4 and 6 were a comment
+ * and blanks (no entries, so no records), and whose line 8 was an entry without a record. */
+TEST_IMPL(merge_counts_entries_without_a_record_when_told_their_number)
+{
+    PUT_LINES("a.jsonl", REC(2, T1, "a2"), REC(5, T1, "a5"), REC(3, T1, "a3"));
+    PUT_LINES("b.jsonl", REC(7, T1, "b7"), REC(2, T2, "b2"));
+    static const struct {
+        int told;
+        uint64_t entries, missing;
+    } cases[] = {{0, 0, 0}, {1, 5, 1}, {1, 4, 0}, {1, 3, 0}, {1, 100, 96}};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        hv_merge_t *m = hv_merge_new("b");
+        char *a = path_of("a.jsonl"), *b = path_of("b.jsonl");
+        ASSERT_OK(hv_merge_add_input(m, a, err, sizeof(err)));
+        ASSERT_OK(hv_merge_add_input(m, b, err, sizeof(err)));
+        free(a);
+        free(b);
+        if (cases[i].told)
+            hv_merge_set_entries(m, cases[i].entries);
+        ASSERT_OK(hv_merge_index(m, err, sizeof(err)));
+        hv_merge_select(m);
+        hv_merge_stats_t st;
+        hv_merge_get_stats(m, &st);
+        ASSERT_EQ(4, st.winners);
+        ASSERT_EQ(3, st.gaps); /* line numbers: 1, 4 and 6 */
+        ASSERT_EQ(cases[i].told, st.entries_known);
+        ASSERT_EQ(cases[i].entries, st.entries);
+        ASSERT_EQ(cases[i].missing, st.missing);
+        hv_merge_free(m);
+    }
+    /* No record at all: every entry told of is missing. */
+    hv_merge_t *m = hv_merge_new("none");
+    hv_merge_set_entries(m, 7);
+    ASSERT_OK(hv_merge_index(m, err, sizeof(err)));
+    hv_merge_select(m);
+    hv_merge_stats_t st;
+    hv_merge_get_stats(m, &st);
+    ASSERT_EQ(7, st.missing);
+    ASSERT_EQ(0, st.gaps);
+    hv_merge_free(m);
+}
+
 TEST_IMPL(merge_of_nothing_writes_nothing)
 {
     put("empty.jsonl", "");
