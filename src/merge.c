@@ -20,22 +20,28 @@
 #include "harvestd/common.h"
 #include "harvestd/record.h"
 #include "harvestd/streamkeys.h"
+#include "harvestd/utf8.h"
 
 /* Reading: the buffer starts small and grows up to one whole line of the longest record. */
 #define READ_CHUNK ((size_t)64 << 10)
 /* Writing: winners are gathered into one buffer and written in large pieces. */
 #define WRITE_BUF ((size_t)1 << 20)
 
+/* JSON texts nested deeper are not valid here (cJSON refuses them beyond 1000 anyway). */
+#define JSON_DEPTH_MAX 1024
+
 /* One record of the batch, as the index keeps it. */
 typedef struct {
     uint64_t line;
-    uint64_t at;   /* hv_merge_time_key() of fetched_at; 0: none */
-    uint64_t off;  /* where the record starts in its file */
-    uint32_t file; /* index into hv_merge_t.files: with `off`, the reading order */
-    uint32_t len;  /* the record's bytes, without its newline */
+    uint64_t at;         /* hv_merge_time_key() of fetched_at; 0: none */
+    uint64_t off;        /* where the record starts in its file */
+    uint32_t file;       /* index into hv_merge_t.files: with `off`, the reading order */
+    uint32_t len : 31;   /* the record's bytes, without its newline */
+    uint32_t repair : 1; /* not valid JSON as written: written by hv_merge_repair_line() */
 } entry_t;
 
 _Static_assert(sizeof(entry_t) == 32, "the index is meant to stay at 32 bytes a record");
+_Static_assert(HV_RECORD_LINE_MAX < ((size_t)1 << 31), "a record's length fits entry_t.len");
 
 typedef struct {
     char *path;
@@ -81,10 +87,18 @@ const char *hv_merge_file_path(const hv_merge_t *m, size_t i)
     return i < m->nfiles ? m->files[i].path : NULL;
 }
 
+void hv_merge_set_entries(hv_merge_t *m, uint64_t entries)
+{
+    m->st.entries_known = 1;
+    m->st.entries = entries;
+}
+
 void hv_merge_get_stats(const hv_merge_t *m, hv_merge_stats_t *out)
 {
     *out = m->st;
     out->files = m->nfiles;
+    out->missing =
+        m->st.entries_known && m->st.entries > m->st.winners ? m->st.entries - m->st.winners : 0;
 }
 
 /* ------------------------------------------------------------------------------ inputs */
@@ -108,6 +122,28 @@ static char *join(const char *dir, const char *name)
     char *p = hv_xmalloc(len);
     snprintf(p, len, "%s%s%s", dir, dn > 0 && dir[dn - 1] == '/' ? "" : "/", name);
     return p;
+}
+
+/*
+ * stat() of `path` failed with `e`. ENOENT from a name that is there is a symbolic link to
+ * nothing, or an entry that went away after the directory was listed: an input that cannot
+ * be read, never "no such input" (UV_ENOENT, which the command takes for a mistyped name).
+ * `what` starts the message ("cannot read ").
+ */
+static int cannot_follow(const char *path, const char *what, int e, char *err, size_t errcap)
+{
+    struct stat lst;
+    char to[256];
+    if (e != ENOENT)
+        return hv_errf(err, errcap, -e, "%s%s: %s", what, path, strerror(e));
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        ssize_t n = readlink(path, to, sizeof(to) - 1);
+        to[n > 0 ? (size_t)n : 0] = '\0';
+        return hv_errf(err, errcap, UV_EIO, "%s%s: dangling symbolic link (to %s%s)", what, path,
+                       n > 0 ? to : "?", n == (ssize_t)sizeof(to) - 1 ? "..." : "");
+    }
+    return hv_errf(err, errcap, UV_EIO, "%s%s: %s (removed while it was being read)", what, path,
+                   strerror(e));
 }
 
 static int by_name(const void *a, const void *b)
@@ -148,7 +184,7 @@ static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
         char *p = join(dir, names[i]);
         struct stat st;
         if (stat(p, &st) != 0)
-            rc = hv_errf(err, errcap, -errno, "cannot read %s: %s", p, strerror(errno));
+            rc = cannot_follow(p, "cannot read ", errno, err, errcap);
         else if (!S_ISREG(st.st_mode))
             rc = hv_errf(err, errcap, UV_EFTYPE, "cannot read %s: not a regular file", p);
         else
@@ -163,9 +199,15 @@ static int add_dir(hv_merge_t *m, const char *dir, char *err, size_t errcap)
 
 int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return hv_errf(err, errcap, -errno, "%s: %s", path, strerror(errno));
+    struct stat st, lst;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT && lstat(path, &lst) != 0) /* not there at all */
+            return hv_errf(err, errcap, UV_ENOENT, "%s: %s", path, strerror(e));
+        if (e == ENOENT)
+            return cannot_follow(path, "cannot read ", e, err, errcap);
+        return hv_errf(err, errcap, -e, "%s: %s", path, strerror(e));
+    }
     if (S_ISREG(st.st_mode)) {
         add_file(m, path, &st);
         return 0;
@@ -181,8 +223,10 @@ int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap
     if (stat(out, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             rc = add_dir(m, out, err, errcap);
-    } else if (errno != ENOENT) {
-        rc = hv_errf(err, errcap, -errno, "cannot read directory %s: %s", out, strerror(errno));
+    } else {
+        int e = errno; /* ENOENT from a name that is there: out/ is a link to nothing */
+        if (e != ENOENT || lstat(out, &st) == 0)
+            rc = cannot_follow(out, "cannot read directory ", e, err, errcap);
     }
     free(out);
     return rc;
@@ -235,33 +279,294 @@ uint64_t hv_merge_time_key(const char *s)
     return v * 1000 + (uint64_t)ms;
 }
 
-hv_merge_line_t hv_merge_parse_line(const char *text, size_t len, const char *batch, uint64_t *line,
-                                    uint64_t *at)
+/* ------------------------------------------------------------------------------ JSON */
+
+static int is_blank(unsigned char c)
 {
-    hv_merge_line_t kind = HV_MERGE_LINE_INVALID;
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static const unsigned char *skip_blanks(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && is_blank(*p))
+        p++;
+    return p;
+}
+
+/* The string at `p` (its opening quote): the byte after it, or NULL. */
+static const unsigned char *scan_string(const unsigned char *p, const unsigned char *end)
+{
+    for (p++; p < end; p++) {
+        if (*p == '"')
+            return p + 1;
+        if (*p < 0x20)
+            return NULL;
+        if (*p != '\\')
+            continue;
+        if (++p == end)
+            return NULL;
+        switch (*p) {
+        case '"':
+        case '\\':
+        case '/':
+        case 'b':
+        case 'f':
+        case 'n':
+        case 'r':
+        case 't':
+            break;
+        case 'u':
+            if (end - p < 5)
+                return NULL;
+            for (int i = 1; i <= 4; i++)
+                if (!is_digit(p[i]) && !((p[i] | 0x20) >= 'a' && (p[i] | 0x20) <= 'f'))
+                    return NULL;
+            p += 4;
+            break;
+        default:
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* The number at `p` as RFC 8259 spells one: the byte after it, or NULL. */
+static const unsigned char *scan_number(const unsigned char *p, const unsigned char *end)
+{
+    if (p < end && *p == '-')
+        p++;
+    if (p == end || !is_digit(*p))
+        return NULL;
+    if (*p++ != '0')
+        while (p < end && is_digit(*p))
+            p++;
+    if (p < end && *p == '.') {
+        if (++p == end || !is_digit(*p))
+            return NULL;
+        while (p < end && is_digit(*p))
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        if (++p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p == end || !is_digit(*p))
+            return NULL;
+        while (p < end && is_digit(*p))
+            p++;
+    }
+    return p;
+}
+
+static const unsigned char *scan_word(const unsigned char *p, const unsigned char *end,
+                                      const char *word)
+{
+    size_t n = strlen(word);
+    return (size_t)(end - p) >= n && memcmp(p, word, n) == 0 ? p + n : NULL;
+}
+
+/*
+ * Whether [text, text+len) is one JSON text as RFC 8259 has it, in UTF-8. cJSON reads more:
+ * any byte up to a space as a blank (NULs included), raw control bytes in strings, bytes of
+ * any kind, "01", "1." and "1.e5", a byte order mark. A line it reads that this refuses is
+ * written repaired.
+ */
+static int json_valid(const char *text, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)text, *end = p + len;
+    unsigned char open[JSON_DEPTH_MAX]; /* '{' or '[' of each enclosing value */
+    size_t depth = 0;
+    enum { WANT_VALUE, WANT_KEY, AFTER_VALUE } want = WANT_VALUE;
+
+    if (!hv_utf8_valid(text, len))
+        return 0;
+    for (;;) {
+        p = skip_blanks(p, end);
+        if (want == AFTER_VALUE) {
+            if (depth == 0)
+                return p == end;
+            if (p == end)
+                return 0;
+            if (*p == ',') {
+                want = open[depth - 1] == '{' ? WANT_KEY : WANT_VALUE;
+            } else if (*p == (open[depth - 1] == '{' ? '}' : ']')) {
+                depth--;
+            } else {
+                return 0;
+            }
+            p++;
+            continue;
+        }
+        if (p == end)
+            return 0;
+        if (want == WANT_KEY) {
+            if (*p != '"' || (p = scan_string(p, end)) == NULL)
+                return 0;
+            p = skip_blanks(p, end);
+            if (p == end || *p != ':')
+                return 0;
+            p++;
+            want = WANT_VALUE;
+            continue;
+        }
+        switch (*p) {
+        case '{':
+        case '[':
+            if (depth == JSON_DEPTH_MAX)
+                return 0;
+            open[depth++] = *p;
+            p = skip_blanks(p + 1, end);
+            if (p < end && *p == (open[depth - 1] == '{' ? '}' : ']')) {
+                depth--;
+                p++;
+                want = AFTER_VALUE;
+            } else {
+                want = open[depth - 1] == '{' ? WANT_KEY : WANT_VALUE;
+            }
+            continue;
+        case '"':
+            p = scan_string(p, end);
+            break;
+        case 't':
+            p = scan_word(p, end, "true");
+            break;
+        case 'f':
+            p = scan_word(p, end, "false");
+            break;
+        case 'n':
+            p = scan_word(p, end, "null");
+            break;
+        default:
+            p = scan_number(p, end);
+            break;
+        }
+        if (p == NULL)
+            return 0;
+        want = AFTER_VALUE;
+    }
+}
+
+/* Exactly one object and nothing after it, not even a blank: the writer's lines, and what
+ * resume.c keeps. NULL for anything else. */
+static cJSON *parse_object(const char *text, size_t len)
+{
     const char *end = NULL;
-    /* Exactly one object and nothing after it, not even a blank: the writer's lines, and
-     * what resume.c keeps. */
     cJSON *obj = len > 0 ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
-    if (obj == NULL || !cJSON_IsObject(obj) || end != text + len)
-        goto out;
+    if (obj != NULL && (!cJSON_IsObject(obj) || end != text + len)) {
+        cJSON_Delete(obj);
+        obj = NULL;
+    }
+    return obj;
+}
+
+/* `s` (`*n` bytes, valid UTF-8) with each NUL inside a string made U+FFFD; `s` itself when it
+ * holds none, else a new copy (`s` is freed). Strings are found as cJSON finds them: a quote
+ * opens one, and inside, a backslash takes the byte after it along. NULs between tokens stay:
+ * they are blanks to cJSON. */
+static char *nuls_in_strings(char *s, size_t *n)
+{
+    size_t nuls = 0, len = *n;
+    if (memchr(s, '\0', len) == NULL)
+        return s;
+    for (size_t i = 0; i < len; i++)
+        nuls += s[i] == '\0';
+    char *out = hv_xmalloc(len + 2 * nuls + 1), *o = out;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string && c == '\0') {
+            memcpy(o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            continue;
+        }
+        *o++ = c;
+        if (!in_string) {
+            in_string = c == '"';
+        } else if (c == '\\' && i + 1 < len && s[i + 1] != '\0') {
+            *o++ = s[++i];
+        } else if (c == '"') {
+            in_string = 0;
+        }
+    }
+    *o = '\0';
+    *n = (size_t)(o - out);
+    free(s);
+    return out;
+}
+
+/* hv_merge_repair_line(), and the object it printed when `obj` is not NULL (the caller
+ * deletes it). */
+static char *repair(const char *text, size_t len, size_t *out_len, cJSON **obj)
+{
+    size_t n = 0;
+    char *s = nuls_in_strings(hv_utf8_sanitize(text, len, &n), &n);
+    cJSON *o = parse_object(s, n);
+    char *printed = o != NULL ? cJSON_PrintUnformatted(o) : NULL, *out = NULL;
+    free(s);
+    if (printed != NULL) {
+        n = strlen(printed);
+        /* Checked, not assumed: only valid JSON is ever written, and no line a later merge
+         * or resume would take for too long. */
+        if (n < HV_RECORD_LINE_MAX && json_valid(printed, n)) {
+            out = hv_xmalloc(n + 1);
+            memcpy(out, printed, n + 1);
+            *out_len = n;
+        }
+        cJSON_free(printed);
+    }
+    if (obj != NULL && out != NULL)
+        *obj = o;
+    else
+        cJSON_Delete(o);
+    return out;
+}
+
+char *hv_merge_repair_line(const char *text, size_t len, size_t *out_len)
+{
+    return repair(text, len, out_len, NULL);
+}
+
+/* What the object `obj` (NULL: not one) is to the merge of `batch`. */
+static hv_merge_line_t classify(const cJSON *obj, const char *batch, uint64_t *line, uint64_t *at)
+{
+    if (obj == NULL)
+        return HV_MERGE_LINE_INVALID;
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(obj, "batch");
     if (!cJSON_IsString(b))
-        goto out;
-    if (strcmp(b->valuestring, batch) != 0) {
-        kind = HV_MERGE_LINE_OTHER_BATCH;
-        goto out;
-    }
+        return HV_MERGE_LINE_INVALID;
+    if (strcmp(b->valuestring, batch) != 0)
+        return HV_MERGE_LINE_OTHER_BATCH;
     /* A double holds every integer up to 2^53 exactly; cJSON keeps numbers as doubles. */
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(obj, "line");
     if (!cJSON_IsNumber(l) || !(l->valuedouble >= 1 && l->valuedouble <= 9007199254740992.0) ||
         l->valuedouble != (double)(uint64_t)l->valuedouble)
-        goto out;
+        return HV_MERGE_LINE_INVALID;
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(obj, "fetched_at");
     *line = (uint64_t)l->valuedouble;
     *at = cJSON_IsString(f) ? hv_merge_time_key(f->valuestring) : 0;
-    kind = HV_MERGE_LINE_RECORD;
-out:
+    return HV_MERGE_LINE_RECORD;
+}
+
+hv_merge_line_t hv_merge_parse_line(const char *text, size_t len, const char *batch, uint64_t *line,
+                                    uint64_t *at)
+{
+    hv_merge_line_t kind;
+    cJSON *obj = NULL;
+    if (json_valid(text, len)) {
+        obj = parse_object(text, len);
+        kind = classify(obj, batch, line, at);
+    } else {
+        size_t n;
+        char *fixed = repair(text, len, &n, &obj);
+        free(fixed);
+        kind = classify(obj, batch, line, at);
+        if (kind == HV_MERGE_LINE_RECORD)
+            kind = HV_MERGE_LINE_REPAIRED;
+    }
     cJSON_Delete(obj);
     return kind;
 }
@@ -275,6 +580,9 @@ static int index_line(hv_merge_t *m, uint32_t fi, uint64_t off, const char *text
     entry_t e = {.off = off, .file = fi, .len = (uint32_t)len};
     switch (hv_merge_parse_line(text, len, m->batch, &e.line, &e.at)) {
     case HV_MERGE_LINE_RECORD:
+        break;
+    case HV_MERGE_LINE_REPAIRED:
+        e.repair = 1;
         break;
     case HV_MERGE_LINE_OTHER_BATCH:
         m->st.other++;
@@ -531,6 +839,9 @@ void hv_merge__select_depth(hv_merge_t *m, unsigned depth)
     m->st.first_line = w ? m->v[0].line : 0;
     m->st.last_line = w ? m->v[w - 1].line : 0;
     m->st.gaps = w ? m->st.last_line - w : 0;
+    m->st.repaired = 0;
+    for (size_t i = 0; i < w; i++)
+        m->st.repaired += m->v[i].repair;
 }
 
 /* ------------------------------------------------------------------------------ writing */
@@ -584,6 +895,26 @@ static int input_fd(hv_merge_t *m, int *fds, uint32_t fi, char *err, size_t errc
     return fds[fi] = fd;
 }
 
+/* `text` and a newline to `out` through `buf` (`*used` bytes in it so far). 0, or -errno. */
+static int put_line(int out, char *buf, size_t *used, const char *text, size_t n)
+{
+    int rc;
+    if (n + 1 > WRITE_BUF - *used && *used > 0) {
+        if ((rc = hv_write_all(out, buf, *used)) != 0)
+            return rc;
+        *used = 0;
+    }
+    if (n + 1 > WRITE_BUF) {
+        if ((rc = hv_write_all(out, text, n)) != 0)
+            return rc;
+        return hv_write_all(out, "\n", 1);
+    }
+    memcpy(buf + *used, text, n);
+    buf[*used + n] = '\n';
+    *used += n + 1;
+    return 0;
+}
+
 int hv_merge_write(hv_merge_t *m, int out, const char *out_name, char *err, size_t errcap)
 {
     int *fds = hv_xmalloc((m->nfiles ? m->nfiles : 1) * sizeof(*fds));
@@ -628,7 +959,22 @@ int hv_merge_write(hv_merge_t *m, int out, const char *out_name, char *err, size
                          m->files[e->file].path, e->off);
             goto out;
         }
-        if (dst == big) {
+        if (e->repair) {
+            /* Repaired as when it was indexed (the same bytes, so the same result). */
+            size_t n = 0;
+            char *fixed = hv_merge_repair_line(dst, e->len, &n);
+            if (fixed == NULL) {
+                rc = hv_errf(err, errcap, UV_EIO,
+                             "%s changed while merging (the record at offset %" PRIu64
+                             " is no longer one)",
+                             m->files[e->file].path, e->off);
+                goto out;
+            }
+            rc = put_line(out, buf, &used, fixed, n);
+            free(fixed);
+            if (rc != 0)
+                goto write_failed;
+        } else if (dst == big) {
             if ((rc = hv_write_all(out, big, need)) != 0)
                 goto write_failed;
         } else {

@@ -5,7 +5,7 @@
  *
  *   harvestd enqueue --redis URL [--stream S] [--batch NAME] [--rules NAME] FILE|-
  *   harvestd status  --redis URL [--stream S] [--group G] [--batch NAME] [--json]
- *   harvestd merge   --batch NAME -o FILE DIR_OR_FILE...
+ *   harvestd merge   --batch NAME [--entries N] -o FILE DIR_OR_FILE...
  *   harvestd state   --state-dir DIR [--json] stats|get URL|forget URL|prune --older-than D
  */
 #ifndef HARVESTD_COMMANDS_H

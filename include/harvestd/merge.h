@@ -10,10 +10,17 @@
  * later (inputs in the order added, then position in the file).
  *
  * Memory: only an index is kept per record (line, fetched_at as a number, file, offset,
- * length: 32 bytes), never the record's text. Selection sorts the index in place and keeps
- * the winners; writing copies each winner's bytes from its file with pread(), exactly as
- * they were written (nothing is re-serialised). Lines longer than HV_RECORD_LINE_MAX are
- * not records harvestd wrote, and are skipped without being held in memory.
+ * length, whether it needs repair: 32 bytes), never the record's text. Selection sorts the
+ * index in place and keeps the winners; writing copies each winner's bytes from its file
+ * with pread(), exactly as they were written. Lines longer than HV_RECORD_LINE_MAX are not
+ * records harvestd wrote, and are skipped without being held in memory.
+ *
+ * What is written is always JSON (RFC 8259), one object a line. The writer's records are,
+ * but a damaged or hand-made output may hold lines cJSON reads and no JSON parser should: raw
+ * NUL or control bytes, ill-formed UTF-8, numbers such as 01 or 1., a byte order mark.
+ * Indexing tells such a record apart (hv_merge_parse_line(): HV_MERGE_LINE_REPAIRED), and
+ * writing re-serialises it (hv_merge_repair_line()) from its bytes read again, so repair
+ * costs no memory either. Records that are valid as written, the writer's, are copied.
  *
  * Use: hv_merge_new(), hv_merge_add_input() for each argument, hv_merge_index(),
  * hv_merge_select(), hv_merge_write(), hv_merge_get_stats(), hv_merge_free(). Every function
@@ -35,21 +42,30 @@ typedef struct {
     uint64_t duplicates; /* records - winners */
     uint64_t first_line; /* the lowest and highest line with a record; 0 when none */
     uint64_t last_line;
-    uint64_t gaps;    /* lines in 1..last_line without a record (blank or comment lines
-                         of the input have none, so these are not errors) */
-    uint64_t invalid; /* complete lines that are not a record: not one JSON object and
-                         nothing else, no string "batch", "line" not an integer >= 1, or
-                         longer than HV_RECORD_LINE_MAX */
-    uint64_t torn;    /* last lines without their newline (a write cut short by a crash;
-                         the entry was never acknowledged, so it is processed again) */
-    uint64_t other;   /* records of another batch */
+    uint64_t gaps;     /* line numbers in 1..last_line without a record. Blank and comment
+                          lines of the enqueued file were no entries (enqueue numbers
+                          entries by their line in the file), so these are not all
+                          missing records: `missing` is, when the entries are known */
+    uint64_t invalid;  /* complete lines that are not a record, even repaired: not one
+                          JSON object and nothing else, no string "batch", "line" not an
+                          integer >= 1, or longer than HV_RECORD_LINE_MAX */
+    uint64_t torn;     /* last lines without their newline (a write cut short by a crash;
+                          the entry was never acknowledged, so it is processed again) */
+    uint64_t other;    /* records of another batch */
+    uint64_t repaired; /* winners written re-serialised: not valid JSON as written
+                          (hv_merge_repair_line()) */
+    int entries_known; /* the batch's number of entries was told (hv_merge_set_entries()) */
+    uint64_t entries;  /* ... that number */
+    uint64_t missing;  /* ... and how many of them have no record: entries - winners, or 0
+                          when fewer entries were told than lines have a record */
 } hv_merge_stats_t;
 
 /** What one line of an output is to the merge of a batch (hv_merge_parse_line()). */
 typedef enum {
-    HV_MERGE_LINE_RECORD,      /* a record of the batch */
+    HV_MERGE_LINE_RECORD,      /* a record of the batch, valid JSON as it is */
     HV_MERGE_LINE_INVALID,     /* not a record at all */
     HV_MERGE_LINE_OTHER_BATCH, /* a record of another batch (whatever its "line") */
+    HV_MERGE_LINE_REPAIRED,    /* a record of the batch once repaired (hv_merge_repair_line()) */
 } hv_merge_line_t;
 
 /** A merge of batch `batch` (copied). Aborts on OOM, like hv_xmalloc(). */
@@ -65,11 +81,24 @@ void hv_merge_free(hv_merge_t *m);
  * out/'s in name order. Anything else is taken as a file whatever its name. A file added
  * before (the same device and inode) is not added again.
  *
- * Returns 0; UV_ENOENT when `path` does not exist; another UV_E* when a directory cannot be
- * listed, or when an input, or a matching entry of a directory, is not a regular file (a
- * merge reads its inputs twice, so pipes and devices cannot be inputs).
+ * Returns 0; UV_ENOENT when there is no such name as `path`; another UV_E* when a directory
+ * cannot be listed, or when an input, or a matching entry of a directory, cannot be followed
+ * or is not a regular file (a merge reads its inputs twice, so pipes and devices cannot be
+ * inputs). A name that is there but leads nowhere is UV_EIO, never UV_ENOENT: a symbolic link
+ * to nothing (as `path`, as an entry, or as the directory's out/) and an entry removed
+ * between listing the directory and opening it are inputs that cannot be read, the message
+ * names them.
  */
 int hv_merge_add_input(hv_merge_t *m, const char *path, char *err, size_t errcap);
+
+/**
+ * Tell the merge how many entries the batch has: its `total` in Redis (S:batch:NAME,
+ * streamkeys.h), which `harvestd enqueue` and `harvestd status` print. Line numbers alone
+ * cannot tell an entry without a record from a blank or comment line of the file, which never
+ * was an entry; with the number, hv_merge_get_stats() counts the entries without a record
+ * (`missing`). Outputs of any harvestd version are merged the same with it or without.
+ */
+void hv_merge_set_entries(hv_merge_t *m, uint64_t entries);
 
 /** The files added so far, in reading order: their number, and the path of the i-th. */
 size_t hv_merge_nfiles(const hv_merge_t *m);
@@ -86,10 +115,11 @@ void hv_merge_select(hv_merge_t *m);
 void hv_merge__select_depth(hv_merge_t *m, unsigned depth);
 
 /**
- * Write the winners in ascending line order to `fd`, each its original bytes and '\n'.
- * `out_name` names the output in error messages. Every input is opened again and checked to
- * be the file that was indexed, and each record still ends where it did. 0, or UV_E* (an
- * input could not be read or had changed, or `fd` could not be written).
+ * Write the winners in ascending line order to `fd`, each its original bytes (repaired when
+ * they need it) and '\n'. `out_name` names the output in error messages. Every input is
+ * opened again and checked to be the file that was indexed, and each record still ends where
+ * it did (and one to repair still can be). 0, or UV_E* (an input could not be read or had
+ * changed, or `fd` could not be written).
  */
 int hv_merge_write(hv_merge_t *m, int fd, const char *out_name, char *err, size_t errcap);
 
@@ -97,12 +127,28 @@ int hv_merge_write(hv_merge_t *m, int fd, const char *out_name, char *err, size_
 void hv_merge_get_stats(const hv_merge_t *m, hv_merge_stats_t *out);
 
 /**
- * Classify one line (`text`, `len` bytes, without its newline) for the merge of `batch`. For
- * a record of the batch, `*line` is its line and `*at` its fetched_at key
- * (hv_merge_time_key(); 0 when absent or not a time).
+ * Classify one line (`text`, `len` bytes, without its newline; it may hold NULs) for the
+ * merge of `batch`. A line that is valid JSON as it is (RFC 8259, UTF-8) is classified as it
+ * stands; any other, by its repaired form (hv_merge_repair_line()): a record of the batch
+ * there is HV_MERGE_LINE_REPAIRED, a line without one INVALID. For a record of the batch,
+ * `*line` is its line and `*at` its fetched_at key (hv_merge_time_key(); 0 when absent or not
+ * a time).
  */
 hv_merge_line_t hv_merge_parse_line(const char *text, size_t len, const char *batch, uint64_t *line,
                                     uint64_t *at);
+
+/**
+ * A line (`len` bytes, NULs allowed) as valid JSON, the way harvestd repairs a record: every
+ * ill-formed UTF-8 sequence (a maximal subpart, as hv_utf8_sanitize() has it) and every raw
+ * NUL in a string (which no JSON string and no cJSON string holds) becomes U+FFFD; the result
+ * is read with cJSON, as the whole line has to be one object, and printed compactly. So other
+ * control bytes in strings become escapes, control bytes between tokens (blanks to cJSON)
+ * and a byte order mark go, and numbers are spelled as cJSON prints them; keys keep their
+ * order. A malloc'd, NUL-terminated text (`*out_len` its length; free with free()), or NULL
+ * when there is no object to be read, or its repaired line would be longer than
+ * HV_RECORD_LINE_MAX.
+ */
+char *hv_merge_repair_line(const char *text, size_t len, size_t *out_len);
 
 /**
  * An RFC 3339 UTC time "YYYY-MM-DDTHH:MM:SS[.fraction]Z" as a number that orders like the

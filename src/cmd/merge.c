@@ -1,6 +1,6 @@
 /*
- * merge.c: `harvestd merge --batch NAME -o FILE DIR_OR_FILE...` (commands.h): the command
- * line, the output file and the summary, over the merge library (merge.h).
+ * merge.c: `harvestd merge --batch NAME [--entries N] -o FILE DIR_OR_FILE...` (commands.h): the
+ * command line, the output file and the summary, over the merge library (merge.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +15,7 @@
 
 #include "harvestd/commands.h"
 #include "harvestd/common.h"
+#include "harvestd/config.h"
 #include "harvestd/merge.h"
 #include "harvestd/options.h"
 #include "harvestd/streamkeys.h"
@@ -25,6 +26,8 @@
 typedef struct {
     const char *batch;
     const char *output;
+    const char *entries; /* NULL: not given */
+    uint64_t nentries;   /* ... its value */
     const char **inputs;
     size_t ninputs;
     int help;
@@ -33,16 +36,20 @@ typedef struct {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: harvestd merge --batch NAME -o FILE DIR_OR_FILE...\n"
+            "usage: harvestd merge --batch NAME [--entries N] -o FILE DIR_OR_FILE...\n"
             "\n"
             "Gathers the records of stream batch NAME that several daemons wrote, each to its\n"
             "own out/NAME.CONSUMER.jsonl, into FILE: exactly one record per input line, in\n"
             "line order. For a line with several records the last one wins: the later\n"
             "fetched_at (one with a fetched_at beats one without), then the one read later\n"
             "(inputs in the order given, then position in the file). Records are copied as\n"
-            "they were written.\n"
+            "they were written; one that is not valid JSON as written (raw NUL or control\n"
+            "bytes, ill-formed UTF-8: a damaged or hand-made output) is written repaired.\n"
             "\n"
             "  --batch NAME       the batch (as enqueue named it)\n"
+            "  --entries N        the batch's number of entries: its total, as enqueue and\n"
+            "                     status print it; the summary then counts the entries\n"
+            "                     without a record\n"
             "  -o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
             "                     and renamed into place; '-' for standard output\n"
             "  DIR_OR_FILE        a file is read as it is, whatever its name; a directory\n"
@@ -51,16 +58,20 @@ static void usage(FILE *out)
             "\n"
             "A summary line on standard error counts records, duplicates dropped, lines\n"
             "without a record, and the lines skipped: invalid, torn (a last line cut short by\n"
-            "a crash) and of other batches.\n"
+            "a crash) and of other batches; and the records repaired, if any. A record's line\n"
+            "is its line in the enqueued file, so the file's blank and comment lines, which\n"
+            "were no entries, count as lines without a record too; with --entries, the\n"
+            "entries without a record are counted instead.\n"
             "\n"
             "Exit status: 0 merged; 1 an input could not be read or FILE written; 2 usage\n"
             "error (including an existing FILE, and no output of the batch in the inputs).\n");
 }
 
-enum { O_BATCH, O_OUTPUT, O_HELP };
+enum { O_BATCH, O_OUTPUT, O_ENTRIES, O_HELP };
 
 static const hv_opt_t merge_opts[] = {
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
+    {.name = "entries", .kind = HV_OPT_VALUE, .id = O_ENTRIES},
     {.name = "output", .letter = "o", .kind = HV_OPT_VALUE, .id = O_OUTPUT},
     {.name = "help", .letter = "h", .id = O_HELP},
 };
@@ -96,12 +107,17 @@ static int parse_args(int argc, char **argv, merge_args_t *a, char *err, size_t 
             a->help = 1;
             return 0;
         }
-        const char **slot = got.opt->id == O_BATCH ? &a->batch : &a->output;
+        static const char *const names[] = {
+            [O_BATCH] = "--batch", [O_OUTPUT] = "-o", [O_ENTRIES] = "--entries"};
+        const char **slot = got.opt->id == O_BATCH    ? &a->batch
+                            : got.opt->id == O_OUTPUT ? &a->output
+                                                      : &a->entries;
         if (*slot != NULL)
-            return hv_errf(err, errcap, -1, "%s given twice",
-                           got.opt->id == O_BATCH ? "--batch" : "-o");
+            return hv_errf(err, errcap, -1, "%s given twice", names[got.opt->id]);
         *slot = got.value;
     }
+    if (a->entries != NULL && hv_parse_uint(a->entries, &a->nentries) != 0)
+        return hv_errf(err, errcap, -1, "--entries: '%s' is not a count", a->entries);
     if (a->batch == NULL)
         return hv_errf(err, errcap, -1, "missing --batch NAME");
     if (!hv_streamkeys_batch_name_ok(a->batch))
@@ -209,7 +225,21 @@ static const char *plural(uint64_t n, const char *one, const char *many)
 static void print_summary(const char *batch, const hv_merge_stats_t *s)
 {
     char lines[192] = "";
-    if (s->winners > 0 && s->first_line == 1)
+    if (s->entries_known && s->winners > s->entries)
+        snprintf(lines, sizeof(lines),
+                 " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64
+                 " %s with a record, more than the %" PRIu64 " %s given)",
+                 s->first_line, s->last_line, s->winners, plural(s->winners, "line", "lines"),
+                 s->entries, plural(s->entries, "entry", "entries"));
+    else if (s->entries_known && s->winners > 0)
+        snprintf(lines, sizeof(lines),
+                 " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64 " of %" PRIu64 " %s without a record)",
+                 s->first_line, s->last_line, s->missing, s->entries,
+                 plural(s->entries, "entry", "entries"));
+    else if (s->entries_known)
+        snprintf(lines, sizeof(lines), " (%" PRIu64 " of %" PRIu64 " %s without a record)",
+                 s->missing, s->entries, plural(s->entries, "entry", "entries"));
+    else if (s->winners > 0 && s->first_line == 1)
         snprintf(lines, sizeof(lines), " (lines 1-%" PRIu64 ", %" PRIu64 " without a record)",
                  s->last_line, s->gaps);
     else if (s->winners > 0)
@@ -217,14 +247,20 @@ static void print_summary(const char *batch, const hv_merge_stats_t *s)
                  " (lines %" PRIu64 "-%" PRIu64 "; %" PRIu64 " of lines 1-%" PRIu64
                  " without a record)",
                  s->first_line, s->last_line, s->gaps, s->last_line);
-    fprintf(
-        stderr,
-        "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
-        " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64 " of other batches\n",
-        batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
-        plural(s->files, "file", "files"), s->duplicates,
-        plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
-        plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"), s->other);
+    char repaired[96] = "";
+    if (s->repaired > 0)
+        snprintf(repaired, sizeof(repaired),
+                 "; %" PRIu64 " %s repaired (not valid JSON as written)", s->repaired,
+                 plural(s->repaired, "record", "records"));
+    fprintf(stderr,
+            "harvestd: merged batch %s: %" PRIu64 " %s%s from %" PRIu64 " %s; %" PRIu64
+            " %s dropped; %" PRIu64 " invalid %s, %" PRIu64 " torn %s, %" PRIu64
+            " of other batches%s\n",
+            batch, s->winners, plural(s->winners, "record", "records"), lines, s->files,
+            plural(s->files, "file", "files"), s->duplicates,
+            plural(s->duplicates, "duplicate", "duplicates"), s->invalid,
+            plural(s->invalid, "line", "lines"), s->torn, plural(s->torn, "line", "lines"),
+            s->other, repaired);
 }
 
 /* "no output files of batch NAME (NAME.*.jsonl) in D1, D2 or their out/" */
@@ -267,6 +303,8 @@ int hv_cmd_merge(int argc, char **argv)
         goto out;
     }
     m = hv_merge_new(a.batch);
+    if (a.entries != NULL)
+        hv_merge_set_entries(m, a.nentries);
     for (size_t i = 0; i < a.ninputs; i++) {
         if ((rc = hv_merge_add_input(m, a.inputs[i], err, sizeof(err))) != 0) {
             if (rc == UV_ENOENT) {

@@ -241,3 +241,126 @@ def test_91_09_many_records_agree_with_a_plain_scan(harvestd, tmp_path):
     top = max(best)
     assert "%d records (lines %d-%d" % (len(best), min(best), top) in r.stderr
     assert "from 6 files; %d duplicates dropped" % (total - len(best)) in r.stderr
+
+
+def test_91_10_an_output_that_leads_nowhere_cannot_be_read(harvestd, tmp_path):
+    # A spool's output that is a symbolic link to nothing (a volume not mounted, a file moved
+    # away) is an input that cannot be read, as any other: exit 1, naming it.
+    spool = tmp_path / "spool"
+    write(spool / "out" / "b.a.jsonl", [rec(1)])
+    os.symlink("missing", str(spool / "out" / "b.c.jsonl"))
+    out = tmp_path / "m.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == "harvestd: cannot read %s: dangling symbolic link (to missing)\n" % (
+        spool / "out" / "b.c.jsonl")
+    # Named itself, likewise; a name that is not there at all stays a usage error.
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool / "out" / "b.c.jsonl")
+    assert r.returncode == 1, r.stderr
+    assert "cannot read %s: dangling symbolic link" % (spool / "out" / "b.c.jsonl") in r.stderr
+    r = harvestd.command("merge", "--batch", "b", "-o", out, spool / "out" / "b.x.jsonl")
+    assert r.returncode == 2, r.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spool"]
+
+
+def test_91_11_the_merged_file_is_json_line_by_line(harvestd, tmp_path):
+    # Damaged or hand-made outputs: records cJSON reads but that are no JSON as written. The
+    # merged file must parse line by line with a strict parser (UTF-8, no raw control
+    # characters, RFC 8259 numbers); a valid record beside them stays byte for byte.
+    valid = (rec(9, "été – ok", at=T1)[:-1] + ',"x":"\\u0000\\t\\u00e9"}').encode()
+    damaged = [
+        b'{"batch":"b","line":1,"title":"a\x00b"}',
+        b'{"batch":"b","line":2,"title":"caf\xe9"}',
+        b'{"batch":"b","line":3,"title":"x\x01\x1fy\tz"}',
+        b'{"batch":"b","line":4,"title":"cut \xe2\x82"}',
+        b'\x00\x00\x00\x00{"batch":"b","line":5}',
+        b'{"batch":"b","line":06,"x":1.}',
+        b'\xef\xbb\xbf{"batch":"b","line":7,\x01"t\xffitle":"k"}',
+    ]
+    f = tmp_path / "spool" / "out" / "b.n1.jsonl"
+    f.parent.mkdir(parents=True)
+    f.write_bytes(b"".join(x + b"\n" for x in damaged + [valid]))
+    out = tmp_path / "m.jsonl"
+    r = harvestd.command("merge", "--batch", "b", "-o", out, tmp_path / "spool")
+    assert r.returncode == 0, r.stderr
+    raw = out.read_bytes()
+    assert raw.endswith(b"\n")
+    got = [json.loads(x.decode("utf-8", errors="strict"), strict=True)
+           for x in raw.split(b"\n")[:-1]]
+    assert [x["line"] for x in got] == [1, 2, 3, 4, 5, 6, 7, 9]
+    assert got[0]["title"] == "a\ufffdb" and got[1]["title"] == "caf\ufffd"
+    assert got[2]["title"] == "x\x01\x1fy\tz" and got[3]["title"] == "cut \ufffd"
+    assert got[5]["x"] == 1 and got[6]["t\ufffditle"] == "k"
+    assert raw.split(b"\n")[7] == valid
+    assert summary(r.stderr) == (
+        "harvestd: merged batch b: 8 records (lines 1-9, 1 without a record) from 1 file; "
+        "0 duplicates dropped; 0 invalid lines, 0 torn lines, 0 of other batches; "
+        "7 records repaired (not valid JSON as written)")
+
+
+def test_91_12_entries_without_a_record_apart_from_lines_that_were_none(
+        harvestd, tmp_path, redis_server):
+    # enqueue numbers entries by their line in the file, so the file's comment and blank
+    # lines are numbers no record carries; the batch's total is its number of entries.
+    urls = tmp_path / "urls.txt"
+    urls.write_text("# pages\nhttp://x.test/a\n\nhttp://x.test/b\n  # more\n"
+                    "http://x.test/c\nhttp://x.test/d\n\nhttp://x.test/e\n")
+    r = harvestd.command("enqueue", "--redis", redis_server.url, urls)
+    assert r.returncode == 0, r.stderr
+    c = redis_server.client()
+    got = c.call("XRANGE", "harvestd:urls", "-", "+")
+    lines = [int(dict(zip(e[1][0::2], e[1][1::2]))["line"]) for e in got]
+    assert lines == [2, 4, 6, 7, 9]
+    total = int(dict(zip(*[iter(c.call("HGETALL", "harvestd:urls:batch:urls.txt"))] * 2))["total"])
+    assert total == 5
+    # Two daemons took them; line 7's record is nowhere (its daemon's disk was lost, say).
+    write(tmp_path / "a" / "out" / "urls.txt.n1.jsonl",
+          [rec(2, batch="urls.txt", at=T1), rec(6, batch="urls.txt", at=T1)])
+    write(tmp_path / "b" / "out" / "urls.txt.n2.jsonl",
+          [rec(4, batch="urls.txt", at=T1), rec(9, batch="urls.txt", at=T1),
+           rec(2, batch="urls.txt", at=T2)])
+    spools = [tmp_path / "a", tmp_path / "b"]
+
+    # Without the count, line numbers are all merge knows: 1, 3, 5, 7 and 8 have no record.
+    r = harvestd.command("merge", "--batch", "urls.txt", "-o", tmp_path / "m1.jsonl", *spools)
+    assert r.returncode == 0, r.stderr
+    assert summary(r.stderr) == (
+        "harvestd: merged batch urls.txt: 4 records (lines 2-9; 5 of lines 1-9 without a "
+        "record) from 2 files; 1 duplicate dropped; 0 invalid lines, 0 torn lines, "
+        "0 of other batches")
+    # Told the batch's total: one entry without a record, and the lines that were none
+    # are not counted as missing.
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", str(total),
+                         "-o", tmp_path / "m2.jsonl", *spools)
+    assert r.returncode == 0, r.stderr
+    assert summary(r.stderr) == (
+        "harvestd: merged batch urls.txt: 4 records (lines 2-9; 1 of 5 entries without a "
+        "record) from 2 files; 1 duplicate dropped; 0 invalid lines, 0 torn lines, "
+        "0 of other batches")
+    assert (tmp_path / "m2.jsonl").read_bytes() == (tmp_path / "m1.jsonl").read_bytes()
+    assert [x["line"] for x in merged_lines(tmp_path / "m2.jsonl")] == [2, 4, 6, 9]
+    # A count below what the records show is said so, not hidden.
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries=3",
+                         "-o", tmp_path / "m3.jsonl", *spools)
+    assert r.returncode == 0, r.stderr
+    assert ("4 records (lines 2-9; 4 lines with a record, more than the 3 entries given)"
+            in r.stderr)
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", "5", "-o", "-",
+                         tmp_path / "nothing-here")
+    assert r.returncode == 2
+    for bad in ["x", "-1", "", "5x", "99999999999999999999999"]:
+        r = harvestd.command("merge", "--batch", "urls.txt", "--entries", bad,
+                             "-o", tmp_path / "m4.jsonl", *spools)
+        assert r.returncode == 2 and "--entries: '%s' is not a count" % bad in r.stderr, r.stderr
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", "1", "--entries", "2",
+                         "-o", tmp_path / "m4.jsonl", *spools)
+    assert r.returncode == 2 and "--entries given twice" in r.stderr, r.stderr
+    assert not (tmp_path / "m4.jsonl").exists()
+    # Nothing of the batch at all, and the count given: every entry is without a record.
+    write(tmp_path / "c" / "out" / "urls.txt.n3.jsonl", [])
+    r = harvestd.command("merge", "--batch", "urls.txt", "--entries", "5", "-o", "-",
+                         tmp_path / "c")
+    assert r.returncode == 0, r.stderr
+    assert "merged batch urls.txt: 0 records (5 of 5 entries without a record) from 1 file" \
+        in r.stderr

@@ -257,6 +257,109 @@ TEST_IMPL(merge_parse_line_tells_other_batches)
               hv_merge_parse_line("{\"batch\":\"a%20b\",\"line\":1}", 26, "a b", &line, &at));
 }
 
+/* U+FFFD, as repair writes it. */
+#define FFFD "\xef\xbf\xbd"
+
+/* A line of `n` bytes (it may hold NULs) to hv_merge_parse_line() for batch "b". */
+static hv_merge_line_t kind_of_bytes(const char *text, size_t n, uint64_t *line)
+{
+    uint64_t l = 0, a = 0;
+    hv_merge_line_t k = hv_merge_parse_line(text, n, "b", &l, &a);
+    if (line != NULL)
+        *line = l;
+    return k;
+}
+
+#define KIND_OF(lit, line) kind_of_bytes((lit), sizeof(lit) - 1, (line))
+
+/* The repaired form of a line given as a literal, which may hold NULs (the caller frees). */
+#define REPAIR(lit, n) hv_merge_repair_line((lit), sizeof(lit) - 1, (n))
+
+/* Bytes that are no JSON text as they stand, in a record cJSON still reads: the record is
+ * taken, to be written repaired. */
+TEST_IMPL(merge_parse_line_tells_records_to_repair)
+{
+    static const struct {
+        const char *text;
+        size_t len;
+    } repair[] = {
+#define R(lit) {lit, sizeof(lit) - 1}
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\0b\"}"),    /* NUL in a string */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"caf\xe9\"}"), /* Latin-1, not UTF-8 */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"\xff\xfe\"}"),
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"ab\xe2\x82\"}"),   /* cut in a sequence */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"\xed\xa0\x80\"}"), /* a surrogate */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"\xc0\xaf\"}"),     /* overlong */
+        R("{\"batch\":\"b\",\"line\":1,\"ti\xfftle\":\"x\"}"),        /* in a key */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\x01\x1f\"}"),    /* control bytes */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\tb\"}"),         /* a raw tab */
+        R("{\"batch\":\"b\",\"line\":1,\"title\":\"a\rb\"}"),
+        R("{\"batch\":\"b\",\x01\"line\":1}"), /* control bytes between tokens */
+        R("{\"batch\":\"b\",\0\"line\":1}"),
+        R("\0\0\0{\"batch\":\"b\",\"line\":1}"),       /* zeros a crash left before a record */
+        R("\xef\xbb\xbf{\"batch\":\"b\",\"line\":1}"), /* a byte order mark */
+        R("{\"batch\":\"b\",\"line\":01}"),            /* number spellings JSON has not */
+        R("{\"batch\":\"b\",\"line\":1.}"),
+        R("{\"batch\":\"b\",\"line\":1,\"x\":-01}"),
+        R("{\"batch\":\"b\",\"line\":1,\"x\":1.e5}"),
+        R("{\"batch\":\"b\",\"line\":1,\"x\":[00]}"),
+#undef R
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(repair); i++) {
+        uint64_t line = 0;
+        hv_merge_line_t k = kind_of_bytes(repair[i].text, repair[i].len, &line);
+        if (k != HV_MERGE_LINE_REPAIRED || line != 1)
+            hv_test_fail(__FILE__, __LINE__, "case %zu: kind %d, line %" PRIu64, i, (int)k, line);
+    }
+    /* Valid as they are: copied. */
+    static const char *const valid[] = {
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"\\u0000\\u001f\\t\\\"\\\\\\/\"}",
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"\x7f \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
+        "\t{ \"batch\" :\t\"b\" ,\r\"line\": 1 }",
+        "{\"batch\":\"b\",\"line\":1,\"x\":[0,-0,0.5,-1.5e-7,1E+2,2e3,{},[],true,false,null]}",
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"\\ud83d\\ude00\"}",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(valid); i++)
+        if (kind_of_bytes(valid[i], strlen(valid[i]), NULL) != HV_MERGE_LINE_RECORD)
+            hv_test_fail(__FILE__, __LINE__, "'%s' is not taken as it is", valid[i]);
+    /* Still no record: what no repair makes one. */
+    ASSERT_EQ(HV_MERGE_LINE_INVALID, KIND_OF("{\"batch\":\"b\",\xff\"line\":1}", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_INVALID, KIND_OF("{\"batch\":\"b\",\"line\":1}\0", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_INVALID,
+              KIND_OF("{\"batch\":\"b\",\"line\":1,\"t\":\"\\\xff\"}", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_INVALID, KIND_OF("{\"batch\":\"b\",\"line\":0\x01}", NULL));
+    /* The batch is the repaired one's: a NUL does not end it. */
+    ASSERT_EQ(HV_MERGE_LINE_OTHER_BATCH, KIND_OF("{\"batch\":\"b\0x\",\"line\":1}", NULL));
+    ASSERT_EQ(HV_MERGE_LINE_OTHER_BATCH, KIND_OF("{\"batch\":\"b\xff\",\"line\":1}", NULL));
+}
+
+TEST_IMPL(merge_repair_keeps_what_it_can)
+{
+    size_t n = 0;
+    char *s = REPAIR("{\"batch\":\"b\",\"line\":1,\"title\":\"a\0b\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"a" FFFD "b\"}", s);
+    ASSERT_EQ(strlen(s), n);
+    free(s);
+    s = REPAIR("{\"batch\":\"b\",\"line\":1,\"title\":\"caf\xe9\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"caf" FFFD "\"}", s);
+    free(s);
+    /* A sequence cut short at the end of a string: one U+FFFD, and the string still ends. */
+    s = REPAIR("{\"batch\":\"b\",\"line\":1,\"title\":\"ab\xf0\x9f\x98\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"ab" FFFD "\"}", s);
+    free(s);
+    /* Control bytes in strings become escapes; between tokens they go. */
+    s = REPAIR("\0 {\"batch\":\"b\",\x01\"line\":1,\"title\":\"a\x01\x1f\tb\r\"}\x7f", &n);
+    ASSERT_NULL(s); /* DEL is no blank */
+    s = REPAIR("\0 {\"batch\":\"b\",\x01\"line\":1,\"title\":\"a\x01\x1f\tb\r\"}", &n);
+    ASSERT_STR_EQ("{\"batch\":\"b\",\"line\":1,\"title\":\"a\\u0001\\u001f\\tb\\r\"}", s);
+    free(s);
+    s = REPAIR("{\"line\":01,\"batch\":\"b\"}", &n);
+    ASSERT_STR_EQ("{\"line\":1,\"batch\":\"b\"}", s);
+    free(s);
+    ASSERT_NULL(REPAIR("not json", &n));
+    ASSERT_NULL(REPAIR("[1]", &n));
+}
+
 /* ------------------------------------------------------------------------ winners */
 
 TEST_IMPL(merge_later_fetched_at_wins_whatever_the_reading_order)
@@ -328,6 +431,82 @@ TEST_IMPL(merge_copies_the_winners_bytes_in_line_order_and_counts_gaps)
     ASSERT_EQ(6, st.gaps); /* 1, 3, 5, 6, 7, 8 */
     ASSERT_EQ(0, st.duplicates);
     free(text);
+}
+
+/* Every line written is JSON: a record that is not as written is re-serialised, a valid
+ * one beside it is still copied byte for byte, and the repaired ones are counted. */
+TEST_IMPL(merge_writes_only_valid_json)
+{
+    static const char data[] =
+        "{\"batch\":\"b\",\"line\":1,\"title\":\"a\0b\"}\n"
+        "{\"batch\":\"b\",\"line\":2,\"title\":\"caf\xe9\"}\n"
+        "{ \"batch\":\"b\", \"line\":3, \"title\":\"\\u00e9t\\u00e9 \xc3\xa9\" }\n"
+        "{\"batch\":\"b\",\"line\":4,\"title\":\"x\x01y\"}\n"
+        "{\"batch\":\"b\",\"line\":5,\"title\":\"ab\xe2\x82\"}\n"
+        "\0\0\0\0{\"batch\":\"b\",\"line\":6}\n"
+        "{\"batch\":\"b\",\"line\":7,\"title\":\"lost to line 7 below\xff\"}\n"
+        "{\"batch\":\"b\",\"line\":7,\"title\":\"ok\"}\n"
+        "{\"batch\":\"b\",\"line\":8,\"title\":\"\xff\"}\n"
+        "{\"batch\":\"b\",\"line\":8,\"title\":\"wins, repaired\xff\"}\n";
+    char *p = path_of("damaged.jsonl");
+    hv_test_write_file(p, data, sizeof(data) - 1);
+    free(p);
+    hv_merge_stats_t st;
+    char *text = merge1("b", "damaged.jsonl", &st);
+    ASSERT_LINES(text, "{\"batch\":\"b\",\"line\":1,\"title\":\"a" FFFD "b\"}",
+                 "{\"batch\":\"b\",\"line\":2,\"title\":\"caf" FFFD "\"}",
+                 "{ \"batch\":\"b\", \"line\":3, \"title\":\"\\u00e9t\\u00e9 \xc3\xa9\" }",
+                 "{\"batch\":\"b\",\"line\":4,\"title\":\"x\\u0001y\"}",
+                 "{\"batch\":\"b\",\"line\":5,\"title\":\"ab" FFFD "\"}",
+                 "{\"batch\":\"b\",\"line\":6}", "{\"batch\":\"b\",\"line\":7,\"title\":\"ok\"}",
+                 "{\"batch\":\"b\",\"line\":8,\"title\":\"wins, repaired" FFFD "\"}");
+    ASSERT_EQ(10, st.records);
+    ASSERT_EQ(8, st.winners);
+    ASSERT_EQ(6, st.repaired); /* of the winners: 1, 2, 4, 5, 6, 8 */
+    ASSERT_EQ(0, st.invalid);
+    free(text);
+}
+
+/* Records of lines 2, 3, 5 and 7 of an enqueued file whose lines 1, 4 and 6 were a comment
+ * and blanks (no entries, so no records), and whose line 8 was an entry without a record. */
+TEST_IMPL(merge_counts_entries_without_a_record_when_told_their_number)
+{
+    PUT_LINES("a.jsonl", REC(2, T1, "a2"), REC(5, T1, "a5"), REC(3, T1, "a3"));
+    PUT_LINES("b.jsonl", REC(7, T1, "b7"), REC(2, T2, "b2"));
+    static const struct {
+        int told;
+        uint64_t entries, missing;
+    } cases[] = {{0, 0, 0}, {1, 5, 1}, {1, 4, 0}, {1, 3, 0}, {1, 100, 96}};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        hv_merge_t *m = hv_merge_new("b");
+        char *a = path_of("a.jsonl"), *b = path_of("b.jsonl");
+        ASSERT_OK(hv_merge_add_input(m, a, err, sizeof(err)));
+        ASSERT_OK(hv_merge_add_input(m, b, err, sizeof(err)));
+        free(a);
+        free(b);
+        if (cases[i].told)
+            hv_merge_set_entries(m, cases[i].entries);
+        ASSERT_OK(hv_merge_index(m, err, sizeof(err)));
+        hv_merge_select(m);
+        hv_merge_stats_t st;
+        hv_merge_get_stats(m, &st);
+        ASSERT_EQ(4, st.winners);
+        ASSERT_EQ(3, st.gaps); /* line numbers: 1, 4 and 6 */
+        ASSERT_EQ(cases[i].told, st.entries_known);
+        ASSERT_EQ(cases[i].entries, st.entries);
+        ASSERT_EQ(cases[i].missing, st.missing);
+        hv_merge_free(m);
+    }
+    /* No record at all: every entry told of is missing. */
+    hv_merge_t *m = hv_merge_new("none");
+    hv_merge_set_entries(m, 7);
+    ASSERT_OK(hv_merge_index(m, err, sizeof(err)));
+    hv_merge_select(m);
+    hv_merge_stats_t st;
+    hv_merge_get_stats(m, &st);
+    ASSERT_EQ(7, st.missing);
+    ASSERT_EQ(0, st.gaps);
+    hv_merge_free(m);
 }
 
 TEST_IMPL(merge_of_nothing_writes_nothing)
@@ -556,6 +735,81 @@ TEST_IMPL(merge_refuses_inputs_it_cannot_read_twice)
     free(spool);
     ASSERT_EQ(0, hv_merge_nfiles(m));
     hv_merge_free(m);
+}
+
+static void link_to(const char *target, const char *rel)
+{
+    char *p = path_of(rel);
+    if (symlink(target, p) != 0)
+        hv_test_fail(__FILE__, __LINE__, "symlink %s: %s", p, strerror(errno));
+    free(p);
+}
+
+/* UV_ENOENT is kept for an input that is not there at all (the command calls it a usage
+ * error). A name that is there but cannot be followed is an input that cannot be read: the
+ * failure names it, and its code is not UV_ENOENT. */
+TEST_IMPL(merge_inputs_that_lead_nowhere_cannot_be_read)
+{
+    /* An entry named like an output, a symbolic link to nothing. */
+    make_dir("spool");
+    make_dir("spool/out");
+    put("spool/out/b.a.jsonl", REC(1, T1, "a") "\n");
+    link_to("missing", "spool/out/b.c.jsonl");
+    hv_merge_t *m = hv_merge_new("b");
+    char *spool = path_of("spool");
+    ASSERT_EQ(UV_EIO, hv_merge_add_input(m, spool, err, sizeof(err)));
+    ASSERT(strstr(err, "cannot read ") != NULL);
+    ASSERT(strstr(err, "spool/out/b.c.jsonl: dangling symbolic link (to missing)") != NULL);
+    free(spool);
+    hv_merge_free(m);
+
+    /* The input itself such a link; a name that is not there at all is still UV_ENOENT. */
+    link_to("nowhere.jsonl", "dangling.jsonl");
+    m = hv_merge_new("b");
+    char *dangling = path_of("dangling.jsonl"), *missing = path_of("missing.jsonl");
+    ASSERT_EQ(UV_EIO, hv_merge_add_input(m, dangling, err, sizeof(err)));
+    ASSERT(strstr(err, "dangling.jsonl: dangling symbolic link (to nowhere.jsonl)") != NULL);
+    ASSERT_EQ(UV_ENOENT, hv_merge_add_input(m, missing, err, sizeof(err)));
+    free(dangling);
+    free(missing);
+    hv_merge_free(m);
+
+    /* A spool whose out/ is a link to nothing: not a spool without out/. */
+    make_dir("spool2");
+    put("spool2/b.a.jsonl", REC(1, T1, "a") "\n");
+    link_to("/nonexistent/out", "spool2/out");
+    m = hv_merge_new("b");
+    char *spool2 = path_of("spool2");
+    ASSERT_EQ(UV_EIO, hv_merge_add_input(m, spool2, err, sizeof(err)));
+    ASSERT(strstr(err, "cannot read directory ") != NULL);
+    ASSERT(strstr(err, "spool2/out: dangling symbolic link (to /nonexistent/out)") != NULL);
+    free(spool2);
+    hv_merge_free(m);
+
+    /* A link that leads round in a circle. */
+    make_dir("spool3");
+    link_to("b.loop.jsonl", "spool3/b.loop.jsonl");
+    m = hv_merge_new("b");
+    char *spool3 = path_of("spool3");
+    ASSERT_EQ(UV_ELOOP, hv_merge_add_input(m, spool3, err, sizeof(err)));
+    ASSERT(strstr(err, "spool3/b.loop.jsonl: ") != NULL);
+    free(spool3);
+    hv_merge_free(m);
+
+    /* A file that may not be read (root may read anything: nothing to see then). */
+    if (geteuid() != 0) {
+        make_dir("spool4");
+        put("spool4/b.a.jsonl", REC(1, T1, "a") "\n");
+        char *f = path_of("spool4/b.a.jsonl"), *spool4 = path_of("spool4");
+        ASSERT_OK(chmod(f, 0));
+        m = hv_merge_new("b");
+        ASSERT_OK(hv_merge_add_input(m, spool4, err, sizeof(err)));
+        ASSERT_EQ(UV_EACCES, hv_merge_index(m, err, sizeof(err)));
+        ASSERT(strstr(err, "spool4/b.a.jsonl: Permission denied") != NULL);
+        hv_merge_free(m);
+        free(f);
+        free(spool4);
+    }
 }
 
 /* ------------------------------------------------------------------------ skipped lines */
