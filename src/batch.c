@@ -157,9 +157,11 @@ static int on_line(void *ud, const char *line, size_t len, uint64_t lineno, int 
             rec->line = lineno;
         }
         if (meta->reject != HV_D_NONE) {
-            hv_record_fail(rec, HV_STAGE_INPUT, HV_ET_INVALID_ENTRY, meta->reject, NULL);
+            hv_error_type_t t = meta->poisoned ? HV_ET_POISONED : HV_ET_INVALID_ENTRY;
+            hv_record_fail(rec, HV_STAGE_INPUT, t, meta->reject, NULL);
             HV_LOG(HV_LOG_INFO, "event=invalid_input batch=%s line=%" PRIu64
-                   " error_type=InvalidEntry error=%s", b->name, lineno, rec->error);
+                   " error_type=%s error=%s", b->name, lineno, hv_error_type_name(t),
+                   rec->error);
             push_result(b, rec);
             hv_engine_wake(b->e);
             return pause_input(b);

@@ -156,6 +156,9 @@ static const directive_t directives[] = {
      "this daemon's consumer name, the same across its restarts; empty: HOSTNAME:SPOOL_DIR"},
     {"redis_claim_idle", T_DURATION, F(redis_claim_idle_ms), 1000, 24 * HOUR_MS, 1000, "60s",
      "entries another consumer has held this long without a sign of life are taken over"},
+    {"redis_max_deliveries", T_UINT, F(redis_max_deliveries), 1, 1000, 0, "5",
+     "an entry delivered more often than this (its daemons died on it) gets a Poisoned record "
+     "and goes to the dead letters"},
     {"recrawl", T_RECRAWL, F(recrawl), 0, 0, 0, "off",
      "off, or conditional: remember each URL's last ok record and validators, and ask the "
      "server whether the page changed (If-None-Match, If-Modified-Since)"},

@@ -27,6 +27,7 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_UNSUPPORTED_SCHEME] = "unsupported_scheme",
     [HV_D_ENTRY_WITHOUT_URL] = "entry_has_no_url",
     [HV_D_UNKNOWN_RULES] = "unknown_rules",
+    [HV_D_DELIVERED_TOO_OFTEN] = "delivered_too_often",
 
     [HV_D_NAME_NOT_RESOLVED] = "name_not_resolved",
     [HV_D_DNS_TEMPORARY_FAILURE] = "dns_temporary_failure",

@@ -37,6 +37,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_EXTRACTION_TOO_LARGE] = "ExtractionTooLarge",
     [HV_ET_BLOCKED_ADDRESS] = "BlockedAddress",
     [HV_ET_INVALID_ENTRY] = "InvalidEntry",
+    [HV_ET_POISONED] = "Poisoned",
 };
 
 /* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that

@@ -54,7 +54,7 @@
 #define URL_MAX 8192                /* as the reader's line limit */
 #define ID_MAX 48                   /* "ms-seq": two 64-bit numbers and a dash */
 
-typedef enum { E_QUEUED, E_DELIVERED, E_DURABLE, E_ACKING } estate_t;
+typedef enum { E_CHECKING, E_QUEUED, E_DELIVERED, E_DURABLE, E_ACKING } estate_t;
 typedef enum { P_GROUP, P_PENDING, P_NEW } phase_t;
 
 typedef struct slot_s slot_t;
@@ -72,7 +72,10 @@ typedef struct entry_s {
     size_t url_len;
     const hv_ruleset_t *rules;
     hv_detail_t reject;
-    const char *dead;      /* not NULL: no batch can take it, for this reason (a dead letter) */
+    const char *dead;      /* not NULL: a dead letter, for this reason (once its record, if it
+                              gets one, is durable) */
+    int poisoned;          /* delivered more than redis_max_deliveries times */
+    int check_sent;        /* E_CHECKING: its XPENDING is in flight */
     char **fv;             /* a dead letter's own fields and values, as they came */
     size_t *fvlen;
     size_t nfv;
@@ -162,6 +165,7 @@ struct hv_stream_s {
     struct entry_list dead; /* dead letters to move to S:dead (with their acknowledgement) */
     unsigned ndead;        /* entries in `dead` */
     unsigned ndeading;     /* dead letters sent, not yet answered */
+    unsigned nunchecked;   /* entries E_CHECKING whose XPENDING is still to be sent */
     char *dead_key;        /* S:dead */
     slot_t *slots;         /* by name */
     unsigned nbatches;
@@ -200,13 +204,19 @@ static const char ack_script[] =
     "return done\n";
 
 /* Move an entry to the dead letters, if it is still pending: XACK it and, when that removed it,
- * XADD it to S:dead. KEYS: the stream, S:dead. ARGV: the group, the id, the reason, the
- * consumer, then the entry's fields and values. */
+ * XADD it to S:dead, and when its line has a failed record (a poisoned entry) count it in its
+ * batch's hash as done, failed and dead. KEYS: the stream, S:dead[, the batch's hash]. ARGV:
+ * the group, the id, the reason, the consumer, then the entry's fields and values. */
 static const char dead_script[] =
     "if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then\n"
     "  local f = {'id', ARGV[2], 'reason', ARGV[3], 'consumer', ARGV[4]}\n"
     "  for i = 5, #ARGV do f[#f + 1] = ARGV[i] end\n"
     "  redis.call('XADD', KEYS[2], '*', unpack(f))\n"
+    "  if #KEYS > 2 then\n"
+    "    redis.call('HINCRBY', KEYS[3], 'done', 1)\n"
+    "    redis.call('HINCRBY', KEYS[3], 'failed', 1)\n"
+    "    redis.call('HINCRBY', KEYS[3], 'dead', 1)\n"
+    "  end\n"
     "  return 1\n"
     "end\n"
     "return 0\n";
@@ -404,8 +414,13 @@ static void on_batch_durable(void *ud, hv_hosted_t *hb, char *token, int ok)
         return;
     e->state = E_DURABLE;
     e->ok = ok;
-    TAILQ_INSERT_TAIL(&s->acks, e, link);
-    s->nacks++;
+    if (e->dead != NULL) {
+        TAILQ_INSERT_TAIL(&s->dead, e, link); /* its record is durable: now the dead letter */
+        s->ndead++;
+    } else {
+        TAILQ_INSERT_TAIL(&s->acks, e, link);
+        s->nacks++;
+    }
     if (--sl->outstanding == 0 && TAILQ_EMPTY(&sl->queue))
         sl->quiet_since = now_ms(s);
     wake(s);
@@ -481,6 +496,8 @@ static void slot_pass(slot_t *sl)
         sl->ending)
         return;
     while (!sl->paused && (e = TAILQ_FIRST(&sl->queue)) != NULL) {
+        if (e->state == E_CHECKING)
+            break; /* its delivery count first; the others wait behind it, in order */
         if (e->reject == HV_D_NONE && e->rules != sl->rules) {
             /* One batch has one rule set: this one ends, the next starts with these. */
             sl->ending = 1;
@@ -491,7 +508,8 @@ static void slot_pass(slot_t *sl)
         s->nqueued--;
         e->state = E_DELIVERED;
         sl->outstanding++;
-        hv_line_meta_t meta = {.token = e->id, .batch = sl->name, .reject = e->reject};
+        hv_line_meta_t meta = {
+            .token = e->id, .batch = sl->name, .reject = e->reject, .poisoned = e->poisoned};
         size_t len = e->url != NULL ? e->url_len : 0;
         int over = len > URL_MAX;
         src_t *src = sl->src;
@@ -546,7 +564,7 @@ typedef enum { GOT_NEW, GOT_PENDING, GOT_CLAIMED } got_t;
 /* An entry no batch can take (e->dead says why): held, counted against the bound like the
  * others, until it is moved to S:dead with its acknowledgement (flush_dead()). It keeps its
  * own fields and values for that. */
-static void take_dead_letter(hv_stream_t *s, entry_t *e, const redisReply *fields, got_t how)
+static void keep_fields(entry_t *e, const redisReply *fields)
 {
     e->nfv = fields->elements;
     e->fv = hv_xcalloc(e->nfv ? e->nfv : 1, sizeof(*e->fv));
@@ -560,6 +578,11 @@ static void take_dead_letter(hv_stream_t *s, entry_t *e, const redisReply *field
         e->fvlen[i] = str ? f->len : 0;
         e->fv[i][e->fvlen[i]] = '\0';
     }
+}
+
+static void take_dead_letter(hv_stream_t *s, entry_t *e, const redisReply *fields, got_t how)
+{
+    keep_fields(e, fields);
     HASH_ADD_STR(s->held, id, e);
     s->nheld++;
     TAILQ_INSERT_TAIL(&s->dead, e, link);
@@ -635,6 +658,12 @@ static void take_entry(hv_stream_t *s, const redisReply *item, got_t how)
     s->nheld++;
     TAILQ_INSERT_TAIL(&sl->queue, e, link);
     s->nqueued++;
+    if (how != GOT_NEW) {
+        /* Delivered before: a daemon may have died on it. Its delivery count decides. */
+        e->state = E_CHECKING;
+        keep_fields(e, fields);
+        s->nunchecked++;
+    }
     if (how == GOT_CLAIMED) {
         s->stats.reclaimed++;
         HV_LOG(HV_LOG_NOTICE, "event=stream_reclaimed id=%s batch=%s line=%" PRIu64, id,
@@ -926,6 +955,110 @@ static void on_plain_ack(hv_redis_t *r, void *data, int status, const redisReply
     (void)r, (void)data, (void)status, (void)rep;
 }
 
+/* ---- delivery counts ---- */
+
+/* An XPENDING in flight: the entry it asks about, by id (it may be gone by the answer). */
+typedef struct {
+    hv_stream_t *s;
+    char id[ID_MAX];
+} checkreq_t;
+
+/* The entry's one line of XPENDING ... id id 1: [id, consumer, idle, deliveries]. The
+ * deliveries, or -1 when the entry is no longer this consumer's (taken over meanwhile). */
+static long long pending_deliveries(const hv_stream_t *s, const redisReply *rep)
+{
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements == 0)
+        return -1;
+    const redisReply *it = rep->element[0];
+    if (it->type != REDIS_REPLY_ARRAY || it->elements < 4 ||
+        it->element[1]->type != REDIS_REPLY_STRING ||
+        it->element[3]->type != REDIS_REPLY_INTEGER)
+        return 0; /* not the reply Redis gives: no count to go by */
+    if (strlen(s->consumer) != it->element[1]->len ||
+        memcmp(s->consumer, it->element[1]->str, it->element[1]->len) != 0)
+        return -1;
+    return it->element[3]->integer;
+}
+
+static void on_check(hv_redis_t *r, void *data, int status, const redisReply *rep)
+{
+    checkreq_t *cq = data;
+    hv_stream_t *s = cq->s;
+    entry_t *e;
+    (void)r;
+    HASH_FIND_STR(s->held, cq->id, e);
+    free(cq);
+    if (e == NULL || e->state != E_CHECKING)
+        return;
+    if (status != 0 || retry_not_ready(&s->wr, reply_error(rep))) {
+        e->check_sent = 0; /* asked again once the connection is back */
+        s->nunchecked++;
+        wake(s);
+        return;
+    }
+    long long deliveries = 0;
+    if (reply_error(rep) != NULL)
+        HV_LOG(HV_LOG_WARNING, "event=stream_check_failed id=%s error=\"%s\"", e->id,
+               reply_error(rep));
+    else
+        deliveries = pending_deliveries(s, rep);
+    if (deliveries < 0) {
+        /* Another consumer took it over meanwhile: it is theirs to write. */
+        TAILQ_REMOVE(&e->slot->queue, e, link);
+        s->nqueued--;
+        s->stats.lost++;
+        HV_LOG(HV_LOG_NOTICE, "event=stream_entry_taken id=%s batch=%s line=%" PRIu64, e->id,
+               e->slot->name, e->line);
+        entry_free(s, e);
+        wake(s);
+        return;
+    }
+    if (deliveries > (long long)s->cfg->redis_max_deliveries) {
+        /* Its daemons kept dying on it: a failed record, and the dead letters. */
+        e->poisoned = 1;
+        e->reject = HV_D_DELIVERED_TOO_OFTEN;
+        e->dead = "poisoned";
+        HV_LOG(HV_LOG_WARNING, "event=stream_poisoned id=%s batch=%s line=%" PRIu64
+               " deliveries=%lld max=%u action=dead_letter", e->id, e->slot->name, e->line,
+               deliveries, s->cfg->redis_max_deliveries);
+    }
+    e->state = E_QUEUED;
+    wake(s);
+}
+
+/* Ask the delivery count of each entry delivered before (read again from the pending list,
+ * or taken over), one XPENDING each (they are few). */
+static void send_checks(hv_stream_t *s)
+{
+    slot_t *sl, *tmp;
+    entry_t *e;
+    if (s->nunchecked == 0 || !s->wr.up)
+        return;
+    HASH_ITER(hh, s->slots, sl, tmp) {
+        TAILQ_FOREACH(e, &sl->queue, link) {
+            if (e->state != E_CHECKING || e->check_sent)
+                continue;
+            args_t *a = s->args;
+            a->argc = 0;
+            arg(a, "XPENDING");
+            arg(a, s->cfg->redis_stream);
+            arg(a, s->cfg->redis_group);
+            arg(a, e->id);
+            arg(a, e->id);
+            arg(a, "1");
+            checkreq_t *cq = hv_xmalloc(sizeof(*cq));
+            cq->s = s;
+            memcpy(cq->id, e->id, sizeof(cq->id));
+            if (link_send(&s->wr, a, COMMAND_TIMEOUT_MS, on_check, cq) != 0) {
+                free(cq);
+                return;
+            }
+            e->check_sent = 1;
+            s->nunchecked--;
+        }
+    }
+}
+
 /* ---- dead letters ---- */
 
 typedef struct {
@@ -973,9 +1106,11 @@ static void flush_dead(hv_stream_t *s)
         a->argc = 0;
         arg(a, "EVAL");
         arg(a, dead_script);
-        arg(a, "2");
+        arg(a, e->slot != NULL ? "3" : "2");
         arg(a, s->cfg->redis_stream);
         arg(a, s->dead_key);
+        if (e->slot != NULL)
+            arg(a, e->slot->key);
         arg(a, s->cfg->redis_group);
         arg(a, e->id);
         arg(a, e->dead);
@@ -1231,6 +1366,7 @@ static void pass(hv_stream_t *s)
     }
     flush_acks(s);
     flush_dead(s);
+    send_checks(s);
     int active = !s->stopping && !s->fatal && !s->closing;
     if (active && s->wr.up && s->phase == P_GROUP && !s->grouping)
         ensure_group(s);

@@ -766,6 +766,7 @@ struct status_s {
     hv_streamctl_status_t pub;
     session_t s;
     char key_batches[HV_STREAM_NAME_MAX + 16];
+    char key_dead[HV_STREAM_NAME_MAX + 16];
     type_check_t stream_type;
     type_check_t batches_type;
     sbatch_t **list; /* sorted by name (when read from the set) or as given */
@@ -824,8 +825,9 @@ static void on_batch_fields(hv_redis_t *r, void *data, int status, const redisRe
 {
     sbatch_t *b = data;
     session_t *s = &b->st->s;
-    static const char *const names[] = {"added", "total", "done", "ok", "failed"};
-    uint64_t *fields[] = {&b->pub.added, &b->pub.total, &b->pub.done, &b->pub.ok, &b->pub.failed};
+    static const char *const names[] = {"added", "total", "done", "ok", "failed", "dead"};
+    uint64_t *fields[] = {&b->pub.added, &b->pub.total, &b->pub.done,
+                          &b->pub.ok,    &b->pub.failed, &b->pub.dead};
     char what[HV_STREAM_NAME_MAX + HV_STREAM_BATCH_MAX + 32];
     (void)r;
     snprintf(what, sizeof(what), "HMGET %s", b->key);
@@ -881,6 +883,22 @@ static void on_groups(hv_redis_t *r, void *data, int status, const redisReply *r
 
 /* XPENDING S G: the group's pending count and the count per consumer; NOGROUP when the
  * group is not there. */
+/* XLEN S:dead: the dead letters (0 when there is no such stream). */
+static void on_dead_letters(hv_redis_t *r, void *data, int status, const redisReply *reply)
+{
+    status_t *st = data;
+    (void)r;
+    if (status == 0 && reply->type == REDIS_REPLY_ERROR && starts_with(reply, "WRONGTYPE"))
+        return; /* not ours to count */
+    if (!reply_usable(&st->s, "XLEN", status, reply))
+        return;
+    if (reply->type != REDIS_REPLY_INTEGER || reply->integer < 0) {
+        unexpected(&st->s, "XLEN", reply);
+        return;
+    }
+    st->pub.dead_letters = (uint64_t)reply->integer;
+}
+
 static void on_summary(hv_redis_t *r, void *data, int status, const redisReply *reply)
 {
     status_t *st = data;
@@ -1035,8 +1053,10 @@ static int status_run(status_t *st, const char *const *batches, size_t nbatches)
     for (size_t i = 0; i < st->nlist; i++) {
         sbatch_t *b = st->list[i];
         send_type(&b->type, s, b->key, "hash");
-        SEND(s, on_batch_fields, b, "HMGET", b->key, "added", "total", "done", "ok", "failed");
+        SEND(s, on_batch_fields, b, "HMGET", b->key, "added", "total", "done", "ok", "failed",
+             "dead");
     }
+    SEND(s, on_dead_letters, st, "XLEN", st->key_dead);
     if (st->stream_type.exists) {
         SEND(s, on_summary, st, "XPENDING", st->pub.stream, st->pub.group);
         SEND(s, on_groups, st, "XINFO", "GROUPS", st->pub.stream);
@@ -1060,7 +1080,8 @@ hv_streamctl_rc_t hv_streamctl_status_read(const hv_streamctl_server_t *server, 
     *out = &st->pub;
     st->pub.stream = stream;
     st->pub.group = group;
-    if (hv_streamkeys_batches(stream, st->key_batches, sizeof(st->key_batches)) != 0)
+    if (hv_streamkeys_batches(stream, st->key_batches, sizeof(st->key_batches)) != 0 ||
+        hv_streamkeys_dead(stream, st->key_dead, sizeof(st->key_dead)) != 0)
         return hv_errf(err, errcap, HV_STREAMCTL_USAGE, "the stream name is too long");
     if (session_init(&st->s, server, err, errcap) != 0)
         return HV_STREAMCTL_FAILED;

@@ -111,6 +111,7 @@ typedef struct {
     char redis_group[256];
     char redis_consumer[256];    /* empty: HOSTNAME:SPOOL_DIR */
     uint64_t redis_claim_idle_ms; /* entries idle this long are taken over by a live daemon */
+    unsigned redis_max_deliveries; /* an entry delivered more often is poisoned (dead letter) */
 
     /* re-crawling (recrawl.h) and its store (store.h) */
     hv_recrawl_mode_t recrawl;

@@ -40,6 +40,7 @@ typedef enum {
     /* input: a stream entry that names no work we can do */
     HV_D_ENTRY_WITHOUT_URL,
     HV_D_UNKNOWN_RULES,
+    HV_D_DELIVERED_TOO_OFTEN,     /* an entry whose processing kept killing daemons */
 
     /* name lookup */
     HV_D_NAME_NOT_RESOLVED,

@@ -58,6 +58,7 @@ typedef enum {
     HV_ET_EXTRACTION_TOO_LARGE,
     HV_ET_BLOCKED_ADDRESS,
     HV_ET_INVALID_ENTRY,
+    HV_ET_POISONED,
     HV_ET__COUNT
 } hv_error_type_t;
 

@@ -17,8 +17,9 @@ typedef struct hv_source_s hv_source_t;
 typedef struct {
     const char *token;  /* the entry's id: its record carries it to the acknowledgement */
     const char *batch;  /* its record carries the batch and the line number (lineno) */
-    hv_detail_t reject; /* not HV_D_NONE: the line gets a failed input record (InvalidEntry)
-                           with this detail instead of a fetch */
+    hv_detail_t reject; /* not HV_D_NONE: the line gets a failed input record with this
+                           detail instead of a fetch */
+    int poisoned;       /* with `reject`: its error_type is Poisoned, not InvalidEntry */
 } hv_line_meta_t;
 
 /** What a source delivers to (implemented by the pipeline). */

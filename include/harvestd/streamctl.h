@@ -111,6 +111,7 @@ typedef struct {
     char *name;
     int exists; /* the batch's hash is there; else the batch is unknown */
     uint64_t added, total, done, ok, failed;
+    uint64_t dead;                /* of `failed`: poisoned entries moved to the dead letters */
     int has_total;
     uint64_t pending;             /* its entries in the group's pending list */
     hv_streamctl_tally_t holders; /* ... per consumer holding them */
@@ -129,6 +130,7 @@ typedef struct {
     hv_streamctl_tally_t consumers; /* pending entries per consumer */
     uint64_t gone;  /* pending entries no longer in the stream, or without a batch field */
     uint64_t other; /* pending entries of batches not asked for */
+    uint64_t dead_letters; /* entries in S:dead (stream.h: no batch could take them) */
 } hv_streamctl_status_t;
 
 /**

@@ -342,6 +342,8 @@ static void print_text(const hv_streamctl_status_t *st)
                " ok %" PRIu64 " failed %" PRIu64 " %s",
                b->name, b->added, total, b->done, b->pending, b->ok, b->failed,
                hv_streamctl_batch_complete(b) ? "complete" : "incomplete");
+        if (b->dead > 0)
+            printf(" dead %" PRIu64, b->dead);
         if (b->holders.n > 0) {
             printf(" holders:");
             for (size_t k = 0; k < b->holders.n; k++)
@@ -357,6 +359,8 @@ static void print_text(const hv_streamctl_status_t *st)
     if (st->has_lag)
         printf(" lag %" PRIu64, st->lag);
     printf(" consumers %zu", st->consumers.n);
+    if (st->dead_letters > 0)
+        printf(" dead_letters %" PRIu64, st->dead_letters);
     if (st->gone > 0)
         printf(" (%" PRIu64 " pending entries no longer in the stream)", st->gone);
     printf("\n");
@@ -399,11 +403,15 @@ static int print_json(const hv_streamctl_status_t *st)
         cJSON_AddNumberToObject(o, "pending", (double)b->pending);
         cJSON_AddNumberToObject(o, "ok", (double)b->ok);
         cJSON_AddNumberToObject(o, "failed", (double)b->failed);
+        if (b->dead > 0)
+            cJSON_AddNumberToObject(o, "dead", (double)b->dead);
         cJSON_AddBoolToObject(o, "complete", hv_streamctl_batch_complete(b));
         cJSON_AddItemToObject(o, "holders", counts_json(&b->holders));
         cJSON_AddItemToArray(batches, o);
     }
     cJSON_AddItemToObject(root, "consumers", counts_json(&st->consumers));
+    if (st->dead_letters > 0)
+        cJSON_AddNumberToObject(root, "dead_letters", (double)st->dead_letters);
     char *text = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     if (text == NULL) {

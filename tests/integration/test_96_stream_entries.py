@@ -4,8 +4,13 @@ what is checked is that no such entry can stop a daemon, and that merge finds it
 
 import json
 import os
+import resource
+import signal
+import subprocess
 
 import pytest
+
+from harness import SLOWDOWN
 
 from redisd import REDIS_SERVER
 from test_92_stream import batch_hash, stream_config, wait_for, xadd_lines
@@ -105,3 +110,58 @@ def test_96_03_entries_no_batch_can_take_go_to_the_dead_letters(redis_server, st
     assert r.returncode == 0, r.stderr
     recs = [json.loads(x) for x in merged.read_bytes().split(b"\n")[:-1]]
     assert [(r["line"], r["status"]) for r in recs] == [(1, "ok")]
+    st = harvestd.command("status", "--redis", redis_server.url)
+    assert "dead_letters %d" % (total - 1) in st.stdout, st.stdout
+
+
+def test_96_04_an_entry_that_keeps_killing_daemons_is_poisoned(redis_server, start_daemon, spool,
+                                                               origin, harvestd):
+    """A page that crashes the parser kills the daemon that fetches it; its entry stays
+    pending and is delivered again, to a daemon without the first one's crash note (here: the
+    note removed, as when another daemon takes the entry over), which dies too. Once delivered
+    more often than redis_max_deliveries (2 here), the entry is not processed again: its line
+    gets a failed record (Poisoned), the entry goes to the dead letters with its
+    acknowledgement, and its batch counts it as done, failed and dead, which status shows."""
+    c = redis_server.client()
+    marker = "poison-me"
+    bad = origin.url("/page?title=" + marker)
+    xadd_lines(c, "px", [bad])
+    env = {"HARVESTD_TEST_PARSE_ABORT": marker}
+    cfg = stream_config(redis_server, redis_consumer="n", parse_jobs="1", flush_ms="20ms",
+                        redis_max_deliveries="2")
+    note = spool.path("out", "px.n.crashes")
+    core = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, core[1]))
+    try:
+        for _ in range(2):
+            d = start_daemon(env=env, **cfg)
+            try:
+                d.popen.wait(20 * SLOWDOWN)
+            except subprocess.TimeoutExpired:
+                pytest.fail("the daemon did not abort on the page\n" + d.stderr_text()[-3000:])
+            assert d.popen.returncode == -signal.SIGABRT, d.stderr_text()[-3000:]
+            d.rc = d.popen.returncode
+            os.unlink(note)
+        assert len(origin.find_request(marker)) == 2
+        d = start_daemon(env=env, **cfg)
+        wait_for(lambda: batch_hash(c, "px").get("done", 0) == 1, 20, "the poisoned entry", [d])
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, core)
+    assert len(origin.find_request(marker)) == 2, "the poisoned page was fetched again"
+    h = batch_hash(c, "px")
+    assert (h.get("ok", 0), h["failed"], h["dead"]) == (0, 1, 1), h
+    dead = xrange_all(c, "harvestd:urls:dead")
+    assert [f["reason"] for _, f in dead] == ["poisoned"]
+    assert dead[0][1]["url"] == bad and dead[0][1]["line"] == "1"
+    assert len(d.events("stream_poisoned")) == 1
+    # The daemon goes on with the next entries as usual.
+    xadd_lines(c, "px", [origin.url("/page?title=g")], first_line=2)
+    wait_for(lambda: batch_hash(c, "px").get("done", 0) == 2, 20, "the next entry", [d])
+    assert d.stop() == 0
+    recs = [json.loads(x) for n in os.listdir(spool.path("out")) if n.endswith(".jsonl")
+            for x in open(spool.path("out", n), "rb").read().split(b"\n")[:-1]]
+    last = {r["line"]: r for r in recs}
+    assert (last[1]["error_type"], last[1]["error"]) == ("Poisoned", "delivered_too_often")
+    assert last[2]["status"] == "ok"
+    st = harvestd.command("status", "--redis", redis_server.url, "--batch", "px")
+    assert " dead 1" in st.stdout and "dead_letters 1" in st.stdout, st.stdout

@@ -119,6 +119,10 @@ struct tc_s {
     char fatal_detail[1100];
     int stopping, closing, closed;
 
+    /* the scripted stream's XPENDING answers */
+    int deliveries;
+    const char *owner;
+
     /* the hooks' own */
     int evals;
     int seen_new;
@@ -133,9 +137,15 @@ static int is(const cmd_t *c, const char *name)
     return strcmp(c->argv[0], name) == 0;
 }
 
+/* The dead-letter script: it adds to S:dead. */
+static int is_dead(const cmd_t *c)
+{
+    return is(c, "EVAL") && c->argc >= 2 && strstr(c->argv[1], "XADD") != NULL;
+}
+
 static int is_ack(const cmd_t *c)
 {
-    return is(c, "EVAL") && c->argc >= 3 && strcmp(c->argv[2], "2") == 0;
+    return is(c, "EVAL") && c->argc >= 3 && strcmp(c->argv[2], "2") == 0 && !is_dead(c);
 }
 
 static int is_new_read(const cmd_t *c)
@@ -368,6 +378,8 @@ static void answer(tc_t *t, peer_t *p, const cmd_t *c)
     } else if (is_ack(c)) {
         snprintf(reply, sizeof(reply), ":%d\r\n", (c->argc - 6) / 2);
         peer_send(p, reply);
+    } else if (is_dead(c)) {
+        peer_send(p, ":1\r\n");
     } else if (is(c, "EVAL")) {
         peer_send(p, "*0\r\n"); /* the refresh: none of ours was taken */
     } else if (is(c, "XACK")) {
@@ -375,6 +387,14 @@ static void answer(tc_t *t, peer_t *p, const cmd_t *c)
         peer_send(p, reply);
     } else if (is(c, "XAUTOCLAIM")) {
         peer_send(p, "*3\r\n$3\r\n0-0\r\n*0\r\n*0\r\n");
+    } else if (is(c, "XPENDING") && c->argc >= 6) {
+        /* An entry pending for the consumer, delivered t->deliveries times (2: read once,
+         * then again). */
+        char buf[256];
+        int n = snprintf(buf, sizeof(buf), "*1\r\n*4\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n:1000\r\n:%d\r\n",
+                         strlen(c->argv[3]), c->argv[3], strlen(t->owner), t->owner,
+                         t->deliveries);
+        peer_write(p, buf, (size_t)n);
     } else {
         peer_send(p, "-ERR unknown command\r\n");
     }
@@ -561,6 +581,8 @@ static tc_t *tc_open(unsigned bound, const char *const *extra)
     size_t n = 0;
     t->cmds = hv_xcalloc(MAX_CMDS, sizeof(*t->cmds));
     t->bound = bound;
+    t->deliveries = 2;
+    t->owner = CONSUMER;
     bind_port(t);
     snprintf(qs, sizeof(qs), "%u", bound);
     const char *base[] = {"source", "redis", "redis_url", t->url, "redis_consumer", CONSUMER,
@@ -1353,4 +1375,89 @@ TEST_IMPL(stream_keeps_no_more_than_it_asked_for)
     read_records(t, "b", &r);
     ASSERT_EQ(4, r.n);
     tc_close(t);
+}
+
+/* ---- delivery counts ---- */
+
+static int dead_seen(tc_t *t)
+{
+    return stats(t).dead >= 1;
+}
+
+TEST_IMPL(stream_poisoned_entry_gets_a_record_and_a_dead_letter)
+{
+    char buf[1024];
+    tc_t *t = tc_open(8, NULL);
+    /* Read again from the pending list after its sixth delivery: its daemons kept dying. */
+    t->deliveries = 6;
+    entry(&t->pending[0], "6-1", "b", "4", "http://crash.test/");
+    t->npending = 1;
+    tc_start(t);
+    run_until(t, dead_seen, "the dead letter");
+    int x = find(t, "XPENDING", 0);
+    ASSERT_GE(x, 0);
+    ASSERT_STR_EQ("XPENDING " STREAM " " GROUP " 6-1 6-1 1", args(&t->cmds[x], 0, buf, sizeof(buf)));
+    ASSERT(on_write_link(t, x));
+    /* The dead letter, moved with its acknowledgement and counted in its batch. */
+    int d = -1;
+    for (int i = 0; i < t->ncmds; i++)
+        if (is_dead(&t->cmds[i]))
+            d = i;
+    ASSERT_GE(d, 0);
+    ASSERT_STR_EQ("3 " STREAM " " STREAM ":dead " STREAM ":batch:b " GROUP " 6-1 poisoned " CONSUMER
+                  " batch b line 4 url http://crash.test/",
+                  args(&t->cmds[d], 2, buf, sizeof(buf)));
+    ASSERT_EQ(0, count_cmds(t, "XACK"));
+    for (int i = 0; i < t->ncmds; i++)
+        ASSERT(!is_ack(&t->cmds[i])); /* not acknowledged the usual way as well */
+    /* Its line has its record, written before the dead letter went: never fetched. */
+    records_t r;
+    read_records(t, "b", &r);
+    ASSERT_EQ(1, r.n);
+    ASSERT_STR_EQ("Poisoned", r.error_type[0]);
+    ASSERT_STR_EQ("delivered_too_often", r.error[0]);
+    ASSERT_EQ(0, t->fatals);
+    tc_close(t);
+}
+
+TEST_IMPL(stream_redelivered_entry_within_the_bound_is_processed)
+{
+    tc_t *t = tc_open(8, NULL);
+    t->deliveries = 5; /* redis_max_deliveries: still processed */
+    entry(&t->pending[0], "5-1", "b", "1", "not a url");
+    t->npending = 1;
+    t->want = 1;
+    tc_start(t);
+    run_until(t, acked_want, "the acknowledgement");
+    ASSERT_EQ(1, count_cmds(t, "XPENDING"));
+    ASSERT_EQ(0, stats(t).dead);
+    records_t r;
+    read_records(t, "b", &r);
+    ASSERT_EQ(1, r.n);
+    ASSERT_STR_EQ("InvalidUrl", r.error_type[0]);
+    tc_close(t);
+}
+
+static int lost_seen(tc_t *t)
+{
+    return stats(t).lost >= 1;
+}
+
+TEST_IMPL(stream_redelivered_entry_taken_meanwhile_is_left_to_its_owner)
+{
+    tc_t *t = tc_open(8, NULL);
+    t->owner = "another";
+    entry(&t->pending[0], "7-1", "b", "1", "not a url");
+    t->npending = 1;
+    tc_start(t);
+    run_until(t, lost_seen, "the entry found taken");
+    hv_stream_stats_t st = stats(t);
+    ASSERT_EQ(0, st.held);
+    ASSERT_EQ(0, st.acked);
+    /* No record: the batch's output, if it was made at all, is empty. */
+    char path[700];
+    struct stat sb;
+    snprintf(path, sizeof(path), "%s/b." CONSUMER ".jsonl", t->out);
+    tc_close(t);
+    ASSERT(stat(path, &sb) != 0 || sb.st_size == 0);
 }
