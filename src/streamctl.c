@@ -75,10 +75,13 @@ __attribute__((format(printf, 2, 3))) static void session_fail_at(session_t *s, 
     va_end(ap);
 }
 
-/* A command (`what`: its name and key) that got no reply within `ms`. */
+/* A command (`what`: its name and key) that got no reply within `ms`, or whose connection
+ * failed with `status`. */
 static void session_fail_status_within(session_t *s, const char *what, int status, uint64_t ms)
 {
-    if (status == UV_ETIMEDOUT)
+    if (status == HV_ETOOBIG && s->r != NULL && hv_redis_limit(s->r) != NULL)
+        session_fail(s, "%s: the reply is over harvestd's limit: %s", what, hv_redis_limit(s->r));
+    else if (status == UV_ETIMEDOUT)
         session_fail(s, "%s: no reply within %" PRIu64 " ms", what, ms);
     else if (status == UV_EOF)
         session_fail(s, "%s: the server closed the connection", what);
@@ -120,6 +123,8 @@ static void on_session_error(hv_redis_t *r, int err)
     session_t *s = hv_redis_data(r);
     if (err == UV_EOF)
         session_fail_at(s, "%s closed the connection", s->url);
+    else if (err == HV_ETOOBIG && hv_redis_limit(r) != NULL)
+        session_fail_at(s, "%s sent a reply over harvestd's limit: %s", s->url, hv_redis_limit(r));
     else
         session_fail_at(s, "connection to %s lost: %s (%s)", s->url, hv_strerror(err),
                         hv_err_name(err));
