@@ -684,3 +684,20 @@ def test_90_25_status_refuses_a_reply_over_the_bounds(harvestd, tmp_path):
     if wrapper and not SANITIZER:
         assert 0 < peak < FLOOD_RSS_KIB
     assert len(server.floods) == 1 and server.floods[0] < 64 << 20  # cut short
+
+
+def test_90_26_status_reads_the_batch_set_a_page_at_a_time(harvestd, redis_server):
+    """The set of batches is read with SSCAN, about 1000 names a reply, so that each reply
+    stays within the bounds of redis.h however many batches a stream has had: every name once,
+    in order."""
+    names = ["batch-%04d" % i for i in range(2500)]
+    with redis_server.client() as c:
+        for start in range(0, len(names), 500):
+            c.call("SADD", STREAM + ":batches", *names[start:start + 500])
+        c.call("CONFIG", "RESETSTAT")
+        doc = json.loads(status(harvestd, redis_server, "--json").stdout)
+        stats = c.call("INFO", "commandstats")
+    assert [b["name"] for b in doc["batches"]] == names
+    sscans = re.search(r"cmdstat_sscan:calls=(\d+)", stats)
+    assert sscans and int(sscans.group(1)) >= 3, stats
+    assert "cmdstat_smembers" not in stats
