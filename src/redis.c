@@ -13,11 +13,20 @@
  * database other than 0: the SELECT is the one pending command, under its own deadline) ->
  * OPEN (the owner was told, and sends) -> BROKEN (the owner is told once: on_connect while
  * CONNECTING or SELECTING, on_error once OPEN) -> CLOSING (hv_redis_close).
+ *
+ * The bounds (redis.h) are kept by a scan of the RESP framing that sees every byte before the
+ * reader does: it knows where the current reply started, which arrays are open and how many
+ * elements each still owes, and the length a header announces as its digits arrive. Bytes up
+ * to the one that breaks a bound go to the reader (replies completed before it are answered),
+ * the rest never does. The scan is stricter than the reader only on framing no Redis sends
+ * (a header that is not a count, a bulk string not followed by CRLF), which fails as a reply
+ * the reader refuses would (HV_EPROTO).
  */
 #include "harvestd/redis.h"
 
 #include <hiredis/read.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +37,33 @@
 #include "harvestd/log.h"
 
 typedef enum { ST_CONNECTING, ST_SELECTING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
+
+/* Where the scan is: at a reply's or element's type byte, in a header's count ($ and *), in a
+ * simple line (+ - :), in a bulk string's bytes, or at the CRLF after them. */
+typedef enum {
+    SC_TYPE,
+    SC_COUNT,
+    SC_COUNT_LF,
+    SC_LINE,
+    SC_LINE_LF,
+    SC_BULK,
+    SC_BULK_CR,
+    SC_BULK_LF
+} scan_state_t;
+
+typedef struct {
+    scan_state_t state;
+    char type;    /* the header's or line's type byte */
+    int negative; /* the count started with '-' */
+    int digits;
+    uint64_t count;                    /* the header's count so far */
+    uint64_t line;                     /* bytes of the simple line so far */
+    uint64_t bulk;                     /* bulk string bytes still to come */
+    unsigned depth;                    /* arrays open */
+    uint64_t owed[HV_REDIS_MAX_DEPTH]; /* elements each open array still owes */
+    uint64_t elements;                 /* elements this reply's arrays announced */
+    uint64_t bytes;                    /* bytes of this reply so far */
+} scan_t;
 
 typedef struct pending_s {
     hv_redis_reply_cb cb;
@@ -51,6 +87,9 @@ struct hv_redis_s {
     uint64_t timeout_ms;
     int select_failed; /* the connect failed in SELECTING */
     char *refusal;     /* the server's error reply to SELECT */
+    scan_t scan;
+    int scan_err;   /* why the scan stopped: HV_ETOOBIG or HV_EPROTO */
+    char limit[96]; /* the bound a reply broke (HV_ETOOBIG), or "" */
 };
 
 /* Free once no callback of ours is on the stack. */
@@ -205,28 +244,200 @@ static void on_conn_error(hv_conn_t *c, int err)
     broken(c->data, err);
 }
 
-static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
+/* ---- the bounds */
+
+/* A bound broken: the scan stops here. Returns 0, for the scan's caller. */
+__attribute__((format(printf, 2, 3))) static int over(hv_redis_t *r, const char *fmt, ...)
 {
-    hv_redis_t *r = c->data;
-    if (r->state != ST_OPEN && r->state != ST_SELECTING)
-        return;
-    if (redisReaderFeed(r->reader, data, len) != REDIS_OK) {
-        broken(r, HV_EPROTO);
-        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->limit, sizeof(r->limit), fmt, ap);
+    va_end(ap);
+    r->scan_err = HV_ETOOBIG;
+    return 0;
+}
+
+static int malformed(hv_redis_t *r)
+{
+    r->scan_err = HV_EPROTO;
+    return 0;
+}
+
+/* An element (or the reply itself) is complete: the arrays it closes are closed, and once no
+ * array is open the next byte starts a new reply. */
+static void element_done(scan_t *sc)
+{
+    sc->state = SC_TYPE;
+    while (sc->depth > 0) {
+        if (--sc->owed[sc->depth - 1] > 0)
+            return;
+        sc->depth--;
     }
+    sc->bytes = 0;
+    sc->elements = 0;
+}
+
+/* A header's count is complete (after its CRLF). 1, or 0 with the scan stopped. */
+static int header_done(hv_redis_t *r)
+{
+    scan_t *sc = &r->scan;
+    if (sc->negative) { /* -1: a nil bulk string or array, as the reader takes it */
+        element_done(sc);
+        return 1;
+    }
+    if (sc->type == '$') {
+        if (sc->bytes + sc->count + 2 > HV_REDIS_MAX_REPLY_BYTES)
+            return over(r, "a reply longer than %d bytes", HV_REDIS_MAX_REPLY_BYTES);
+        sc->bulk = sc->count;
+        sc->state = sc->bulk > 0 ? SC_BULK : SC_BULK_CR;
+        return 1;
+    }
+    if (sc->count == 0) {
+        element_done(sc);
+        return 1;
+    }
+    sc->elements += sc->count;
+    sc->owed[sc->depth++] = sc->count;
+    sc->state = SC_TYPE;
+    return 1;
+}
+
+/* One byte of a header's count: "-1", or digits whose value stays within the bound. */
+static int count_byte(hv_redis_t *r, char ch)
+{
+    scan_t *sc = &r->scan;
+    if (ch == '\r') {
+        if (sc->digits == 0)
+            return malformed(r);
+        sc->state = SC_COUNT_LF;
+        return 1;
+    }
+    if (ch == '-' && sc->digits == 0 && !sc->negative) {
+        sc->negative = 1;
+        return 1;
+    }
+    if (ch < '0' || ch > '9')
+        return malformed(r);
+    sc->count = sc->count * 10 + (uint64_t)(ch - '0');
+    sc->digits++;
+    if (sc->negative && sc->count != 1)
+        return malformed(r);
+    if (sc->negative)
+        return 1;
+    /* Refused as soon as the digits say too much: "$99999999999" does not wait for its CRLF. */
+    if (sc->type == '$' && sc->count > HV_REDIS_MAX_BULK)
+        return over(r, "a bulk string longer than %d bytes", HV_REDIS_MAX_BULK);
+    if (sc->type == '*' && sc->count > HV_REDIS_MAX_ELEMENTS - sc->elements)
+        return over(r, "arrays of more than %d elements in one reply", HV_REDIS_MAX_ELEMENTS);
+    return 1;
+}
+
+/* One byte outside a bulk string's contents. 1, or 0 with the scan stopped. */
+static int scan_byte(hv_redis_t *r, char ch)
+{
+    scan_t *sc = &r->scan;
+    if (++sc->bytes > HV_REDIS_MAX_REPLY_BYTES)
+        return over(r, "a reply longer than %d bytes", HV_REDIS_MAX_REPLY_BYTES);
+    switch (sc->state) {
+    case SC_TYPE:
+        sc->type = ch;
+        if (ch == '+' || ch == '-' || ch == ':') {
+            sc->line = 0;
+            sc->state = SC_LINE;
+            return 1;
+        }
+        if (ch != '$' && ch != '*')
+            return malformed(r);
+        if (ch == '*' && sc->depth == HV_REDIS_MAX_DEPTH)
+            return over(r, "arrays nested deeper than %d", HV_REDIS_MAX_DEPTH);
+        sc->negative = 0;
+        sc->digits = 0;
+        sc->count = 0;
+        sc->state = SC_COUNT;
+        return 1;
+    case SC_COUNT:
+        return count_byte(r, ch);
+    case SC_COUNT_LF:
+        return ch == '\n' ? header_done(r) : malformed(r);
+    case SC_LINE_LF:
+        if (ch == '\n') {
+            element_done(sc);
+            return 1;
+        }
+        /* A CR inside the line, as the reader takes it: only CRLF ends a line. */
+        sc->line++;
+        if (ch == '\r')
+            break;
+        sc->state = SC_LINE;
+        /* fall through */
+    case SC_LINE:
+        if (ch == '\r') {
+            sc->state = SC_LINE_LF;
+            return 1;
+        }
+        sc->line++;
+        break;
+    case SC_BULK_CR:
+        if (ch != '\r')
+            return malformed(r);
+        sc->state = SC_BULK_LF;
+        return 1;
+    case SC_BULK_LF:
+        if (ch != '\n')
+            return malformed(r);
+        element_done(sc);
+        return 1;
+    case SC_BULK:
+        break; /* not here: scan() takes the contents whole */
+    }
+    if (sc->line > HV_REDIS_MAX_BULK)
+        return over(r, "a status, error or integer line longer than %d bytes", HV_REDIS_MAX_BULK);
+    return 1;
+}
+
+/* How many of `len` bytes are within the bounds: all of them, or those before the byte that
+ * broke one (r->scan_err says why). */
+static size_t scan(hv_redis_t *r, const char *data, size_t len)
+{
+    scan_t *sc = &r->scan;
+    size_t i = 0;
+    while (i < len) {
+        if (sc->state == SC_BULK) {
+            /* Its header made sure the reply has room for it. */
+            size_t n = (size_t)HV_MIN((uint64_t)(len - i), sc->bulk);
+            sc->bulk -= n;
+            sc->bytes += n;
+            i += n;
+            if (sc->bulk == 0)
+                sc->state = SC_BULK_CR;
+            continue;
+        }
+        if (!scan_byte(r, data[i]))
+            return i;
+        i++;
+    }
+    return len;
+}
+
+/* ---- replies */
+
+/* Answer each complete reply the reader has. 1, or 0 when the connection is no longer open
+ * (broken, SELECT failed, or closed by a callback: then freed). */
+static int deliver(hv_redis_t *r)
+{
     for (;;) {
         void *reply = NULL;
         if (redisReaderGetReply(r->reader, &reply) != REDIS_OK) {
             broken(r, HV_EPROTO);
-            return;
+            return 0;
         }
         if (reply == NULL)
-            break;
+            return 1;
         pending_t *p = TAILQ_FIRST(&r->pending);
         if (p == NULL) { /* a reply nobody asked for */
             freeReplyObject(reply);
             broken(r, HV_EPROTO);
-            return;
+            return 0;
         }
         TAILQ_REMOVE(&r->pending, p, link);
         r->npending--;
@@ -234,9 +445,27 @@ static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
         free(p);
         freeReplyObject(reply);
         if (!alive)
-            return;
+            return 0;
         if (r->state != ST_OPEN)
-            return; /* a callback's command broke the connection, or SELECT failed */
+            return 0; /* a callback's command broke the connection, or SELECT failed */
+    }
+}
+
+static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
+{
+    hv_redis_t *r = c->data;
+    if (r->state != ST_OPEN && r->state != ST_SELECTING)
+        return;
+    size_t within = scan(r, data, len);
+    if (within > 0 && redisReaderFeed(r->reader, data, within) != REDIS_OK) {
+        broken(r, HV_EPROTO);
+        return;
+    }
+    if (!deliver(r))
+        return;
+    if (within < len) {
+        broken(r, r->scan_err);
+        return;
     }
     arm(r);
 }
@@ -283,6 +512,11 @@ const char *hv_redis_failed_command(const hv_redis_t *r)
 const char *hv_redis_refusal(const hv_redis_t *r)
 {
     return r->refusal;
+}
+
+const char *hv_redis_limit(const hv_redis_t *r)
+{
+    return r->limit[0] != '\0' ? r->limit : NULL;
 }
 
 int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *argvlen,

@@ -1320,6 +1320,9 @@ static void on_link_connect(hv_redis_t *r, int status)
         fatal(s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", s->cfg->redis_url,
               s->addr.db, hv_redis_refusal(r));
     if (status != 0) {
+        if (hv_redis_limit(r) != NULL)
+            HV_LOG(HV_LOG_WARNING, "event=redis_reply_over_limit link=%s url=%s limit=\"%s\"",
+                   l->name, s->cfg->redis_url, hv_redis_limit(r));
         link_down(l, status);
         return;
     }
@@ -1334,7 +1337,12 @@ static void on_link_connect(hv_redis_t *r, int status)
 
 static void on_link_error(hv_redis_t *r, int err)
 {
-    link_down(hv_redis_data(r), err);
+    link_t *l = hv_redis_data(r);
+    /* A reply over a bound of redis.h: a broken or hostile server, named in the log. */
+    if (hv_redis_limit(r) != NULL)
+        HV_LOG(HV_LOG_WARNING, "event=redis_reply_over_limit link=%s url=%s limit=\"%s\"",
+               l->name, l->s->cfg->redis_url, hv_redis_limit(r));
+    link_down(l, err);
 }
 
 static const hv_redis_cbs_t link_cbs = {on_link_connect, on_link_error};

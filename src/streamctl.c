@@ -75,10 +75,13 @@ __attribute__((format(printf, 2, 3))) static void session_fail_at(session_t *s, 
     va_end(ap);
 }
 
-/* A command (`what`: its name and key) that got no reply within `ms`. */
+/* A command (`what`: its name and key) that got no reply within `ms`, or whose connection
+ * failed with `status`. */
 static void session_fail_status_within(session_t *s, const char *what, int status, uint64_t ms)
 {
-    if (status == UV_ETIMEDOUT)
+    if (status == HV_ETOOBIG && s->r != NULL && hv_redis_limit(s->r) != NULL)
+        session_fail(s, "%s: the reply is over harvestd's limit: %s", what, hv_redis_limit(s->r));
+    else if (status == UV_ETIMEDOUT)
         session_fail(s, "%s: no reply within %" PRIu64 " ms", what, ms);
     else if (status == UV_EOF)
         session_fail(s, "%s: the server closed the connection", what);
@@ -120,6 +123,8 @@ static void on_session_error(hv_redis_t *r, int err)
     session_t *s = hv_redis_data(r);
     if (err == UV_EOF)
         session_fail_at(s, "%s closed the connection", s->url);
+    else if (err == HV_ETOOBIG && hv_redis_limit(r) != NULL)
+        session_fail_at(s, "%s sent a reply over harvestd's limit: %s", s->url, hv_redis_limit(r));
     else
         session_fail_at(s, "connection to %s lost: %s (%s)", s->url, hv_strerror(err),
                         hv_err_name(err));
@@ -709,6 +714,9 @@ void hv_streamctl_enqueue_free(hv_streamctl_enqueue_t *e)
 
 /* A page of the group's pending list, then one XRANGE per entry of it. */
 #define PAGE_SIZE 1000
+/* Batch names asked for per SSCAN of the set of batches: each reply stays small (redis.h's
+ * bounds) however many batches the stream has had. */
+#define MEMBERS_PAGE "1000"
 
 static void counts_add(hv_streamctl_tally_t *c, const char *name, size_t len, uint64_t n)
 {
@@ -769,6 +777,7 @@ struct status_s {
     char key_dead[HV_STREAM_NAME_MAX + 16];
     type_check_t stream_type;
     type_check_t batches_type;
+    char cursor[24]; /* SSCAN's, "0" once the set is read */
     sbatch_t **list; /* sorted by name (when read from the set) or as given */
     size_t nlist;
     size_t caplist;
@@ -804,21 +813,28 @@ static int batch_cmp(const void *x, const void *y)
     return strcmp((*(sbatch_t *const *)x)->pub.name, (*(sbatch_t *const *)y)->pub.name);
 }
 
+/* SSCAN S:batches CURSOR COUNT n: [next cursor, [name...]]. A name may come twice (the set
+ * was resized meanwhile): status_add_batch() keeps one. */
 static void on_members(hv_redis_t *r, void *data, int status, const redisReply *reply)
 {
     status_t *st = data;
     char what[sizeof(st->key_batches) + 16];
     (void)r;
-    snprintf(what, sizeof(what), "SMEMBERS %s", st->key_batches);
+    snprintf(what, sizeof(what), "SSCAN %s", st->key_batches);
     if (!reply_usable(&st->s, what, status, reply))
         return;
-    if (reply->type != REDIS_REPLY_ARRAY) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[0]->len >= sizeof(st->cursor) ||
+        reply->element[1]->type != REDIS_REPLY_ARRAY) {
         unexpected(&st->s, what, reply);
         return;
     }
-    for (size_t i = 0; i < reply->elements; i++)
-        if (reply->element[i]->type == REDIS_REPLY_STRING)
-            status_add_batch(st, reply->element[i]->str, reply->element[i]->len);
+    memcpy(st->cursor, reply->element[0]->str, reply->element[0]->len + 1);
+    const redisReply *names = reply->element[1];
+    for (size_t i = 0; i < names->elements; i++)
+        if (names->element[i]->type == REDIS_REPLY_STRING)
+            status_add_batch(st, names->element[i]->str, names->element[i]->len);
 }
 
 static void on_batch_fields(hv_redis_t *r, void *data, int status, const redisReply *reply)
@@ -1041,12 +1057,19 @@ static int status_run(status_t *st, const char *const *batches, size_t nbatches)
     send_type(&st->stream_type, s, st->pub.stream, "stream");
     send_type(&st->batches_type, s, st->key_batches, "set");
     if (nbatches == 0)
-        SEND(s, on_members, st, "SMEMBERS", st->key_batches);
+        SEND(s, on_members, st, "SSCAN", st->key_batches, "0", "COUNT", MEMBERS_PAGE);
     else
         for (size_t i = 0; i < nbatches; i++)
             status_add_batch(st, batches[i], strlen(batches[i]));
     if (session_wait(s) != 0)
         return -1;
+    while (nbatches == 0 && strcmp(st->cursor, "0") != 0) {
+        char cursor[sizeof(st->cursor)];
+        memcpy(cursor, st->cursor, sizeof(cursor));
+        SEND(s, on_members, st, "SSCAN", st->key_batches, cursor, "COUNT", MEMBERS_PAGE);
+        if (session_wait(s) != 0)
+            return -1;
+    }
     if (nbatches == 0 && st->nlist > 1)
         qsort(st->list, st->nlist, sizeof(*st->list), batch_cmp);
 

@@ -18,6 +18,12 @@
  * another database. A refused SELECT is a failed connect (HV_EREFUSED, with the server's
  * words in hv_redis_refusal()).
  *
+ * Every reply is bounded (the HV_REDIS_MAX_* limits below): the framing is scanned as bytes
+ * arrive, before hiredis's reader buffers them, so that a header announcing too much is
+ * refused when it arrives rather than after the bytes it announced. A reply that breaks a
+ * bound breaks the connection like a reply that does not parse, with HV_ETOOBIG, and
+ * hv_redis_limit() names the bound. hiredis 0.14's reader has no such bounds of its own.
+ *
  * Ownership: hv_redis_close() fails what is pending with UV_ECANCELED (from inside the call)
  * and frees the hv_redis_t (once no callback of its own is running); the pointer must not be
  * used after it. It may be called from any callback.
@@ -33,6 +39,28 @@
 #include "harvestd/conn.h"
 #include "harvestd/redisurl.h"
 
+/*
+ * The bounds on one reply. The largest reply harvestd asks for is the stream's XREADGROUP: at
+ * most `concurrency` entries (10000 at most; XAUTOCLAIM asks for 1000 at most), each a few
+ * fields and a URL of at most 8 KiB (HV_URL_MAX): about 86 MB, in 110,000 elements, nested
+ * five deep (the streams, a stream, its entries, an entry, its fields). The status command
+ * reads pages of 1000 pending entries and one small reply per entry. Each bound leaves room
+ * above that, and is far below what would hurt the daemon.
+ */
+/** Longest bulk string, status, error or integer line: 128 times the longest URL (a batch or
+ *  rules name, an entry id, a server's error text are all far shorter). */
+#define HV_REDIS_MAX_BULK (1024 * 1024)
+/** Elements one reply's arrays may announce, all of its arrays together (so also the length of
+ *  any one array): about ten times the 110,000 of the largest read. Counting them together bounds
+ *  what hiredis allocates for a reply, which is mostly per element, not per byte. */
+#define HV_REDIS_MAX_ELEMENTS (1024 * 1024)
+/** Arrays nested in one another: three more than the five of XREADGROUP's reply, and as deep
+ *  as hiredis 0.14's reader goes at all. */
+#define HV_REDIS_MAX_DEPTH 8
+/** Bytes of one reply, counted as they arrive (the part of a reply the reader holds before it
+ *  is complete is within this too): half again the 86 MB of the largest read. */
+#define HV_REDIS_MAX_REPLY_BYTES (128 * 1024 * 1024)
+
 typedef struct hv_redis_s hv_redis_t;
 
 /** A command's outcome: status 0 with `reply` (which may be a REDIS_REPLY_ERROR: the server
@@ -42,11 +70,13 @@ typedef void (*hv_redis_reply_cb)(hv_redis_t *r, void *data, int status, const r
 
 typedef struct {
     /** Connected and on the URL's database (0), or not: a UV_* error (UV_ETIMEDOUT after the
-     *  connect timeout, or when SELECT got no reply in time), or HV_EREFUSED when the server
-     *  refused SELECT. The owner closes a connection that failed. */
+     *  connect timeout, or when SELECT got no reply in time), HV_EREFUSED when the server
+     *  refused SELECT, HV_ETOOBIG when its reply broke a bound. The owner closes a connection
+     *  that failed. */
     void (*on_connect)(hv_redis_t *r, int status);
     /** The open connection broke (the server closed it, a reply did not parse, a command
-     *  timed out); every pending command has had its callback. The owner closes it. */
+     *  timed out, a reply broke a bound: HV_ETOOBIG, see hv_redis_limit()); every pending
+     *  command has had its callback, with the same error. The owner closes it. */
     void (*on_error)(hv_redis_t *r, int err);
 } hv_redis_cbs_t;
 
@@ -65,6 +95,11 @@ const char *hv_redis_failed_command(const hv_redis_t *r);
 /** After on_connect reported HV_EREFUSED: the server's error reply to SELECT (valid until
  *  hv_redis_close()); NULL otherwise. */
 const char *hv_redis_refusal(const hv_redis_t *r);
+
+/** After a failure with HV_ETOOBIG (on_error, on_connect, or a command's callback): the bound
+ *  the reply broke, as text naming it and its value ("a bulk string longer than 1048576
+ *  bytes"), for the owner's log or message; valid until hv_redis_close(). NULL otherwise. */
+const char *hv_redis_limit(const hv_redis_t *r);
 
 /** Send a command of `argc` arguments (binary-safe, `argvlen` bytes each). Its reply is due
  *  within `timeout_ms` (for a blocking command, its block time and some slack). 0, or

@@ -309,15 +309,21 @@ def launcher():
     return _launcher_path
 
 
-def _vm_hwm_kib(pid):
+def vm_kib(pid, field="VmRSS"):
+    """A size line of /proc/PID/status (VmRSS: resident now, VmHWM: its peak) in KiB; 0 when
+    the process is gone."""
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def _vm_hwm_kib(pid):
+    return vm_kib(pid, "VmHWM")
 
 
 class Proc:

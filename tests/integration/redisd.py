@@ -16,6 +16,16 @@ The `redis_server` fixture (imported by conftest.py) yields a started server in
 tmp_path/"redis" and stops it after the test. Tests are skipped when redis-server is not
 installed (`make deps` installs it). The server never saves (--save ''), binds 127.0.0.1 only
 and logs to tmp_dir/redis.log, whose tail is in the error when it does not start.
+
+A broken or hostile server, for what no redis-server would send:
+
+    ScriptedRedis(answers).start()   a RESP server on a free port of 127.0.0.1 (stdlib
+                     socketserver, a thread per connection) that answers each command by its
+                     name from `answers`: bytes sent as they are, or a function given the
+                     socket and the server (flood() makes one); "+OK" for a name not there
+        .stop(), .port, .url, .floods (bytes of filler each flood() answer sent, once done)
+    flood(header)    an answer that sends `header` (one announcing more than harvestd takes)
+                     and then filler until the client goes away (or 1 GiB)
 """
 
 import atexit
@@ -23,7 +33,9 @@ import os
 import shutil
 import signal
 import socket
+import socketserver
 import subprocess
+import threading
 import time
 
 import pytest
@@ -258,3 +270,111 @@ def redis_server(tmp_path):
         yield server
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------------------- a scripted server
+
+
+def flood(header, limit=1 << 30):
+    """An answer: `header`, then filler until the client goes away or `limit` bytes went."""
+    chunk = b"x" * 65536
+
+    def answer(sock, server):
+        sent = 0
+        try:
+            sock.sendall(header)
+            while sent < limit:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass  # the client closed the connection: what is wanted
+        with server.lock:
+            server.floods.append(sent)
+        raise ConnectionError("flooded")  # nothing more on this connection
+
+    return answer
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    def _command(self):
+        """The next command as a list of bytes (a RESP array of bulk strings), or None at EOF."""
+        line = self.rfile.readline()
+        if not line.startswith(b"*"):
+            return None
+        args = []
+        for _ in range(int(line[1:])):
+            head = self.rfile.readline()
+            if not head.startswith(b"$"):
+                return None
+            data = self.rfile.read(int(head[1:]) + 2)
+            args.append(data[:-2])
+        return args
+
+    def handle(self):
+        server = self.server.owner
+        self.request.settimeout(30)
+        with server.lock:
+            server.connections.append(self.request)
+        try:
+            while True:
+                args = self._command()
+                if not args:
+                    return
+                answer = server.answers.get(args[0].decode("ascii", "replace").upper(),
+                                            b"+OK\r\n")
+                if callable(answer):
+                    answer(self.request, server)
+                else:
+                    self.request.sendall(answer)
+        except (OSError, ValueError):
+            pass
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class ScriptedRedis:
+    """See the module's docstring."""
+
+    def __init__(self, answers):
+        self.answers = {k.upper(): v for k, v in answers.items()}
+        self.lock = threading.Lock()
+        self.floods = []
+        self.connections = []
+        self._server = None
+        self._thread = None
+        self.port = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    def start(self):
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.owner = self
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        with self.lock:
+            for sock in self.connections:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        self._thread.join(5)
+        self._server = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

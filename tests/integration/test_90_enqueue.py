@@ -1,7 +1,8 @@
 """`harvestd enqueue` and `harvestd status` against a real redis-server (redisd.py) of each
 test's own, on 127.0.0.1: the entries and the batch hash (streamkeys.h), reruns and an
-enqueue killed half-way, standard input, usage errors, Redis failures, and the progress that
-status reports from batch hashes and pending entries the tests make themselves."""
+enqueue killed half-way, standard input, usage errors, Redis failures (and a scripted server's
+replies over the bounds of redis.h), and the progress that status reports from batch hashes
+and pending entries the tests make themselves."""
 
 import json
 import os
@@ -13,8 +14,9 @@ import time
 
 import pytest
 
-from harness import HARVESTD_BIN, SLOWDOWN, check_sanitizer
+from harness import HARVESTD_BIN, SANITIZER, SLOWDOWN, check_sanitizer, launcher, vm_kib
 from origin import free_port
+from redisd import ScriptedRedis, flood
 
 STREAM = "harvestd:urls"
 GROUP = "harvestd"
@@ -634,3 +636,68 @@ def test_90_24_redis_fixture_restart(redis_server):
     redis_server.stop()
     redis_server.stop()
     assert not os.path.exists(os.path.join(redis_server.dir, "dump.rdb"))
+
+
+# Resident memory `status` may reach while a server floods it (a plain build; sanitizer builds
+# are not held to it): its own few megabytes, with room, and far below the flood.
+FLOOD_RSS_KIB = 64 * 1024
+
+
+def test_90_25_status_refuses_a_reply_over_the_bounds(harvestd, tmp_path):
+    """A server that answers the first command (TYPE) with "$99999999999" and then filler for
+    as long as it is read (up to 1 GiB): status stops at the header, says which bound the
+    reply broke, exits 1, and its memory does not follow the flood (its peak RSS is measured
+    by the harness's launcher; while it runs, a status past the bound is killed at once)."""
+    wrapper = launcher()
+    with ScriptedRedis({"TYPE": flood(b"$99999999999\r\n")}) as server:
+        argv = [HARVESTD_BIN, "status", "--redis", server.url]
+        out, err, rss = tmp_path / "status.out", tmp_path / "status.err", tmp_path / "status.rss"
+        with open(out, "wb") as o, open(err, "wb") as e:
+            proc = subprocess.Popen(([wrapper, str(rss)] if wrapper else []) + argv,
+                                    stdin=subprocess.DEVNULL, stdout=o, stderr=e,
+                                    env=harvestd.env, start_new_session=True)
+        deadline = time.monotonic() + 30 * SLOWDOWN
+        while proc.poll() is None:
+            status_pid = proc.pid
+            if wrapper:
+                try:
+                    with open("/proc/%d/task/%d/children" % (proc.pid, proc.pid)) as f:
+                        status_pid = int(f.read().split()[0])
+                except (OSError, IndexError, ValueError):
+                    pass
+            now = vm_kib(status_pid)
+            if (now > FLOOD_RSS_KIB and not SANITIZER) or time.monotonic() > deadline:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                pytest.fail("status at %d KiB after %.1f s: %s"
+                            % (now, time.monotonic() - deadline + 30 * SLOWDOWN, err.read_text()))
+            time.sleep(0.01)
+    stderr = err.read_text()
+    peak = int(rss.read_text()) if wrapper else 0
+    print("$ %s\n-> %d, peak RSS %d KiB, filler sent: %s\nstderr: %s"
+          % (" ".join(argv), proc.returncode, peak, server.floods, stderr))
+    check_sanitizer(stderr)
+    assert proc.returncode == 1
+    assert out.read_text() == ""
+    assert stderr == ("harvestd: redis: TYPE harvestd:urls: the reply is over harvestd's limit: "
+                      "a bulk string longer than 1048576 bytes (%s)\n" % server.url)
+    if wrapper and not SANITIZER:
+        assert 0 < peak < FLOOD_RSS_KIB
+    assert len(server.floods) == 1 and server.floods[0] < 64 << 20  # cut short
+
+
+def test_90_26_status_reads_the_batch_set_a_page_at_a_time(harvestd, redis_server):
+    """The set of batches is read with SSCAN, about 1000 names a reply, so that each reply
+    stays within the bounds of redis.h however many batches a stream has had: every name once,
+    in order."""
+    names = ["batch-%04d" % i for i in range(2500)]
+    with redis_server.client() as c:
+        for start in range(0, len(names), 500):
+            c.call("SADD", STREAM + ":batches", *names[start:start + 500])
+        c.call("CONFIG", "RESETSTAT")
+        doc = json.loads(status(harvestd, redis_server, "--json").stdout)
+        stats = c.call("INFO", "commandstats")
+    assert [b["name"] for b in doc["batches"]] == names
+    sscans = re.search(r"cmdstat_sscan:calls=(\d+)", stats)
+    assert sscans and int(sscans.group(1)) >= 3, stats
+    assert "cmdstat_smembers" not in stats

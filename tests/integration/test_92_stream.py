@@ -4,7 +4,8 @@ test's own on 127.0.0.1, the scripted origin, and harvestd daemons with their ow
 Entries are added here with XADD (the enqueue command has its own tests, test_90); what is
 checked is what the daemons make of them: one record per entry in out/BATCH.CONSUMER.jsonl,
 acknowledgements only after the record is durable, the batch counters, the bound on entries
-held, bad entries, taking over a dead daemon's entries, Redis going away.
+held, bad entries, taking over a dead daemon's entries, Redis going away, and a scripted
+server whose replies are over the bounds of redis.h.
 """
 
 import json
@@ -15,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from harness import SLOWDOWN, preload_env
+from harness import SANITIZER, SLOWDOWN, preload_env, vm_kib
 from origin import free_port
-from redisd import REDIS_SERVER, RedisServer
+from redisd import REDIS_SERVER, RedisServer, ScriptedRedis, flood
 
 STREAM = "harvestd:urls"
 GROUP = "harvestd"
@@ -493,3 +494,41 @@ def test_92_14_entries_name_their_rules(redis_server, harvestd, spool, origin):
         key = "second" if r == "two" else "first"
         assert recs[i + 1]["fields"] == {key: "r%d" % i}, recs[i + 1]
     assert len(d.events("stream_batch_open")) >= 4  # one, two, one, two
+
+
+# Resident memory a daemon may reach while a server floods it (a plain build; sanitizer builds
+# are not held to it): its own few megabytes, with room, and far below the flood.
+FLOOD_RSS_KIB = 96 * 1024
+
+
+def test_92_15_a_reply_over_the_bounds_breaks_the_connection_not_the_memory(start_daemon):
+    # XREADGROUP is answered with "$99999999999" and then filler for as long as the daemon
+    # reads (up to 1 GiB a time): the daemon refuses the reply at its header, logs the bound,
+    # drops the connection and reconnects, and its memory does not follow the flood.
+    answers = {"XREADGROUP": flood(b"$99999999999\r\n"),
+               "XAUTOCLAIM": b"*3\r\n$3\r\n0-0\r\n*0\r\n*0\r\n",
+               "EVAL": b":0\r\n"}
+    with ScriptedRedis(answers) as server:
+        d = start_daemon(**stream_config(server, redis_consumer="n"))
+        peak = [0]
+
+        def refused_three_times():
+            peak[0] = max(peak[0], vm_kib(d.pid))
+            if peak[0] > FLOOD_RSS_KIB and not SANITIZER:
+                d.kill()
+                pytest.fail("the daemon's RSS reached %d KiB\n%s"
+                            % (peak[0], d.stderr_text()[-3000:]))
+            return len([e for e in d.events("redis_reply_over_limit")
+                        if e["link"] == "read"]) >= 3
+
+        wait_for(refused_three_times, 20, "three refused reads", [d])
+        d.send_signal(signal.SIGTERM)
+        assert d.wait() == 0
+    print("peak RSS while flooded: %d KiB; filler sent per read: %s" % (peak[0], server.floods))
+    refused = d.events("redis_reply_over_limit")
+    assert all(e["link"] == "read" and e["url"] == server.url and
+               e["limit"] == "a bulk string longer than 1048576 bytes" for e in refused)
+    downs = [e for e in d.events("redis_down") if e["link"] == "read"]
+    assert len(downs) >= 3 and all(e["err"] == "HV_ETOOBIG" for e in downs)
+    assert len([e for e in d.events("redis_up") if e["link"] == "read"]) >= 3  # reconnected
+    assert len(server.floods) >= 3 and max(server.floods) < 64 << 20  # cut short each time

@@ -6,6 +6,11 @@
  * QUIT makes it close the connection. SELECT takes databases 0 to 15, as Redis does by
  * default, unless the server was told to leave it unanswered. The address is an IP literal:
  * the dns cache the client is given must end with zero lookups.
+ *
+ * A hostile or broken server is scripted with a plan: segments of bytes, each repeated a
+ * number of times, sent in order as the answer to PLAN (or to SELECT), a piece at a time as
+ * the client reads them, so that a plan of hundreds of megabytes costs the server one piece.
+ * Commands after the plan's are not answered (it may end with their replies).
  */
 #include <hiredis/read.h>
 #include <stdlib.h>
@@ -17,17 +22,29 @@
 #include "test.h"
 
 typedef struct {
+    const char *data;
+    size_t len;
+    uint64_t times; /* at least 1 */
+} segment_t;
+
+typedef struct {
     uv_tcp_t listener;
     uv_tcp_t peer;
     int accepted;
     int peer_open;
     int hung;        /* a HANG came: nothing more is answered, as behind a blocking command */
     int hang_select; /* SELECT hangs too */
+    int plan_select; /* SELECT is answered with the plan */
     int commands;
     int selected_first; /* the first command was a SELECT ... */
     unsigned long db;   /* ... of this database */
     uint16_t port;
     redisReader *reader;
+    segment_t plan[8];
+    int nplan;
+    int plan_at;         /* the segment being sent ... */
+    uint64_t plan_times; /* ... and how many times it was */
+    uint64_t sent;       /* bytes of the plan written */
     char buf[4096];
 } server_t;
 
@@ -59,6 +76,61 @@ static void server_close_peer(server_t *s)
     }
 }
 
+#define PIECE (256 * 1024)
+
+static void plan_send(server_t *s);
+
+static void on_plan_written(uv_write_t *req, int status)
+{
+    server_t *s = req->handle->data;
+    free(hv_container_of(req, swrite_t, req));
+    if (status == 0 && s->peer_open)
+        plan_send(s);
+}
+
+/* The next piece of the plan: whole repetitions of its segments, about PIECE bytes. */
+static void plan_send(server_t *s)
+{
+    size_t len = 0;
+    int at = s->plan_at;
+    uint64_t times = s->plan_times;
+    while (at < s->nplan && len < PIECE) {
+        len += s->plan[at].len;
+        if (++times == s->plan[at].times) {
+            at++;
+            times = 0;
+        }
+    }
+    if (len == 0)
+        return; /* all sent */
+    swrite_t *w = hv_xmalloc(sizeof(*w) + len);
+    for (size_t off = 0; off < len;) {
+        const segment_t *seg = &s->plan[s->plan_at];
+        memcpy(w->data + off, seg->data, seg->len);
+        off += seg->len;
+        if (++s->plan_times == seg->times) {
+            s->plan_at++;
+            s->plan_times = 0;
+        }
+    }
+    s->sent += len;
+    uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
+    if (uv_write(&w->req, (uv_stream_t *)&s->peer, &b, 1, on_plan_written) != 0)
+        free(w);
+}
+
+static void plan_add(server_t *s, const char *data, size_t len, uint64_t times)
+{
+    ASSERT(s->nplan < (int)HV_ARRAY_SIZE(s->plan));
+    ASSERT(times > 0);
+    s->plan[s->nplan++] = (segment_t){data, len, times};
+}
+
+static void plan_str(server_t *s, const char *str, uint64_t times)
+{
+    plan_add(s, str, strlen(str), times);
+}
+
 static void on_salloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     server_t *s = h->data;
@@ -88,6 +160,9 @@ static void on_sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
             /* nothing */
         } else if (strcmp(cmd, "SELECT") == 0 && s->hang_select) {
             s->hung = 1;
+        } else if (strcmp(cmd, "PLAN") == 0 || (strcmp(cmd, "SELECT") == 0 && s->plan_select)) {
+            s->hung = 1;
+            plan_send(s);
         } else if (strcmp(cmd, "SELECT") == 0) {
             if (strtoul(q->element[1]->str, NULL, 10) < 16)
                 server_send(s, "+OK\r\n", 5);
@@ -163,9 +238,17 @@ typedef struct {
     int replies;
     int status[8];
     char text[8][32];
-    int close_on_reply; /* close the connection from the callback of this reply (1-based) */
+    int type[8];
+    size_t len[8];      /* a string's length */
+    size_t elements[8]; /* an array's */
+    int depth[8];       /* arrays nested in the reply, down its first elements */
+    int close_on_reply; /* close the connection from this reply's callback (1-based), if ok */
     char refusal[64];   /* a failed connect: hv_redis_refusal() */
     const char *failed_command;
+    char limit[128];     /* hv_redis_limit() when the owner heard of the failure */
+    const char *cmds[8]; /* scenario 4: these commands, pipelined ... */
+    int ncmds;
+    uint64_t cmd_timeout; /* ... each with this timeout */
 } fixture_t;
 
 static void on_reply(hv_redis_t *r, void *data, int status, const redisReply *reply)
@@ -177,13 +260,23 @@ static void on_reply(hv_redis_t *r, void *data, int status, const redisReply *re
     f->status[i] = status;
     if (status == 0) {
         ASSERT(reply != NULL);
-        size_t n = HV_MIN(reply->len, sizeof(f->text[i]) - 1);
-        memcpy(f->text[i], reply->str, n);
-        f->text[i][n] = '\0';
+        f->type[i] = reply->type;
+        if (reply->str != NULL) {
+            size_t n = HV_MIN(reply->len, sizeof(f->text[i]) - 1);
+            memcpy(f->text[i], reply->str, n);
+            f->text[i][n] = '\0';
+            f->len[i] = reply->len;
+        }
+        f->elements[i] = reply->elements;
+        for (const redisReply *q = reply; q->type == REDIS_REPLY_ARRAY && q->elements > 0;
+             q = q->element[0])
+            f->depth[i]++;
     } else {
         ASSERT_NULL(reply);
+        /* A broken bound is readable from the first callback that hears of it. */
+        ASSERT_EQ(status == HV_ETOOBIG, hv_redis_limit(r) != NULL);
     }
-    if (f->close_on_reply == f->replies) {
+    if (f->close_on_reply == f->replies && status == 0) {
         hv_redis_close(r);
         server_stop(&f->srv);
     }
@@ -205,6 +298,8 @@ static void on_error(hv_redis_t *r, int err)
     fixture_t *f = hv_redis_data(r);
     f->errors++;
     f->last_error = err;
+    if (hv_redis_limit(r) != NULL)
+        snprintf(f->limit, sizeof(f->limit), "%s", hv_redis_limit(r));
     hv_redis_close(r);
     server_stop(&f->srv);
 }
@@ -220,6 +315,8 @@ static void on_connect_script(hv_redis_t *r, int status)
         f->failed_command = hv_redis_failed_command(r);
         if (hv_redis_refusal(r) != NULL)
             snprintf(f->refusal, sizeof(f->refusal), "%s", hv_redis_refusal(r));
+        if (hv_redis_limit(r) != NULL)
+            snprintf(f->limit, sizeof(f->limit), "%s", hv_redis_limit(r));
         hv_redis_close(r);
         server_stop(&f->srv);
         return;
@@ -248,6 +345,11 @@ static void on_connect_script(hv_redis_t *r, int status)
         ASSERT_EQ(2, f->replies);
         ASSERT_EQ(UV_ENOTCONN, hv_redis_command(r, 0, NULL, NULL, 10, on_reply, NULL));
         server_stop(&f->srv);
+        break;
+    case 4: /* the fixture's commands */
+        for (int i = 0; i < f->ncmds; i++)
+            send_cmd(f, i, f->cmds[i], NULL, 0, f->cmd_timeout);
+        f->close_on_reply = f->ncmds;
         break;
     }
 }
@@ -419,6 +521,234 @@ TEST_IMPL(redis_connect_refused_is_no_select_failure)
     ASSERT_EQ(UV_ECONNREFUSED, f.connect_status);
     ASSERT_NULL(f.failed_command);
     ASSERT_EQ(0, f.refusal[0]);
+}
+
+/* ---- the bounds on a reply (redis.h) */
+
+#define MIB (1024 * 1024)
+
+/* `n` bytes of `c`, framed as "$n\r\n...\r\n" when `bulk`; the caller frees it. */
+static char *filled(char c, size_t n, int bulk, size_t *len)
+{
+    char *p = hv_xmalloc(n + 32);
+    size_t at = 0;
+    if (bulk)
+        at = (size_t)snprintf(p, 32, "$%zu\r\n", n);
+    memset(p + at, c, n);
+    at += n;
+    if (bulk) {
+        memcpy(p + at, "\r\n", 2);
+        at += 2;
+    }
+    *len = at;
+    return p;
+}
+
+/* Connect and send `cmds` (one of them PLAN), each due within `timeout_ms`. */
+static void run_plan(fixture_t *f, const char *const *cmds, int n, uint64_t timeout_ms)
+{
+    for (int i = 0; i < n; i++)
+        f->cmds[i] = cmds[i];
+    f->ncmds = n;
+    f->cmd_timeout = timeout_ms;
+    run(f, 4, f->srv.port);
+    ASSERT_EQ(0, f->connect_status);
+}
+
+/* A connection broken by a bound: every command pending failed with HV_ETOOBIG, the owner
+ * heard it once, and the bound is named. */
+static void check_refused(const fixture_t *f, int first_failed, const char *limit)
+{
+    ASSERT_EQ(f->ncmds, f->replies);
+    for (int i = first_failed; i < f->ncmds; i++)
+        ASSERT_EQ(HV_ETOOBIG, f->status[i]);
+    ASSERT_EQ(1, f->errors);
+    ASSERT_EQ(HV_ETOOBIG, f->last_error);
+    ASSERT_STR_EQ(limit, f->limit);
+}
+
+/* "$99999999999" is refused when its digits arrive: not at the command's timeout, and not
+ * after the gigabytes it announces. What came before it is answered. */
+TEST_IMPL(redis_a_huge_bulk_header_is_refused_when_it_arrives)
+{
+    fixture_t f;
+    fixture_init(&f);
+    size_t flen;
+    char *filler = filled('x', 64 * 1024, 0, &flen);
+    plan_str(&f.srv, "$99999999999\r\n", 1);
+    plan_add(&f.srv, filler, flen, 1024); /* 64 MiB, never the announced length */
+    static const char *const cmds[] = {"PING", "PLAN", "PING"};
+    uint64_t t0 = uv_now(&f.loop);
+    run_plan(&f, cmds, 3, 5000);
+    ASSERT_EQ(0, f.status[0]);
+    ASSERT_STR_EQ("PONG", f.text[0]);
+    check_refused(&f, 1, "a bulk string longer than 1048576 bytes");
+    ASSERT_LT(uv_now(&f.loop) - t0, 2000);
+    ASSERT_LT(f.srv.sent, 16 * MIB);
+    free(filler);
+}
+
+/* "*999999999" likewise, before hiredis allocates the array it announces. */
+TEST_IMPL(redis_a_huge_array_header_is_refused_when_it_arrives)
+{
+    fixture_t f;
+    fixture_init(&f);
+    plan_str(&f.srv, "*999999999\r\n", 1);
+    plan_str(&f.srv, ":1\r\n", 1024 * 1024);
+    static const char *const cmds[] = {"PLAN"};
+    uint64_t t0 = uv_now(&f.loop);
+    run_plan(&f, cmds, 1, 5000);
+    check_refused(&f, 0, "arrays of more than 1048576 elements in one reply");
+    ASSERT_LT(uv_now(&f.loop) - t0, 2000);
+}
+
+/* Elements count over the whole reply: two arrays within the bound each, over it together. */
+TEST_IMPL(redis_elements_count_over_the_whole_reply)
+{
+    fixture_t f;
+    fixture_init(&f);
+    plan_str(&f.srv, "*2\r\n*1048574\r\n", 1);
+    plan_str(&f.srv, ":1\r\n", 1048574);
+    plan_str(&f.srv, "*1\r\n:1\r\n", 1); /* one element more than the bound */
+    static const char *const cmds[] = {"PLAN"};
+    run_plan(&f, cmds, 1, 10000);
+    check_refused(&f, 0, "arrays of more than 1048576 elements in one reply");
+}
+
+TEST_IMPL(redis_arrays_nested_too_deep_are_refused)
+{
+    fixture_t f;
+    fixture_init(&f);
+    plan_str(&f.srv, "*1\r\n", HV_REDIS_MAX_DEPTH + 1);
+    plan_str(&f.srv, ":1\r\n", 1);
+    static const char *const cmds[] = {"PLAN"};
+    run_plan(&f, cmds, 1, 5000);
+    check_refused(&f, 0, "arrays nested deeper than 8");
+}
+
+TEST_IMPL(redis_an_endless_status_line_is_refused)
+{
+    fixture_t f;
+    fixture_init(&f);
+    size_t flen;
+    char *filler = filled('s', 64 * 1024, 0, &flen);
+    plan_str(&f.srv, "+", 1);
+    plan_add(&f.srv, filler, flen, 1024); /* 64 MiB, no CRLF */
+    static const char *const cmds[] = {"PLAN"};
+    run_plan(&f, cmds, 1, 10000);
+    check_refused(&f, 0, "a status, error or integer line longer than 1048576 bytes");
+    ASSERT_LT(f.srv.sent, 16 * MIB);
+    free(filler);
+}
+
+/* A reply that keeps coming, each element within its bounds, never complete: refused by its
+ * bytes, long before the timeout, after about HV_REDIS_MAX_REPLY_BYTES of it. */
+TEST_IMPL(redis_a_reply_that_never_ends_is_bounded_by_bytes)
+{
+    fixture_t f;
+    fixture_init(&f);
+    size_t ulen;
+    char *unit = filled('t', 64 * 1024, 1, &ulen);
+    plan_str(&f.srv, "*1048576\r\n", 1);
+    plan_add(&f.srv, unit, ulen, 2 * (HV_REDIS_MAX_REPLY_BYTES / (64 * 1024))); /* 256 MiB */
+    static const char *const cmds[] = {"PLAN", "PING"};
+    uint64_t t0 = uv_now(&f.loop);
+    run_plan(&f, cmds, 2, 25000);
+    check_refused(&f, 0, "a reply longer than 134217728 bytes");
+    ASSERT_LT(uv_now(&f.loop) - t0, 20000);
+    ASSERT_GE(f.srv.sent, HV_REDIS_MAX_REPLY_BYTES - 64 * 1024);
+    ASSERT_LT(f.srv.sent, HV_REDIS_MAX_REPLY_BYTES + 16 * MIB);
+    free(unit);
+}
+
+/* The bounds are refused during SELECT too: a failed connect, the bound named. */
+TEST_IMPL(redis_a_bound_broken_during_select_fails_the_connect)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.plan_select = 1;
+    plan_str(&f.srv, "$99999999999\r\n", 1);
+    run_db(&f, 0, f.srv.port, 2, 2000);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(HV_ETOOBIG, f.connect_status);
+    ASSERT_STR_EQ("SELECT", f.failed_command);
+    ASSERT_STR_EQ("a bulk string longer than 1048576 bytes", f.limit);
+    ASSERT_EQ(0, f.errors);
+}
+
+/* Exactly at each bound is still a reply: a bulk string and a status line of
+ * HV_REDIS_MAX_BULK bytes, HV_REDIS_MAX_ELEMENTS elements in one array and in two, arrays
+ * HV_REDIS_MAX_DEPTH deep. */
+TEST_IMPL(redis_replies_at_each_bound_are_accepted)
+{
+    fixture_t f;
+    fixture_init(&f);
+    size_t blen;
+    char *bulk = filled('b', HV_REDIS_MAX_BULK, 1, &blen);
+    char *line = hv_xmalloc(HV_REDIS_MAX_BULK + 3);
+    line[0] = '+';
+    memset(line + 1, 'l', HV_REDIS_MAX_BULK);
+    memcpy(line + 1 + HV_REDIS_MAX_BULK, "\r\n", 2);
+    plan_add(&f.srv, bulk, blen, 1);
+    plan_add(&f.srv, line, HV_REDIS_MAX_BULK + 3, 1);
+    plan_str(&f.srv, "*1048576\r\n", 1);
+    plan_str(&f.srv, ":1\r\n", HV_REDIS_MAX_ELEMENTS);
+    plan_str(&f.srv, "*2\r\n*1048574\r\n", 1);
+    plan_str(&f.srv, ":1\r\n", HV_REDIS_MAX_ELEMENTS - 2);
+    plan_str(&f.srv, "*0\r\n", 1);
+    plan_str(&f.srv, "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:7\r\n", 1);
+    static const char *const cmds[] = {"PLAN", "P2", "P3", "P4", "P5"};
+    run_plan(&f, cmds, 5, 10000);
+    ASSERT_EQ(5, f.replies);
+    ASSERT_EQ(0, f.status[0] + f.status[1] + f.status[2] + f.status[3] + f.status[4]);
+    ASSERT_EQ(REDIS_REPLY_STRING, f.type[0]);
+    ASSERT_EQ(HV_REDIS_MAX_BULK, f.len[0]);
+    ASSERT_EQ(REDIS_REPLY_STATUS, f.type[1]);
+    ASSERT_EQ(HV_REDIS_MAX_BULK, f.len[1]);
+    ASSERT_EQ(REDIS_REPLY_ARRAY, f.type[2]);
+    ASSERT_EQ(HV_REDIS_MAX_ELEMENTS, f.elements[2]);
+    ASSERT_EQ(REDIS_REPLY_ARRAY, f.type[3]);
+    ASSERT_EQ(2, f.elements[3]);
+    ASSERT_EQ(REDIS_REPLY_ARRAY, f.type[4]);
+    ASSERT_EQ(HV_REDIS_MAX_DEPTH, f.depth[4]);
+    ASSERT_EQ(0, f.errors);
+    free(line);
+    free(bulk);
+}
+
+/* A reply of exactly HV_REDIS_MAX_REPLY_BYTES is a reply, and the count starts again with
+ * the next one. */
+TEST_IMPL(redis_a_reply_of_the_most_bytes_is_accepted)
+{
+    fixture_t f;
+    fixture_init(&f);
+    size_t ulen, llen;
+    char *unit = filled('m', HV_REDIS_MAX_BULK, 1, &ulen);
+    char head[32];
+    size_t n = HV_REDIS_MAX_REPLY_BYTES / ulen + 1; /* elements: full ones and a last */
+    size_t hlen = (size_t)snprintf(head, sizeof(head), "*%zu\r\n", n);
+    size_t rest = HV_REDIS_MAX_REPLY_BYTES - hlen - (n - 1) * ulen; /* the last, framed */
+    size_t last = 0;
+    for (size_t digits = 1; digits < 10; digits++) /* "$" digits CRLF, data, CRLF */
+        if (rest > digits + 5 && snprintf(NULL, 0, "%zu", rest - digits - 5) == (int)digits)
+            last = rest - digits - 5;
+    ASSERT_GT(last, 0);
+    char *tail = filled('z', last, 1, &llen);
+    ASSERT_EQ(rest, llen);
+    plan_add(&f.srv, head, hlen, 1);
+    plan_add(&f.srv, unit, ulen, n - 1);
+    plan_add(&f.srv, tail, llen, 1);
+    plan_str(&f.srv, "*1\r\n+PONG\r\n", 1);
+    static const char *const cmds[] = {"PLAN", "PING"};
+    run_plan(&f, cmds, 2, 20000);
+    ASSERT_EQ(HV_REDIS_MAX_REPLY_BYTES, f.srv.sent - 11);
+    ASSERT_EQ(2, f.replies);
+    ASSERT_EQ(0, f.status[0] + f.status[1]);
+    ASSERT_EQ(n, f.elements[0]);
+    ASSERT_EQ(1, f.elements[1]);
+    ASSERT_EQ(0, f.errors);
+    free(tail);
+    free(unit);
 }
 
 /* ---- redis:// URLs */
