@@ -559,6 +559,13 @@ static int on_message_complete(llhttp_t *p)
         reset_response(h);
         return 0;
     }
+    /* After a complete gzip member, a next one that ends within its 10-byte header holds
+     * none of the page: junk (a lone stray 0x1f byte looks like its start), as junk of any
+     * other length is. */
+    if (h->_z_init && !h->_z_end && h->_z_members > 0 && h->_z.total_in < 10) {
+        h->_z_end = 1;
+        h->_z_ignore = 1;
+    }
     if (h->_body_mode == HV_HTTP_BODY_KEEP &&
         ((h->_z_init && !h->_z_end) || (!h->_z_init && h->_z_hdr_len > 0) ||
          (h->_br != NULL && !h->_br_end)))

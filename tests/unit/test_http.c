@@ -390,6 +390,24 @@ TEST_IMPL(http_gzip_trailing_junk_is_ignored_whatever_its_length)
     ASSERT_MEM_EQ("<title>Zipped</title> and more", o.body, 30);
 }
 
+TEST_IMPL(http_gzip_a_lone_stray_byte_is_junk_too)
+{
+    /* One stray byte that happens to be gzip's first magic byte (or a header cut short
+     * before any data: nothing of the page is in it) after a complete member. */
+    static const char *const tails[] = {"\x1f", "\x1f\x8b", "\x1f\x8b\x08\x00"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(tails); i++) {
+        outcome_t o = gzip_then("<title>Zipped</title>", tails[i], strlen(tails[i]));
+        ASSERT_EQ(1, o.rc);
+        ASSERT_EQ(21, o.body_len);
+    }
+    /* A second member cut short after its header has begun its data: truncated. */
+    unsigned char second[256];
+    size_t len = gzip_bytes(" and more and more", 18, second, sizeof(second), 15 + 16);
+    outcome_t o = gzip_then("<title>Zipped</title>", second, len - 10);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("gzip_truncated", o.error);
+}
+
 TEST_IMPL(http_truncated_gzip)
 {
     outcome_t o = encoded("gzip", 15 + 16, "<title>Cut short</title>", 6, 1024);
