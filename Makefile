@@ -116,6 +116,13 @@ integration: $(BIN) $(TOOLS)
 	HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) HARVESTD_SANITIZER=$(SANITIZER) \
 	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
 
+# The chaos test of the Redis fleet at length (test_97: 5,000 lines, 40 kills of daemons and Redis).
+.PHONY: chaos
+chaos: $(BIN) $(TOOLS)
+	HARVESTD_CHAOS=long HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) \
+	    HARVESTD_SANITIZER=$(SANITIZER) $(PYTHON) -m pytest -q -p no:cacheprovider -s \
+	    tests/integration/test_97_chaos.py $(PYTEST_ARGS)
+
 # Also the sanitizer suites: unit and integration tests under ASan+UBSan (build-asan/), and
 # every fuzz target over its committed corpus (build-fuzz/). The fuzz toolchain is checked
 # first, so that a machine without clang fails at once rather than after the other suites.

@@ -1,11 +1,13 @@
 """A real redis-server for the integration tests, and a minimal client to look at it.
 
-    RedisServer(tmp_dir, appendonly=False, fsync_always=False)
+    RedisServer(tmp_dir, appendonly=False, fsync_always=False, options=())
         .start()     redis-server on a free port of 127.0.0.1, its files in tmp_dir; returns
                      once it answers PING (a port taken meanwhile is retried with another)
         .stop()      SHUTDOWN (NOSAVE unless appendonly) and wait; idempotent
         .kill()      SIGKILL and wait
         .restart()   start again on the same port and directory (after kill or stop)
+        .spawn()     the same, without waiting: the server may still be loading its data
+                     (answering -LOADING); .wait_ready() waits for its PONG
         .client()    a RespClient connected to it
         .port, .url  ("redis://127.0.0.1:PORT")
     RespClient(port, timeout=10).call(*args) -> str | int | list | None  (RESP2; bulk and
@@ -15,7 +17,8 @@
 The `redis_server` fixture (imported by conftest.py) yields a started server in
 tmp_path/"redis" and stops it after the test. Tests are skipped when redis-server is not
 installed (`make deps` installs it). The server never saves (--save ''), binds 127.0.0.1 only
-and logs to tmp_dir/redis.log, whose tail is in the error when it does not start.
+and logs to tmp_dir/redis.log, whose tail is in the error when it does not start. `options`
+are more `--name value` arguments of redis-server (e.g. "--key-load-delay", "100").
 
 A broken or hostile server, for what no redis-server would send:
 
@@ -137,10 +140,11 @@ class RespClient:
 class RedisServer:
     """A redis-server process of the test's own."""
 
-    def __init__(self, tmp_dir, appendonly=False, fsync_always=False):
+    def __init__(self, tmp_dir, appendonly=False, fsync_always=False, options=()):
         self.dir = str(tmp_dir)
         self.appendonly = appendonly
         self.fsync_always = fsync_always
+        self.options = [str(o) for o in options]
         self.port = free_port()
         self.proc = None
 
@@ -157,6 +161,7 @@ class RedisServer:
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no"]
         if self.fsync_always:
             argv += ["--appendfsync", "always"]
+        argv += self.options
         argv += ["--daemonize", "no", "--protected-mode", "yes", "--logfile", self.log_path]
         return argv
 
@@ -186,14 +191,33 @@ class RedisServer:
                            % (self.port, self.log_tail()))
 
     def _start_once(self):
+        self._spawn()
+        if self.wait_ready(raise_error=False):
+            return True
+        self.kill()
+        return False
+
+    def _spawn(self):
         self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _running.add(self)
-        deadline = time.monotonic() + START_TIMEOUT
+
+    def spawn(self):
+        """Start again on the same port and directory (after kill() or stop()) without waiting:
+        a server with data may answer -LOADING for a while. Returns self."""
+        if self.running():
+            raise RuntimeError("spawn() of a redis-server that is still running")
+        self._spawn()
+        return self
+
+    def wait_ready(self, timeout=START_TIMEOUT, raise_error=True):
+        """Wait until the server answers PING with PONG (its data loaded); True then. False
+        (or, with raise_error, RuntimeError) when it exits or `timeout` seconds pass."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 _running.discard(self)
-                return False
+                break
             try:
                 with RespClient(self.port, timeout=2) as c:
                     if c.call("PING") == "PONG":
@@ -201,7 +225,9 @@ class RedisServer:
             except (OSError, RedisError):  # not listening yet, or -LOADING
                 pass
             time.sleep(0.02)
-        self.kill()
+        if raise_error:
+            raise RuntimeError("redis-server on 127.0.0.1:%d not ready:\n%s"
+                               % (self.port, self.log_tail()))
         return False
 
     def running(self):
