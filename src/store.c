@@ -13,6 +13,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/record.h"
+#include "harvestd/storecheck.h"
 
 struct hv_store_s {
     MDB_env *env;
@@ -34,6 +35,48 @@ static int from_mdb(int rc)
     return UV_EIO;
 }
 
+/* How to start afresh, at the end of every message about a store that cannot be used. */
+#define DISCARD_HINT                                                                               \
+    ": move it away or delete %s/data.mdb and %s/lock.mdb to start with an empty one"
+
+/* Check DIR/data.mdb before LMDB maps it (storecheck.h): 0 with the verdict in *check (sound
+ * when there is no file yet, or an empty one: LMDB makes a new store of it, or says what is
+ * wrong with what is not a file), or an error with the message. */
+static int check_data_file(const char *dir, hv_storecheck_t *check, char *err, size_t errcap)
+{
+    size_t n = strlen(dir) + sizeof("/data.mdb");
+    char *path = hv_xmalloc(n);
+    struct stat sb;
+    int rc = 0;
+    memset(check, 0, sizeof(*check));
+    snprintf(path, n, "%s/data.mdb", dir);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (rc = hv_storecheck_file(path, check)) != 0)
+        hv_errf(err, errcap, rc, "cannot read the state store %s: %s: %s", dir, path,
+                hv_strerror(rc));
+    free(path);
+    return rc;
+}
+
+/* The same, for opening: a store it refuses is an error whose message says how to discard it. */
+static int check_before_open(const char *dir, char *err, size_t errcap)
+{
+    hv_storecheck_t check;
+    int rc = check_data_file(dir, &check, err, errcap);
+    if (rc != 0)
+        return rc;
+    if (check.verdict == HV_STORECHECK_FOREIGN)
+        return hv_errf(
+            err, errcap, UV_EIO,
+            "the state store %s is not a usable LMDB store (%s/data.mdb: %s)" DISCARD_HINT, dir,
+            dir, check.what, dir, dir);
+    if (check.verdict == HV_STORECHECK_DAMAGED)
+        return hv_errf(err, errcap, UV_EIO,
+                       "the state store %s is damaged (%s/data.mdb: %s)" DISCARD_HINT, dir, dir,
+                       check.what, dir, dir);
+    return 0;
+}
+
 int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
                   size_t errcap)
 {
@@ -47,6 +90,8 @@ int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *e
         snprintf(err, errcap, "cannot create the state store %s: %s", dir, strerror(errno));
         return uv_translate_sys_error(errno);
     }
+    if ((rc = check_before_open(dir, err, errcap)) != 0)
+        return rc;
     if ((rc = mdb_env_create(&env)) != 0 ||
         (rc = mdb_env_set_mapsize(env, (size_t)max_bytes)) != 0 ||
         (rc = mdb_env_set_maxreaders(env, 126)) != 0) {
@@ -56,9 +101,7 @@ int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *e
     rc = mdb_env_open(env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0644);
     if (rc != 0) {
         if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED)
-            snprintf(err, errcap,
-                     "the state store %s is not a usable LMDB store (%s): move it away or "
-                     "delete %s/data.mdb and %s/lock.mdb to start with an empty one",
+            snprintf(err, errcap, "the state store %s is not a usable LMDB store (%s)" DISCARD_HINT,
                      dir, mdb_strerror(rc), dir, dir);
         else
             snprintf(err, errcap, "cannot open the state store %s: %s", dir, mdb_strerror(rc));

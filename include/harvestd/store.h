@@ -13,6 +13,10 @@
  * UV_ENOSPC and changes nothing, and the owner stops storing (the store never fails a batch).
  * Writes go in transactions of many records (hv_store_write), so that a batch of records
  * costs one commit. Calls block (LMDB commits fsync): the owner runs writes off the loop.
+ *
+ * Opening checks the data file first (storecheck.h): one cut short, or whose meta pages are
+ * wrong, is refused with a message that says how to discard it, instead of crashing the
+ * process at its first lookup. Damage inside the pages is not seen there.
  */
 #ifndef HARVESTD_STORE_H
 #define HARVESTD_STORE_H
@@ -43,7 +47,8 @@ typedef struct {
 /**
  * Open (creating `dir` and the store when missing) with a bound of `max_bytes`. 0 and *out,
  * or an error with a message naming the path in `err`: a store that is not an LMDB
- * environment or is corrupt says how to discard it.
+ * environment, is corrupt or that the checks of storecheck.h refuse ("is damaged (...)")
+ * says how to discard it.
  */
 int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
                   size_t errcap);

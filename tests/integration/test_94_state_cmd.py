@@ -1,8 +1,8 @@
 """`harvestd state`: the per-URL state store inspected and trimmed from the command line.
-The daemon does not write the store yet, so the entries are put there by tests/tools/store_put
-(hv_store_write() itself, keys used as given): stats, get (the key normalised as the daemon
-does), forget, prune by age, the JSON answers, a missing, empty or corrupt store, and usage
-errors."""
+The entries are put there by tests/tools/store_put (hv_store_write() itself, keys used as
+given): stats, get (the key normalised as the daemon does), forget, prune by age, the JSON
+answers, a missing, empty, corrupt or damaged store (data.mdb cut short, wrong meta pages),
+and usage errors."""
 
 import json
 import os
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness import SLOWDOWN, check_sanitizer, tool_path
+from harness import SLOWDOWN, check_sanitizer, lmdb_meta, lmdb_newest, lmdb_set_meta, tool_path
 
 GIB = 1 << 30
 DAY_MS = 24 * 3600 * 1000
@@ -252,3 +252,74 @@ def test_94_08_help(harvestd, tmp_path):
     assert not (tmp_path / "missing").exists()
     r = harvestd.command("--help")
     assert "harvestd state --state-dir DIR" in r.stdout
+
+
+def many(n, title_len=300):
+    """n entries whose titles fill a few pages each (a tree of depth 2 for a few hundred)."""
+    return [("http://k.test/%d" % i, {"url": "http://k.test/%d" % i, "title": "t" * title_len,
+                                      "fetched_at": 1796210000000}) for i in range(n)]
+
+
+def assert_refused(r, store, what):
+    """One line on stderr that names the store, says `what` is wrong and how to discard it;
+    exit status 1, not a signal."""
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stdout == ""
+    line = one_line(r.stderr)
+    assert line.startswith("harvestd: the state store %s is " % store), line
+    assert what in line, line
+    assert line.endswith(": move it away or delete %s/data.mdb and %s/lock.mdb to start with an "
+                         "empty one" % (store, store)), line
+
+
+VERBS = (["stats"], ["get", "http://k.test/5"], ["get", "http://k.test/399"],
+         ["forget", "http://k.test/7"], ["prune", "--older-than", "1d"], ["--json", "stats"])
+
+
+def test_94_09_a_data_file_cut_short_is_refused_not_a_crash(harvestd, tmp_path):
+    """LMDB opens a data.mdb cut short (stats counted its entries) and a lookup that reaches a
+    page past the end died of SIGBUS: every verb refuses it now, with exit status 1."""
+    store = tmp_path / "state"
+    put(harvestd, store, *many(400))
+    data = store / "data.mdb"
+    sound = data.read_bytes()
+    page = lmdb_meta(data, 0)["page_size"]
+    assert len(sound) >= 40 * page
+    for size in (len(sound) // page // 3 * page, len(sound) - page, len(sound) - 1):
+        data.write_bytes(sound[:size])
+        for args in VERBS:
+            assert_refused(state(harvestd, store, *args), store, "is damaged (%s/data.mdb: cut "
+                           "short" % store)
+        assert data.read_bytes() == sound[:size], "the refused store was changed"
+    # Whole again, it is as it was.
+    data.write_bytes(sound)
+    r = state(harvestd, store, "stats")
+    assert r.returncode == 0 and r.stdout.startswith("entries=400 "), r.stderr
+
+
+def test_94_10_wrong_meta_pages_are_refused_not_a_crash(harvestd, tmp_path):
+    """A root page number LMDB would follow into an assertion (SIGABRT) or a wrong page, a last
+    page beyond the file, a lost magic number: refused, with what is wrong."""
+    store = tmp_path / "state"
+    put(harvestd, store, *many(400))
+    data = store / "data.mdb"
+    sound = data.read_bytes()
+    m = lmdb_newest(data)
+    meta = lmdb_meta(data, m)
+    cases = [
+        (m, {"main_root": 1}, "names page 1 as the root of the entries"),
+        (m, {"main_root": meta["last_page"] + 10}, "as the root of the entries"),
+        (m, {"main_root": meta["main_root"] + 1}, "is not a branch page"),
+        (m, {"last_page": 1 << 40}, "cut short"),
+        (m, {"magic": 0}, "has no LMDB magic number" if m == 1 else "not a usable LMDB store"),
+        (0, {"magic": 0}, "is not a usable LMDB store (%s/data.mdb: meta page 0 has no LMDB "
+                          "magic number)" % store),
+        (1 - m, {"last_page": meta["last_page"] + 1}, "older meta page"),
+    ]
+    for which, values, what in cases:
+        data.write_bytes(sound)
+        lmdb_set_meta(data, which, **values)
+        for args in VERBS:
+            assert_refused(state(harvestd, store, *args), store, what)
+    data.write_bytes(sound)
+    assert state(harvestd, store, "get", "http://k.test/399").returncode == 0

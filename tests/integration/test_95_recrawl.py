@@ -1,7 +1,7 @@
 """Conditional re-fetching (recrawl = conditional): a second run over the same list sends the
 stored validators, gets 304s and still writes complete records; changed pages, other rules,
 no-store, recrawl_min_age, the durability order (store entries only for durable records), a
-full store, a corrupt store, and two daemons sharing one store.
+full store, a corrupt or damaged store, and two daemons sharing one store.
 
 The origin here is a small server of versioned pages: each path has a body, validators and
 headers the test sets, and it answers If-None-Match / If-Modified-Since as RFC 9110 says
@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from harness import SLOWDOWN, parse_fetched_at, preload_env, wait_complete
+from harness import (SLOWDOWN, lmdb_meta, lmdb_newest, lmdb_set_meta, parse_fetched_at, preload_env,
+                     wait_complete)
 
 RECRAWL = ("--recrawl", "conditional")
 
@@ -513,3 +514,46 @@ def test_95_15_daemon_counts_what_re_crawling_saved(start_daemon, spool, pages, 
     recs = spool.records("second.txt")
     assert sum(1 for r in recs if r.get("not_modified")) == n - 1
     assert d.stop() == 0
+
+
+def test_95_16_a_damaged_store_is_a_start_up_error_not_a_crash(run_harvestd, start_daemon, pages,
+                                                                tmp_path):
+    """data.mdb cut short (LMDB would die of SIGBUS at the first lookup that reaches a page past
+    its end, at every restart) or a wrong root page (an LMDB assertion): the daemon and --once
+    refuse to start, exit 2, naming the directory and what is wrong; no request is made."""
+    n = 150
+    for i in range(n):
+        pages.put("/t%d" % i, "Cut %d" % i, extra="y" * 600)
+    urls = [pages.url("/t%d" % i) for i in range(n)]
+    state = tmp_path / "state"
+    first = run_harvestd(urls, *state_args(tmp_path))
+    assert first.rc == 0, first.stderr
+    data = state / "data.mdb"
+    sound = data.read_bytes()
+    page = lmdb_meta(data, 0)["page_size"]
+    assert len(sound) > 20 * page
+
+    def cut():
+        data.write_bytes(sound[:len(sound) // 2 // page * page])
+
+    def bad_root():
+        data.write_bytes(sound)
+        lmdb_set_meta(data, lmdb_newest(data), main_root=1)
+
+    for damage, what in ((cut, "cut short"), (bad_root, "names page 1 as the root")):
+        damage()
+        pages.clear()
+        bad = run_harvestd(urls, *state_args(tmp_path), parse=False)
+        assert bad.rc == 2, bad.stderr
+        line = [l for l in bad.stderr.splitlines() if "state store" in l]
+        assert len(line) == 1, bad.stderr
+        assert "the state store %s is damaged (" % state in line[0] and what in line[0], line
+        assert "delete %s/data.mdb and %s/lock.mdb" % (state, state) in line[0], line
+        d = start_daemon(recrawl="conditional", state_dir=str(state), ready=False)
+        assert d.wait(timeout=15) == 2
+        assert "the state store %s is damaged (" % state in d.stderr_text(), d.stderr_text()
+        assert pages.requests() == []
+    # Sound again, it serves as before.
+    data.write_bytes(sound)
+    again = run_harvestd(urls[:5], *state_args(tmp_path))
+    assert again.rc == 0 and all(r.get("not_modified") for r in again.records), again.records

@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/common.h"
 #include "harvestd/store.h"
+#include "harvestd/storecheck.h"
 #include "test.h"
 
 static hv_store_t *open_store(const char *name, uint64_t max_bytes)
@@ -286,4 +288,215 @@ TEST_IMPL(store_entry_body_hash_names_its_kind_and_tells_bodies_apart)
     ASSERT_EQ(0, strncmp(a, "xxh3-128:", 9));
     hv_store_entry_body_hash("", 0, c);
     ASSERT_EQ(41, strlen(c));
+}
+
+/* ---- the data file checked before LMDB maps it (storecheck.h) ---- */
+
+/* Offsets in a meta page of LMDB 0.9 on a 64-bit little-endian machine (storecheck.c). */
+enum {
+    OFF_MAGIC = 16,
+    OFF_VERSION = 20,
+    OFF_PAGE_SIZE = 40,
+    OFF_FREE_DEPTH = 46,
+    OFF_FREE_ROOT = 80,
+    OFF_MAIN_DEPTH = 94,
+    OFF_MAIN_ROOT = 128,
+    OFF_LAST = 136,
+    OFF_TXNID = 144,
+};
+
+static uint64_t file_u64(const char *path, uint64_t off, int width)
+{
+    unsigned char b[8] = {0};
+    FILE *f = fopen(path, "rb");
+    ASSERT_NOT_NULL(f);
+    ASSERT_OK(fseek(f, (long)off, SEEK_SET));
+    ASSERT_EQ(1, fread(b, (size_t)width, 1, f));
+    fclose(f);
+    uint64_t v = 0;
+    for (int i = width - 1; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static void file_put(const char *path, uint64_t off, int width, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < width; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    FILE *f = fopen(path, "r+b");
+    ASSERT_NOT_NULL(f);
+    ASSERT_OK(fseek(f, (long)off, SEEK_SET));
+    ASSERT_EQ(1, fwrite(b, (size_t)width, 1, f));
+    ASSERT_OK(fclose(f));
+}
+
+/* A store of `n` entries with 300-byte titles (a tree of depth 2), closed; its data.mdb. */
+static const char *filled_store(const char *name, int n)
+{
+    static char path[1100];
+    hv_store_t *st = open_store(name, 16 << 20);
+    hv_store_entry_t e = sample(1);
+    char title[301];
+    memset(title, 't', 300);
+    title[300] = '\0';
+    e.title = title;
+    hv_store_op_t *ops = hv_xcalloc((size_t)n, sizeof(*ops));
+    char(*keys)[32] = hv_xcalloc((size_t)n, sizeof(*keys));
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "http://k.test/%d", i);
+        ops[i] = (hv_store_op_t){keys[i], strlen(keys[i]), &e};
+    }
+    ASSERT_OK(hv_store_write(st, ops, (size_t)n));
+    free(ops);
+    free(keys);
+    hv_store_close(st);
+    snprintf(path, sizeof(path), "%s/data.mdb", hv_test_tmppath(name));
+    return path;
+}
+
+/* The meta page LMDB reads: the one of the later transaction. */
+static int newest_meta(const char *path, uint32_t page_size)
+{
+    return file_u64(path, OFF_TXNID, 8) < file_u64(path, page_size + OFF_TXNID, 8);
+}
+
+/* Opening `name` fails with a message that names it, says `what` and how to discard it. */
+static void assert_refused(const char *name, const char *what)
+{
+    char err[2048];
+    hv_store_t *st = NULL;
+    const char *dir = hv_test_tmppath(name);
+    ASSERT_NE(0, hv_store_open(dir, 16 << 20, &st, err, sizeof(err)));
+    ASSERT_NULL(st);
+    if (strstr(err, what) == NULL)
+        hv_test_fail(__FILE__, __LINE__, "\"%s\" not in: %s", what, err);
+    ASSERT_NOT_NULL(strstr(err, dir));
+    ASSERT_NOT_NULL(strstr(err, "/data.mdb and "));
+    ASSERT_NOT_NULL(strstr(err, "/lock.mdb to start with an empty one"));
+    ASSERT_NE(0, hv_store_open_existing(dir, &st, err, sizeof(err)));
+    ASSERT_NULL(st);
+}
+
+/* LMDB opens a data.mdb cut short, and a lookup that reaches a page past its end dies of
+ * SIGBUS: the store refuses it before LMDB maps it. */
+TEST_IMPL(store_refuses_a_data_file_cut_short)
+{
+    const char *path = filled_store("state", 400);
+    hv_storecheck_t c;
+    struct stat sb;
+    ASSERT_OK(stat(path, &sb));
+    uint32_t page = (uint32_t)file_u64(path, OFF_PAGE_SIZE, 4);
+    ASSERT_OK(hv_storecheck_file(path, &c));
+    ASSERT_EQ(HV_STORECHECK_SOUND, c.verdict);
+    ASSERT_EQ((uint64_t)sb.st_size / page - 1, c.last_page);
+    ASSERT_GT(c.last_page, 20);
+    /* To a third, to one page less, to a byte less: each loses pages in use. */
+    off_t sizes[] = {sb.st_size / page / 3 * page, sb.st_size - page, sb.st_size - 1,
+                     2 * (off_t)page, 100};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(sizes); i++) {
+        ASSERT_OK(truncate(path, sizes[i]));
+        ASSERT_OK(hv_storecheck_file(path, &c));
+        ASSERT_EQ(HV_STORECHECK_DAMAGED, c.verdict);
+        assert_refused("state", i < 4 ? "is damaged (" : "is damaged");
+        assert_refused("state", sizes[i] > 100 ? "cut short" : "too short");
+    }
+}
+
+/* Wrong numbers in a meta page, each on its own, from a sound store. */
+TEST_IMPL(store_refuses_meta_pages_that_do_not_hold_together)
+{
+    const char *path = filled_store("state", 400);
+    size_t len;
+    char *sound = hv_test_read_file(path, &len);
+    uint32_t page = (uint32_t)file_u64(path, OFF_PAGE_SIZE, 4);
+    uint64_t m = (uint64_t)newest_meta(path, page) * page, old = page - m;
+    uint64_t last = file_u64(path, m + OFF_LAST, 8), root = file_u64(path, m + OFF_MAIN_ROOT, 8);
+    ASSERT_EQ(2, file_u64(path, m + OFF_MAIN_DEPTH, 2));
+    struct {
+        uint64_t off;
+        int width;
+        uint64_t value;
+        const char *what;
+    } cases[] = {
+        {m + OFF_MAIN_ROOT, 8, 1, "names page 1 as the root of the entries"},
+        {m + OFF_MAIN_ROOT, 8, last + 1, "as the root of the entries"},
+        {m + OFF_MAIN_ROOT, 8, root == 2 ? 3 : 2, "is not a branch page"}, /* a leaf */
+        {m + OFF_MAIN_DEPTH, 2, 0, "(depth 0)"},
+        {m + OFF_MAIN_DEPTH, 2, 1, "is not a leaf page"},
+        {m + OFF_FREE_DEPTH, 2, 1, "root of the free-page list (depth 1)"},
+        {m + OFF_LAST, 8, (uint64_t)1 << 40, "cut short"},
+        {m + OFF_LAST, 8, 0, "says its last page is 0"},
+        {m + OFF_MAGIC, 4, 0, m == 0 ? "not a usable LMDB store" : "has no LMDB magic number"},
+        {0 + OFF_MAGIC, 4, 0xdeadbeef, "not a usable LMDB store (" },
+        {m + OFF_VERSION, 4, 2, "LMDB data format version 2"},
+        {OFF_PAGE_SIZE, 4, 3000, "pages are 3000 bytes"},
+        {page + OFF_PAGE_SIZE, 4, page * 2, "pages are"},
+        {old + OFF_LAST, 8, last + 1, "older meta page"},
+        {m + 10, 2, 0, "is not marked as a meta page"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        hv_test_write_file(path, sound, len);
+        file_put(path, cases[i].off, cases[i].width, cases[i].value);
+        assert_refused("state", cases[i].what);
+    }
+    /* Put back, the store opens and reads. */
+    hv_test_write_file(path, sound, len);
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t out;
+    ASSERT_OK(hv_store_get(st, "http://k.test/399", 17, &out));
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
+    free(sound);
+}
+
+/* A transaction that puts a large value (an overflow run taken at the end of the file) and
+ * deletes it again gives the run back unwritten: the file ends before its last page, and the
+ * missing pages are on the free-page list. That store is sound and must open; cut one page
+ * that is in use, and it must not. */
+TEST_IMPL(store_accepts_a_file_that_ends_with_free_pages)
+{
+    const char *dir = hv_test_tmppath("state");
+    static char big[40000];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {3, (void *)(uintptr_t)"big"}, v = {sizeof(big), big};
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t e = sample(1), out;
+    for (int i = 0; i < 50; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "http://k.test/%d", i);
+        put(st, key, &e);
+    }
+    hv_store_close(st);
+    /* Pages freed two transactions ago are reused: the put below looks for a run among them. */
+    put_raw("state", "http://k.test/1", "{}");
+    put_raw("state", "http://k.test/2", "{}");
+    ASSERT_OK(mdb_env_create(&env));
+    ASSERT_OK(mdb_env_set_mapsize(env, 16 << 20));
+    ASSERT_OK(mdb_env_open(env, dir, MDB_NOTLS, 0644));
+    ASSERT_OK(mdb_txn_begin(env, NULL, 0, &txn));
+    ASSERT_OK(mdb_dbi_open(txn, NULL, 0, &dbi));
+    ASSERT_OK(mdb_put(txn, dbi, &k, &v, 0));
+    ASSERT_OK(mdb_del(txn, dbi, &k, NULL));
+    ASSERT_OK(mdb_txn_commit(txn));
+    mdb_env_close(env);
+
+    char path[1100];
+    struct stat sb;
+    hv_storecheck_t c;
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    ASSERT_OK(stat(path, &sb));
+    ASSERT_OK(hv_storecheck_file(path, &c));
+    ASSERT_EQ(HV_STORECHECK_SOUND, c.verdict);
+    uint64_t file_pages = (uint64_t)sb.st_size / c.page_size;
+    ASSERT_GT(c.last_page + 1, file_pages + 5); /* LMDB 0.9.24 leaves the run unwritten */
+    st = open_store("state", 16 << 20);
+    ASSERT_OK(hv_store_get(st, "http://k.test/49", 16, &out));
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
+    /* One page less: a page in use is gone. */
+    ASSERT_OK(truncate(path, sb.st_size - (off_t)c.page_size));
+    assert_refused("state", "cut short");
 }
