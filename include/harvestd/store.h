@@ -16,7 +16,8 @@
  *
  * Opening checks the data file first (storecheck.h): one cut short, or whose meta pages are
  * wrong, is refused with a message that says how to discard it, instead of crashing the
- * process at its first lookup. Damage inside the pages is not seen there.
+ * process at its first lookup. Damage inside the pages is found only by hv_store_verify(),
+ * which walks every page in a child process.
  */
 #ifndef HARVESTD_STORE_H
 #define HARVESTD_STORE_H
@@ -93,6 +94,29 @@ int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
 char *hv_store_entry_show(const char *key, const hv_store_entry_t *e);
 
 void hv_store_close(hv_store_t *st);
+
+/** What hv_store_verify() found. */
+typedef struct {
+    int sound;            /* 1: every page was read, and the pages add up */
+    char what[512];       /* else what is wrong, for people */
+    int signal;           /* the walk was killed by this signal (SIGBUS, SIGABRT...); 0 if not */
+    uint64_t entries;     /* entries walked (as far as the walk went) */
+    uint64_t undecodable; /* of which not an entry (they read as absent) */
+    uint64_t pages;       /* pages in use, the two meta pages included */
+    uint64_t free_pages;  /* of which on the free-page list */
+} hv_store_verify_t;
+
+/**
+ * Read every page of the store in `dir`, which must exist (as for hv_store_open_existing();
+ * daemons may be using it). First the checks every open makes (storecheck.h); then, in a
+ * child process that opens the store read-only, a cursor over every entry and every record of
+ * the free-page list, reading each value whole, and the count of pages: those of both trees
+ * and the free ones must make up every page in use. A page past the end of the file (SIGBUS)
+ * or an LMDB assertion (SIGABRT) kills the child only, and is reported. 0 with the finding in
+ * *out, or an error with a message in `err` (UV_ENOENT: no store there; the fork failed).
+ * Blocks until the walk is over: it reads the whole file.
+ */
+int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t errcap);
 
 /** A fingerprint (64-bit FNV-1a) of `len` bytes, e.g. of the rules' canonical text. */
 uint64_t hv_store_fingerprint(const void *data, size_t len);

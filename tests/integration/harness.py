@@ -1269,3 +1269,28 @@ def lmdb_set_meta(path, which, **values):
             f.seek(which * page + off)
             f.write(struct.pack(fmt, v))
 
+
+def lmdb_leaf_pages(path):
+    """The leaf pages of the entries in data.mdb, but for the root: page numbers."""
+    with open(path, "rb") as f:
+        data = f.read()
+    newest = lmdb_meta(path, lmdb_newest(path))
+    page = newest["page_size"]
+    return [p for p in range(2, len(data) // page)
+            if p != newest["main_root"] and data[p * page + 10] & 0x0f == 0x02]
+
+
+def lmdb_damage_page(path, pgno, how):
+    """Damage page `pgno` inside: "zero" it, or make its first node's value 16 MiB long
+    ("size"), which reading runs past the end of the file."""
+    page = lmdb_meta(path, 0)["page_size"]
+    with open(path, "r+b") as f:
+        if how == "zero":
+            f.seek(pgno * page)
+            f.write(b"\0" * page)
+        else:
+            f.seek(pgno * page + 16)
+            node = struct.unpack("<H", f.read(2))[0]
+            f.seek(pgno * page + node)
+            f.write(struct.pack("<I", 0x00ffffff))
+

@@ -2,7 +2,7 @@
 The entries are put there by tests/tools/store_put (hv_store_write() itself, keys used as
 given): stats, get (the key normalised as the daemon does), forget, prune by age, the JSON
 answers, a missing, empty, corrupt or damaged store (data.mdb cut short, wrong meta pages),
-and usage errors."""
+verify reading every page, and usage errors."""
 
 import json
 import os
@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from harness import SLOWDOWN, check_sanitizer, lmdb_meta, lmdb_newest, lmdb_set_meta, tool_path
+from harness import (SLOWDOWN, check_sanitizer, lmdb_damage_page, lmdb_leaf_pages, lmdb_meta,
+                     lmdb_newest, lmdb_set_meta, tool_path)
 
 GIB = 1 << 30
 DAY_MS = 24 * 3600 * 1000
@@ -248,6 +249,8 @@ def test_94_08_help(harvestd, tmp_path):
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("usage: harvestd state --state-dir DIR [--json] stats\n")
         assert "Exit status: 0 answered; 1 no store" in r.stdout
+        assert "       harvestd state --state-dir DIR [--json] verify\n" in r.stdout
+        assert "is not detected until verify" in r.stdout.replace("\n", " ")
         assert r.stderr == ""
     assert not (tmp_path / "missing").exists()
     r = harvestd.command("--help")
@@ -323,3 +326,55 @@ def test_94_10_wrong_meta_pages_are_refused_not_a_crash(harvestd, tmp_path):
             assert_refused(state(harvestd, store, *args), store, what)
     data.write_bytes(sound)
     assert state(harvestd, store, "get", "http://k.test/399").returncode == 0
+
+
+def test_94_11_verify_reads_every_page(harvestd, tmp_path):
+    """verify: 0 and the counts on a sound store; 1 and what is wrong on one damaged inside its
+    pages, which every other verb opens (the cheap checks cannot see it): the walk that dies
+    (an LMDB assertion, SIGBUS) is a child's, and the command says so."""
+    store = tmp_path / "state"
+    put(harvestd, store, *many(400))
+    data = store / "data.mdb"
+    sound = data.read_bytes()
+    r = state(harvestd, store, "verify")
+    assert r.returncode == 0, r.stderr
+    m = re.fullmatch(r"sound entries=400 pages=(\d+) free_pages=(\d+)", one_line(r.stdout))
+    assert m, r.stdout
+    assert int(m.group(1)) == lmdb_meta(data, lmdb_newest(data))["last_page"] + 1
+    assert r.stderr == ""
+    r = state(harvestd, store, "--json", "verify")
+    assert json.loads(one_line(r.stdout)) == {"sound": True, "entries": 400,
+                                              "pages": int(m.group(1)),
+                                              "free_pages": int(m.group(2))}
+    # Freed pages are counted too.
+    assert state(harvestd, store, "prune", "--older-than", "0s").returncode == 0
+    r = state(harvestd, store, "verify")
+    assert r.returncode == 0 and r.stdout.startswith("sound entries=0 "), r.stdout + r.stderr
+    data.write_bytes(sound)
+
+    leaf = lmdb_leaf_pages(data)[3]
+    for how, what in (("zero", None), ("size", "killed after ")):
+        data.write_bytes(sound)
+        lmdb_damage_page(data, leaf, how)
+        assert state(harvestd, store, "stats").returncode == 0  # opens: not detected there
+        r = state(harvestd, store, "verify")
+        assert r.returncode == 1, r.stderr
+        walked = int(re.fullmatch(r"damaged entries_walked=(\d+)", one_line(r.stdout)).group(1))
+        assert walked < 400
+        line = r.stderr.splitlines()[-1]
+        assert line.startswith("harvestd: the state store %s is damaged (" % store), r.stderr
+        assert line.endswith("to start with an empty one"), line
+        if what:
+            assert what in line and "SIGBUS" in line, line
+        else:
+            assert "SIGABRT (an LMDB assertion)" in line or "LMDB stopped the walk" in line, line
+        r = state(harvestd, store, "--json", "verify")
+        got = json.loads(one_line(r.stdout))
+        assert got["sound"] is False and got["entries_walked"] == walked and got["damage"], got
+    # What the cheap checks refuse, verify reports too; no store at all is an error.
+    data.write_bytes(sound[:len(sound) // 2])
+    r = state(harvestd, store, "verify")
+    assert r.returncode == 1 and r.stdout == "damaged entries_walked=0\n", r.stdout
+    assert "cut short" in r.stderr
+    r = state(harvestd, tmp_path / "none", "verify")
+    assert r.returncode == 1 and r.stderr == "harvestd: no state store at %s\n" % (tmp_path / "none")

@@ -2,11 +2,13 @@
  * test_store.c: the per-URL state store on a real LMDB environment in the test's directory.
  */
 #include <lmdb.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -496,7 +498,161 @@ TEST_IMPL(store_accepts_a_file_that_ends_with_free_pages)
     ASSERT_OK(hv_store_get(st, "http://k.test/49", 16, &out));
     hv_store_entry_clear(&out);
     hv_store_close(st);
+    hv_store_verify_t ver;
+    char err[1024];
+    ASSERT_OK(hv_store_verify(dir, &ver, err, sizeof(err)));
+    ASSERT_EQ(1, ver.sound);
+    ASSERT_EQ(50, ver.entries);
+    ASSERT_EQ(c.last_page + 1, ver.pages);
+    ASSERT_GT(ver.free_pages, c.last_page + 1 - file_pages - 1);
     /* One page less: a page in use is gone. */
     ASSERT_OK(truncate(path, sb.st_size - (off_t)c.page_size));
     assert_refused("state", "cut short");
+}
+
+/* ---- verify: every page, in a child process ---- */
+
+/* A leaf page of the entries that is not their root (a tree of depth 2). */
+static uint64_t some_leaf(const char *path, uint32_t page, uint64_t root)
+{
+    size_t len;
+    char *data = hv_test_read_file(path, &len);
+    uint64_t found = 0;
+    for (uint64_t p = 2; found == 0 && (p + 1) * page <= len; p++) {
+        const unsigned char *h = (const unsigned char *)data + p * page;
+        if (p != root && (h[10] & 0x0f) == 0x02)
+            found = p;
+    }
+    free(data);
+    ASSERT_NE(0, found);
+    return found;
+}
+
+TEST_IMPL(store_verify_reads_every_page_of_a_sound_store)
+{
+    const char *path = filled_store("state", 400);
+    hv_store_verify_t v;
+    hv_storecheck_t c;
+    char err[1024];
+    ASSERT_OK(hv_storecheck_file(path, &c));
+    ASSERT_OK(hv_store_verify(hv_test_tmppath("state"), &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+    ASSERT_STR_EQ("", v.what);
+    ASSERT_EQ(0, v.signal);
+    ASSERT_EQ(400, v.entries);
+    ASSERT_EQ(0, v.undecodable);
+    ASSERT_EQ(c.last_page + 1, v.pages);
+    /* Pages freed by later writes are counted as free, and still add up. */
+    hv_store_t *st = open_store("state", 16 << 20);
+    for (int i = 0; i < 100; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "http://k.test/%d", 3 * i);
+        ASSERT_OK(hv_store_delete(st, key, strlen(key)));
+    }
+    hv_store_close(st);
+    put_raw("state", "http://k.test/junk", "not an entry");
+    ASSERT_OK(hv_store_verify(hv_test_tmppath("state"), &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+    ASSERT_EQ(301, v.entries);
+    ASSERT_EQ(1, v.undecodable);
+    ASSERT_GT(v.free_pages, 0);
+    /* No store: an error, as for opening one. */
+    ASSERT_EQ(UV_ENOENT, hv_store_verify(hv_test_tmppath("none"), &v, err, sizeof(err)));
+    ASSERT_NOT_NULL(strstr(err, "no state store at"));
+}
+
+/* Damage the open checks cannot see is found, and the parent lives to say so. */
+TEST_IMPL(store_verify_finds_damage_inside_pages)
+{
+    const char *path = filled_store("state", 400);
+    const char *dir = hv_test_tmppath("state");
+    size_t len;
+    char *sound = hv_test_read_file(path, &len);
+    uint32_t page = (uint32_t)file_u64(path, OFF_PAGE_SIZE, 4);
+    uint64_t m = (uint64_t)newest_meta(path, page) * page;
+    uint64_t leaf = some_leaf(path, page, file_u64(path, m + OFF_MAIN_ROOT, 8));
+    hv_store_verify_t v;
+    char err[1024];
+    hv_store_t *st;
+
+    /* A leaf page zeroed: LMDB fails an assertion walking into it. */
+    char *zero = hv_xcalloc(1, page);
+    FILE *f = fopen(path, "r+b");
+    ASSERT_NOT_NULL(f);
+    ASSERT_OK(fseek(f, (long)(leaf * page), SEEK_SET));
+    ASSERT_EQ(1, fwrite(zero, page, 1, f));
+    ASSERT_OK(fclose(f));
+    free(zero);
+    st = open_store("state", 16 << 20); /* the open checks cannot see it */
+    hv_store_close(st);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT(v.signal == SIGABRT || strstr(v.what, "LMDB stopped the walk") != NULL);
+    ASSERT_LT(v.entries, 400);
+
+    /* A value whose size says 16 MiB: reading it runs past the end of the file (SIGBUS). */
+    hv_test_write_file(path, sound, len);
+    uint64_t node = leaf * page + file_u64(path, leaf * page + 16, 2);
+    file_put(path, node, 4, 0x00ffffff);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT_EQ(SIGBUS, v.signal);
+    ASSERT_NOT_NULL(strstr(v.what, "SIGBUS"));
+    /* The killed walk's reader slot is cleared: while a daemon holds the store open, it would
+     * keep writers from reusing the pages it saw (the first process to open a store clears
+     * the slots, so one holds it open here). */
+    int ready[2];
+    char byte;
+    ASSERT_OK(pipe(ready));
+    pid_t holder = fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+        MDB_env *held;
+        if (mdb_env_create(&held) != 0 || mdb_env_set_mapsize(held, (size_t)1 << 30) != 0 ||
+            mdb_env_open(held, dir, MDB_RDONLY | MDB_NOTLS, 0644) != 0)
+            _exit(1);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    ASSERT_EQ(1, read(ready[0], &byte, 1));
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(SIGBUS, v.signal);
+    MDB_env *env;
+    int dead = -1;
+    ASSERT_OK(mdb_env_create(&env));
+    ASSERT_OK(mdb_env_set_mapsize(env, (size_t)1 << 30));
+    ASSERT_OK(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0644));
+    ASSERT_OK(mdb_reader_check(env, &dead));
+    mdb_env_close(env);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    ASSERT_EQ(0, dead);
+    hv_test_write_file(path, sound, len);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+
+    /* One more page in the file and in use by the meta page, in no tree and not free. */
+    uint64_t last = file_u64(path, m + OFF_LAST, 8);
+    char *grown = hv_xcalloc(1, len + page);
+    memcpy(grown, sound, len);
+    hv_test_write_file(path, grown, len + page);
+    free(grown);
+    file_put(path, m + OFF_LAST, 8, last + 1);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT_EQ(0, v.signal);
+    ASSERT_NOT_NULL(strstr(v.what, "do not add up"));
+    ASSERT_EQ(400, v.entries);
+
+    /* What the open checks refuse, verify reports without a walk. */
+    ASSERT_OK(truncate(path, (off_t)len / 2));
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT_EQ(0, v.entries);
+    ASSERT_NOT_NULL(strstr(v.what, "cut short"));
+    free(sound);
 }
