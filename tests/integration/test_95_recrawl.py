@@ -21,8 +21,8 @@ import time
 
 import pytest
 
-from harness import (SLOWDOWN, lmdb_meta, lmdb_newest, lmdb_set_meta, parse_fetched_at, preload_env,
-                     wait_complete)
+from harness import (SLOWDOWN, lmdb_damage_page, lmdb_leaf_pages, lmdb_meta, lmdb_newest,
+                     lmdb_set_meta, parse_fetched_at, preload_env, wait_complete)
 
 RECRAWL = ("--recrawl", "conditional")
 
@@ -557,3 +557,42 @@ def test_95_16_a_damaged_store_is_a_start_up_error_not_a_crash(run_harvestd, sta
     data.write_bytes(sound)
     again = run_harvestd(urls[:5], *state_args(tmp_path))
     assert again.rc == 0 and all(r.get("not_modified") for r in again.records), again.records
+
+
+def test_95_17_a_failed_lookup_sets_the_store_aside_and_the_batch_completes(
+        run_harvestd, start_daemon, spool, pages, tmp_path, harvestd):
+    """A leaf page of the store zeroed: the checks at open cannot see it, and LMDB fails the
+    lookups that reach it (MDB_CORRUPTED). The daemon warns once, counts it with the failed
+    transactions, looks up and stores nothing more, and the batch completes with every record
+    ok; `state verify` finds the damage."""
+    from origin import free_port
+    n = 150
+    for i in range(n):
+        pages.put("/l%d" % i, "Lookup %d" % i, extra="z" * 600)
+    urls = [pages.url("/l%d" % i) for i in range(n)]
+    state = tmp_path / "state"
+    assert run_harvestd(urls, *state_args(tmp_path)).rc == 0
+    data = state / "data.mdb"
+    lmdb_damage_page(data, lmdb_leaf_pages(data)[len(lmdb_leaf_pages(data)) // 2], "zero")
+    port = free_port()
+    d = start_daemon(recrawl="conditional", state_dir=str(state),
+                     metrics_listen="127.0.0.1:%d" % port)
+    pages.clear()
+    spool.drop("l.txt", urls)
+    wait_complete(d, spool, ["l.txt"], timeout=30)
+    recs = spool.records("l.txt")
+    assert len(recs) == n and all(r["status"] == "ok" for r in recs)
+    failed = d.events("state_store_failed")
+    assert len(failed) == 1, d.stderr_text()
+    assert failed[0]["dir"] == str(state) and failed[0]["during"] == "lookup", failed
+    # Some were answered 304 before the failure; none after it was asked conditionally.
+    conditional = [p for p, inm, ims, _ in pages.requests() if inm or ims]
+    assert 0 < len(conditional) < n
+    m = scrape_metrics(port)
+    assert m["harvestd_store_commit_errors_total"] == 1
+    assert m["harvestd_store_full"] == 0
+    assert m["harvestd_store_entries_written_total"] == 0
+    assert m["harvestd_store_entries_not_stored_total"] == n
+    assert d.stop() == 0
+    r = harvestd.command("state", "--state-dir", state, "verify")
+    assert r.returncode == 1 and r.stdout.startswith("damaged entries_walked="), r.stdout
