@@ -50,7 +50,8 @@ struct hv_recrawl_s {
     int timer_closed;
     struct op_list_s batch;    /* the commit's operations (the worker reads them) */
     unsigned nbatch;
-    int result;                /* the worker's hv_store_write result */
+    int result;                /* the worker's hv_store_write_fitting result */
+    hv_store_written_t written; /* ... and what it committed */
 
     int closing;
     void (*done)(void *ud);
@@ -265,7 +266,7 @@ static void commit_work(uv_work_t *w)
         ops[n].entry = op->remove ? NULL : &op->entry;
         n++;
     }
-    rc->result = hv_store_write(rc->store, ops, n);
+    rc->result = hv_store_write_fitting(rc->store, ops, n, &rc->written);
     free(ops);
 }
 
@@ -288,6 +289,7 @@ static void commit_done(uv_work_t *w, int status)
 {
     hv_recrawl_t *rc = hv_container_of(w, hv_recrawl_t, work);
     int result = status == 0 ? rc->result : status;
+    hv_store_written_t done = rc->written;
     unsigned n = rc->nbatch;
     hv_recrawl_op_t *op;
     rc->busy = 0;
@@ -296,12 +298,15 @@ static void commit_done(uv_work_t *w, int status)
         op_free(op);
     }
     rc->nbatch = 0;
-    if (result == 0) {
-        rc->stats.commits++;
-        rc->stats.stored += n;
-    } else {
+    if (status != 0)
+        memset(&done, 0, sizeof(done));
+    /* What fitted is stored, also from a commit that did not fit whole. */
+    rc->stats.commits += done.commits;
+    rc->stats.stored += done.written;
+    if (result != 0) {
+        unsigned left = n - (unsigned)done.written;
         rc->stats.commit_errors++;
-        rc->stats.not_stored += n;
+        rc->stats.not_stored += left;
         rc->stopped = 1;
         if (result == UV_ENOSPC) {
             rc->stats.full = 1;
@@ -309,7 +314,7 @@ static void commit_done(uv_work_t *w, int status)
                    "event=state_store_full dir=%s state_max_bytes=%" PRIu64
                    " entries_not_stored=%u: no more entries are stored (pages are still "
                    "fetched); prune it (harvestd state prune) or raise state_max_bytes",
-                   rc->cfg->state_dir, rc->cfg->state_max_bytes, n + rc->npending);
+                   rc->cfg->state_dir, rc->cfg->state_max_bytes, left + rc->npending);
         } else {
             set_aside(rc, result, "commit");
         }

@@ -412,12 +412,13 @@ int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry
     return from_mdb(rc);
 }
 
-int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
+/* Apply `ops` in one transaction: 0, or LMDB's code (or the errno it passes through). */
+static int write_txn(hv_store_t *st, const hv_store_op_t *ops, size_t n)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     if (rc != 0)
-        return from_mdb(rc);
+        return rc;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const hv_store_op_t *op = &ops[i];
         if (op->key_len == 0 || op->key_len > HV_STORE_KEY_MAX)
@@ -436,9 +437,38 @@ int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
-        return from_mdb(rc);
+        return rc;
     }
-    return from_mdb(mdb_txn_commit(txn));
+    return mdb_txn_commit(txn);
+}
+
+int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
+{
+    return from_mdb(write_txn(st, ops, n));
+}
+
+int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
+                           hv_store_written_t *out)
+{
+    size_t piece = n;
+    memset(out, 0, sizeof(*out));
+    while (out->written < n) {
+        size_t k = piece < n - out->written ? piece : n - out->written;
+        int rc = from_mdb(write_txn(st, ops + out->written, k));
+        if (rc == 0) {
+            out->written += k;
+            out->commits++;
+            continue;
+        }
+        /* A transaction refused for the map's bound wrote nothing: a smaller one may fit
+         * (halving finds the most that does in a few tries). */
+        if (rc == UV_ENOSPC && k > 1) {
+            piece = k / 2;
+            continue;
+        }
+        return rc;
+    }
+    return 0;
 }
 
 int hv_store_delete(hv_store_t *st, const char *key, size_t key_len)

@@ -25,8 +25,8 @@
  * the first) in one LMDB transaction: the loop never waits for the store's fsync.
  * Reads are LMDB lookups in the memory map, done on the loop.
  *
- * The store never fails a batch: when it is full (state_max_bytes), the owner warns once and
- * stops storing, and fetching goes on as if re-crawling were off for new URLs; when LMDB fails
+ * The store never fails a batch: when it is full (state_max_bytes), the owner stores what of
+ * the commit still fits, warns once and stops storing, and fetching goes on as if re-crawling were off for new URLs; when LMDB fails
  * a lookup or a commit (a damaged page, an I/O error), the owner warns once and sets the store
  * aside: no more lookups or commits, every page fetched unconditionally. Both are counted as
  * failed transactions (commit_errors).

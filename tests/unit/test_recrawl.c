@@ -25,19 +25,24 @@ typedef struct {
     int closed;
 } fix_t;
 
-static void fix_open(fix_t *f, uint64_t min_age_ms)
+static void fix_open_bounded(fix_t *f, uint64_t min_age_ms, uint64_t max_bytes)
 {
     char err[1024];
     memset(f, 0, sizeof(*f));
     ASSERT_OK(uv_loop_init(&f->loop));
     hv_config_defaults(&f->cfg);
     snprintf(f->cfg.state_dir, sizeof(f->cfg.state_dir), "%s", hv_test_tmppath("state"));
-    f->cfg.state_max_bytes = 16 << 20;
+    f->cfg.state_max_bytes = max_bytes;
     f->cfg.recrawl_min_age_ms = min_age_ms;
     int rc = hv_recrawl_open(&f->loop, &f->cfg, &f->rc, err, sizeof(err));
     if (rc != 0)
         fprintf(stderr, "%s\n", err);
     ASSERT_OK(rc);
+}
+
+static void fix_open(fix_t *f, uint64_t min_age_ms)
+{
+    fix_open_bounded(f, min_age_ms, 16 << 20);
 }
 
 static void on_closed(void *ud)
@@ -338,4 +343,41 @@ TEST_IMPL(recrawl_a_failed_lookup_sets_the_store_aside)
     ASSERT_EQ(300, st.not_stored);
     ASSERT_EQ(1, st.commit_errors);
     fix_close(&f);
+}
+
+/* 870 durable records in one commit that does not fit a 1 MiB store: what fits is stored,
+ * the rest counted as not stored, and the store is full. */
+TEST_IMPL(recrawl_a_commit_that_does_not_fit_stores_what_fits)
+{
+    enum { N = 870 };
+    fix_t f;
+    int v;
+    char *title = hv_xmalloc(1501);
+    memset(title, 'f', 1500);
+    title[1500] = '\0';
+    fix_open_bounded(&f, 0, 1 << 20);
+    for (int i = 0; i < N; i++) {
+        char url[64];
+        snprintf(url, sizeof(url), "http://f.test/%d", i);
+        hv_record_t *rec = prepared(&f, url, FP, &v);
+        answered_200(rec, url, title, url, "\"e\"");
+        hv_recrawl_parsed(f.rc, rec);
+        hv_recrawl_commit(f.rc, hv_recrawl_op_new(f.rc, rec));
+        hv_record_free(rec);
+    }
+    uv_run(&f.loop, UV_RUN_DEFAULT); /* one commit, after COMMIT_DELAY_MS */
+    hv_recrawl_stats_t st;
+    hv_recrawl_stats(f.rc, &st);
+    ASSERT_GT(st.stored, 100);
+    ASSERT_EQ(N, st.stored + st.not_stored);
+    ASSERT_EQ(st.stored, st.entries);
+    ASSERT_EQ(1, st.full);
+    ASSERT_EQ(1, st.commit_errors);
+    ASSERT_GE(st.commits, 1);
+    /* A stored one answers its lookup. */
+    hv_record_t *rec = prepared(&f, "http://f.test/0", FP, &v);
+    ASSERT_EQ(1, rec->state->conditional);
+    hv_record_free(rec);
+    fix_close(&f);
+    free(title);
 }

@@ -656,3 +656,58 @@ TEST_IMPL(store_verify_finds_damage_inside_pages)
     ASSERT_NOT_NULL(strstr(v.what, "cut short"));
     free(sound);
 }
+
+/* ---- a commit that does not fit ---- */
+
+/* 870 entries of 1.5 KiB do not fit a 1 MiB map together: one transaction stores none of
+ * them, hv_store_write_fitting() the most that fit, in order. */
+TEST_IMPL(store_write_fitting_commits_what_fits)
+{
+    enum { N = 870 };
+    hv_store_t *st = open_store("state", 1 << 20);
+    hv_store_entry_t e = sample(1), out;
+    char *title = hv_xmalloc(1501);
+    memset(title, 'f', 1500);
+    title[1500] = '\0';
+    e.title = title;
+    static char keys[N][32];
+    static hv_store_op_t ops[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "http://f.test/%03d", i);
+        ops[i] = (hv_store_op_t){keys[i], strlen(keys[i]), &e};
+    }
+    hv_store_stats_t s;
+    ASSERT_EQ(UV_ENOSPC, hv_store_write(st, ops, N));
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(0, s.entries);
+
+    hv_store_written_t w;
+    ASSERT_EQ(UV_ENOSPC, hv_store_write_fitting(st, ops, N, &w));
+    ASSERT_GT(w.written, 100); /* about 250: two entries a page, and pages copied per commit */
+    ASSERT_LT(w.written, N);
+    ASSERT_GE(w.commits, 1);
+    ASSERT_LE(w.commits, 12);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(w.written, s.entries);
+    ASSERT_OK(hv_store_get(st, keys[0], strlen(keys[0]), &out));
+    hv_store_entry_clear(&out);
+    ASSERT_OK(hv_store_get(st, keys[w.written - 1], strlen(keys[w.written - 1]), &out));
+    ASSERT_STR_EQ(title, out.title);
+    hv_store_entry_clear(&out);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, keys[w.written], strlen(keys[w.written]), &out));
+    /* Not even one more fits now; the store reads as before. */
+    ASSERT_EQ(UV_ENOSPC, hv_store_write_fitting(st, ops + w.written, N - w.written, &w));
+    ASSERT_EQ(0, w.written);
+    ASSERT_EQ(0, w.commits);
+    hv_store_close(st);
+
+    /* What fits whole is one transaction. */
+    st = open_store("roomy", 16 << 20);
+    ASSERT_OK(hv_store_write_fitting(st, ops, N, &w));
+    ASSERT_EQ(N, w.written);
+    ASSERT_EQ(1, w.commits);
+    ASSERT_OK(hv_store_write_fitting(st, ops, 0, &w));
+    ASSERT_EQ(0, w.commits);
+    hv_store_close(st);
+    free(title);
+}
