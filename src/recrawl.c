@@ -308,7 +308,15 @@ static void commit_done(uv_work_t *w, int status)
         rc->stats.commit_errors++;
         rc->stats.not_stored += left;
         rc->stopped = 1;
-        if (result == UV_ENOSPC) {
+        if (result == UV_ENOSPC && done.disk_full) {
+            /* A full disk is a full store: the same figures, its own remedy. */
+            rc->stats.full = 1;
+            HV_LOG(HV_LOG_WARNING,
+                   "event=state_store_full dir=%s cause=no_space_on_device entries_not_stored=%u: "
+                   "no space left on the device under it; no more entries are stored (pages "
+                   "are still fetched); make room there, or move state_dir",
+                   rc->cfg->state_dir, left + rc->npending);
+        } else if (result == UV_ENOSPC) {
             rc->stats.full = 1;
             HV_LOG(HV_LOG_WARNING,
                    "event=state_store_full dir=%s state_max_bytes=%" PRIu64

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -26,6 +27,10 @@ struct hv_store_s {
     MDB_dbi dbi;
     char *dir;
 };
+
+/* Less room than this on the store's filesystem, after a commit failed with EIO, is a full
+ * disk: LMDB turns a short write (the filesystem filled up during it) into EIO. */
+#define DISK_FULL_MARGIN ((uint64_t)1 << 20)
 
 /* LMDB's own codes, and errno values it passes through, as UV_* errors. */
 static int from_mdb(int rc)
@@ -81,6 +86,24 @@ static int check_before_open(const char *dir, char *err, size_t errcap)
                        "the state store %s is damaged (%s/data.mdb: %s)" DISCARD_HINT, dir, dir,
                        check.what, dir, dir);
     return 0;
+}
+
+/* A write transaction's result as a UV_* error; *disk says whether a UV_ENOSPC is the disk's
+ * (no room on the filesystem) rather than the map's (the bound). */
+static int write_error(const hv_store_t *st, int rc, int *disk)
+{
+    struct statvfs vfs;
+    *disk = 0;
+    if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) {
+        *disk = 1;
+        return UV_ENOSPC;
+    }
+    if (rc == EIO && statvfs(st->dir, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < DISK_FULL_MARGIN) {
+        *disk = 1;
+        return UV_ENOSPC;
+    }
+    return from_mdb(rc);
 }
 
 int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
@@ -444,7 +467,8 @@ static int write_txn(hv_store_t *st, const hv_store_op_t *ops, size_t n)
 
 int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
 {
-    return from_mdb(write_txn(st, ops, n));
+    int disk;
+    return write_error(st, write_txn(st, ops, n), &disk);
 }
 
 int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
@@ -454,19 +478,23 @@ int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
     memset(out, 0, sizeof(*out));
     while (out->written < n) {
         size_t k = piece < n - out->written ? piece : n - out->written;
-        int rc = from_mdb(write_txn(st, ops + out->written, k));
+        int disk, rc = write_error(st, write_txn(st, ops + out->written, k), &disk);
         if (rc == 0) {
             out->written += k;
             out->commits++;
             continue;
         }
+        out->disk_full |= disk;
         /* A transaction refused for the map's bound wrote nothing: a smaller one may fit
-         * (halving finds the most that does in a few tries). */
+         * (halving finds the most that does in a few tries). So may one refused for the
+         * disk: the pages it wrote past the end stay in the file, and the next transaction
+         * writes its pages there again. */
         if (rc == UV_ENOSPC && k > 1) {
             piece = k / 2;
             continue;
         }
-        return rc;
+        /* After a full disk, what fails next fails of it. */
+        return out->disk_full ? UV_ENOSPC : rc;
     }
     return 0;
 }

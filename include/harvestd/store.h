@@ -11,9 +11,11 @@
  *
  * The store is bounded: its map is `max_bytes`; a write that does not fit fails with
  * UV_ENOSPC and changes nothing, and the owner stops storing (the store never fails a batch).
- * Writes go in transactions of many records (hv_store_write), so that a batch of records
- * costs one commit; hv_store_write_fitting() commits what fits when not all does. Calls block
- * (LMDB commits fsync): the owner runs writes off the loop.
+ * A full disk under the store is a full store too: LMDB's ENOSPC, and the EIO it makes of a
+ * write cut short when the filesystem is (all but) full, are UV_ENOSPC. Writes go in
+ * transactions of many records (hv_store_write), so that a batch of records costs one commit;
+ * hv_store_write_fitting() commits what fits when not all does. Calls block (LMDB commits
+ * fsync): the owner runs writes off the loop.
  *
  * Opening checks the data file first (storecheck.h): one cut short, or whose meta pages are
  * wrong, is refused with a message that says how to discard it, instead of crashing the
@@ -69,20 +71,25 @@ int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t 
 /** The entry of `key` into *out (free with hv_store_entry_clear): 0, UV_ENOENT, or an error. */
 int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry_t *out);
 
-/** Apply `ops` in one transaction: 0, UV_ENOSPC (the bound: nothing written), or an error. */
+/**
+ * Apply `ops` in one transaction: 0, UV_ENOSPC (the bound, or no room left on the disk:
+ * nothing written), or an error.
+ */
 int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n);
 
 /** What hv_store_write_fitting() wrote. */
 typedef struct {
     size_t written; /* ops committed: the first `written` of them */
     size_t commits; /* transactions committed */
+    int disk_full;  /* with UV_ENOSPC: the disk under the store is full, not the map */
 } hv_store_written_t;
 
 /**
  * Apply `ops` in order, committing as many as fit: in one transaction when they all fit in
  * the map, else in smaller ones (the rest halved at each refusal) until one op alone does not.
- * 0 when all are committed; UV_ENOSPC when the bound stopped it; or another error. In every
- * case out->written ops, from the first, are committed, and the others not.
+ * 0 when all are committed; UV_ENOSPC when the bound or the disk stopped it (out->disk_full
+ * says which); or another error. In every case out->written ops, from the first, are
+ * committed, and the others not.
  */
 int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
                            hv_store_written_t *out);

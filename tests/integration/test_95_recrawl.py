@@ -15,6 +15,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import threading
 import urllib.request
 import time
@@ -596,3 +597,67 @@ def test_95_17_a_failed_lookup_sets_the_store_aside_and_the_batch_completes(
     assert d.stop() == 0
     r = harvestd.command("state", "--state-dir", state, "verify")
     assert r.returncode == 1 and r.stdout.startswith("damaged entries_walked="), r.stdout
+
+
+@pytest.fixture
+def small_state(tmp_path, harvestd):
+    """tmp_path/state on a 192 KiB tmpfs (root only, as test_64's small_out); unmounted after
+    the test, once its daemons are gone."""
+    state = tmp_path / "state"
+    state.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+
+    def run(*argv):
+        return subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=30)
+    try:
+        done = run("mount", "-t", "tmpfs", "-o", "size=192k,mode=0755", "tmpfs", str(state))
+    except OSError as e:
+        pytest.skip("cannot run mount: %s" % e)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % done.stdout.decode(errors="replace").strip())
+    try:
+        yield state
+    finally:
+        harvestd.cleanup()
+        if run("umount", str(state)).returncode != 0:
+            run("umount", "-l", str(state))
+
+
+def test_95_18_a_full_disk_under_the_store_is_a_full_store(start_daemon, spool, pages,
+                                                            small_state):
+    """The disk under state_dir fills up (LMDB's writes fail with ENOSPC, or a short write that
+    LMDB reports as EIO): logged once as a full store naming the directory and the cause,
+    harvestd_store_full 1 (as when state_max_bytes is reached), not a failed store; the
+    batch completes with every record ok and what was stored still serves."""
+    from origin import free_port
+    n = 120
+    for i in range(n):
+        pages.put("/d%d" % i, "Disk %d %s" % (i, "w" * 3000))
+    urls = [pages.url("/d%d" % i) for i in range(n)]
+    port = free_port()
+    d = start_daemon(recrawl="conditional", state_dir=str(small_state),
+                     metrics_listen="127.0.0.1:%d" % port)
+    spool.drop("d.txt", urls)
+    wait_complete(d, spool, ["d.txt"], timeout=30)
+    d.poll_until(lambda: scrape_metrics(port)["harvestd_store_full"] == 1, 10,
+                 "the store to fill the disk")
+    recs = spool.records("d.txt")
+    assert len(recs) == n and all(r["status"] == "ok" for r in recs)
+    full = d.events("state_store_full")
+    assert len(full) == 1, d.stderr_text()
+    assert full[0]["dir"] == str(small_state) and full[0]["cause"] == "no_space_on_device", full
+    assert d.events("state_store_failed") == [], d.stderr_text()
+    m = scrape_metrics(port)
+    assert m["harvestd_store_commit_errors_total"] == 1
+    stored = m["harvestd_store_entries_written_total"]
+    assert 0 < stored < n
+    assert stored + m["harvestd_store_entries_not_stored_total"] == n
+    print("stored", stored, "of", n)
+    # What was stored before the disk filled serves the next batch (lookups go on).
+    pages.clear()
+    spool.drop("again.txt", urls)
+    wait_complete(d, spool, ["again.txt"], timeout=30)
+    assert sum(1 for r in spool.records("again.txt") if r.get("not_modified")) == stored
+    assert d.stop() == 0
