@@ -21,6 +21,7 @@
 #include "harvestd/common.h"
 #include "harvestd/record.h"
 #include "harvestd/storecheck.h"
+#include "harvestd/utf8.h"
 
 struct hv_store_s {
     MDB_env *env;
@@ -271,6 +272,17 @@ static void add_str(cJSON *o, const char *k, const char *v)
         store_oom();
 }
 
+/* As people see it: text from the network may be any bytes (an ETag with Latin-1 in it) and
+ * is stored as it came, to be sent back as it came; shown, it is valid UTF-8, like a record. */
+static void add_shown_str(cJSON *o, const char *k, const char *v)
+{
+    char *clean = NULL;
+    if (v != NULL && !hv_utf8_valid(v, strlen(v)))
+        clean = hv_utf8_sanitize(v, strlen(v), NULL);
+    add_str(o, k, clean != NULL ? clean : v);
+    free(clean);
+}
+
 static void add_num(cJSON *o, const char *k, double v)
 {
     if (cJSON_AddNumberToObject(o, k, v) == NULL)
@@ -285,7 +297,10 @@ static void add_fields(cJSON *o, const hv_store_entry_t *e, int shown)
         char text[32];
         switch (entry_fields[i].kind) {
         case F_TEXT:
-            add_str(o, k, *CFIELD(e, i, char *));
+            if (shown)
+                add_shown_str(o, k, *CFIELD(e, i, char *));
+            else
+                add_str(o, k, *CFIELD(e, i, char *));
             break;
         case F_HASH:
             if (CFIELD(e, i, char)[0] != '\0')
@@ -295,7 +310,7 @@ static void add_fields(cJSON *o, const hv_store_entry_t *e, int shown)
             if (!shown || *CFIELD(e, i, char *) == NULL) {
                 add_str(o, k, *CFIELD(e, i, char *));
             } else {
-                /* It was stored from a parsed object and checked when read: valid JSON. */
+                /* It was checked when read (fields_usable): a JSON object in UTF-8. */
                 cJSON *raw = cJSON_CreateRaw(*CFIELD(e, i, char *));
                 if (raw == NULL || !cJSON_AddItemToObject(o, k, raw))
                     store_oom();
@@ -361,6 +376,22 @@ static int64_t get_num(const cJSON *v, int64_t dflt)
     return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
 }
 
+/* Fields go into records as they are: they must be a JSON object as cJSON prints one (no
+ * raw control characters), in valid UTF-8, whatever the file holds. */
+static int fields_usable(const char *text)
+{
+    size_t len = strlen(text);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)text[i] < 0x20)
+            return 0;
+    if (!hv_utf8_valid(text, len))
+        return 0;
+    cJSON *f = cJSON_ParseWithLength(text, len);
+    int usable = cJSON_IsObject(f);
+    cJSON_Delete(f);
+    return usable;
+}
+
 static int decode(const char *data, size_t len, hv_store_entry_t *e)
 {
     cJSON *o = cJSON_ParseWithLength(data, len);
@@ -401,15 +432,9 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "modified_at")))
         e->modified_at_ms = e->fetched_at_ms;
     cJSON_Delete(o);
-    if (e->fields != NULL) {
-        /* It goes into records as it is: it must be a JSON object, whatever the file holds. */
-        cJSON *f = cJSON_Parse(e->fields);
-        int valid = cJSON_IsObject(f);
-        cJSON_Delete(f);
-        if (!valid) {
-            hv_store_entry_clear(e);
-            return UV_EINVAL;
-        }
+    if (e->fields != NULL && !fields_usable(e->fields)) {
+        hv_store_entry_clear(e);
+        return UV_EINVAL;
     }
     return 0;
 }

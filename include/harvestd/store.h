@@ -112,7 +112,9 @@ int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
  * first, then the fields that are present, in the order above: url, etag, last_modified,
  * body_hash, title, fields (the object itself), content_type, charset, bytes, http_status,
  * max_age, rules (16 hex digits), fetched_at and modified_at (RFC 3339 UTC with
- * milliseconds). Free with free(). Aborts on OOM, like hv_xmalloc().
+ * milliseconds). Always valid JSON in UTF-8: text stored as the server sent it (an ETag in
+ * Latin-1) is shown with U+FFFD for what is not UTF-8, as records do. Free with free().
+ * Aborts on OOM, like hv_xmalloc().
  */
 char *hv_store_entry_show(const char *key, const hv_store_entry_t *e);
 

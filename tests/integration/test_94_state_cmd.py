@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from harness import (SLOWDOWN, check_sanitizer, lmdb_damage_page, lmdb_leaf_pages, lmdb_meta,
-                     lmdb_newest, lmdb_set_meta, tool_path)
+from harness import (HARVESTD_BIN, SLOWDOWN, check_sanitizer, lmdb_damage_page, lmdb_leaf_pages,
+                     lmdb_meta, lmdb_newest, lmdb_set_meta, tool_path)
 
 GIB = 1 << 30
 DAY_MS = 24 * 3600 * 1000
@@ -378,3 +378,26 @@ def test_94_11_verify_reads_every_page(harvestd, tmp_path):
     assert "cut short" in r.stderr
     r = state(harvestd, tmp_path / "none", "verify")
     assert r.returncode == 1 and r.stderr == "harvestd: no state store at %s\n" % (tmp_path / "none")
+
+
+def test_94_12_get_prints_valid_json_whatever_bytes_the_entry_holds(harvestd, tmp_path):
+    """An ETag is the bytes a server sent, Latin-1 included, and is stored as they came (to be
+    sent back so); `get` printed them raw, which is not UTF-8 and so not JSON. It shows
+    U+FFFD for them, as records do."""
+    store = tmp_path / "state"
+    raw = (b'{"url":"http://a.test/","etag":"\\"caf\xe9\\"","last_modified":"Wed, 02 Dec 2026 '
+           b'\xff GMT","title":"T\xc3\xa9tre","fetched_at":1796210000123}')
+    done = subprocess.run([tool_path("store_put").encode(), str(store).encode(), b"http://a.test/",
+                           raw], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=harvestd.env, timeout=30 * SLOWDOWN)
+    assert done.returncode == 0, done.stderr
+    for mode in ([], ["--json"]):
+        argv = [HARVESTD_BIN, "state", "--state-dir", str(store)] + mode + ["get", "http://a.test/"]
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=harvestd.env, timeout=30 * SLOWDOWN)
+        check_sanitizer(r.stderr.decode("utf-8", "replace"))
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout.decode("utf-8"))  # strict: valid UTF-8, valid JSON
+        assert got["etag"] == '"caf\ufffd"'
+        assert got["last_modified"] == "Wed, 02 Dec 2026 \ufffd GMT"
+        assert got["title"] == "Tétre"

@@ -22,8 +22,9 @@ import time
 
 import pytest
 
-from harness import (SLOWDOWN, lmdb_damage_page, lmdb_leaf_pages, lmdb_meta, lmdb_newest,
-                     lmdb_set_meta, parse_fetched_at, preload_env, wait_complete)
+from harness import (HARVESTD_BIN, SLOWDOWN, check_sanitizer, lmdb_damage_page, lmdb_leaf_pages,
+                     lmdb_meta, lmdb_newest, lmdb_set_meta, parse_fetched_at, preload_env,
+                     wait_complete)
 
 RECRAWL = ("--recrawl", "conditional")
 
@@ -661,3 +662,24 @@ def test_95_18_a_full_disk_under_the_store_is_a_full_store(start_daemon, spool, 
     wait_complete(d, spool, ["again.txt"], timeout=30)
     assert sum(1 for r in spool.records("again.txt") if r.get("not_modified")) == stored
     assert d.stop() == 0
+
+
+def test_95_19_an_etag_in_latin_1_is_sent_back_as_it_came_and_shown_as_json(
+        run_harvestd, harvestd, pages, tmp_path):
+    """A server's ETag with a byte that is not UTF-8 (obs-text): stored as it came and sent
+    back byte for byte (the server answers 304), while `state get` shows it as valid JSON."""
+    pages.put("/latin", "Latin")
+    with pages.lock:
+        pages.pages["/latin"]["etag"] = '"caf\xe9-1"'  # sent as the byte 0xe9
+    url = pages.url("/latin")
+    assert run_harvestd([url], *state_args(tmp_path)).rc == 0
+    r = subprocess.run([HARVESTD_BIN, "state", "--state-dir", str(tmp_path / "state"), "get",
+                        url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=harvestd.env,
+                       timeout=30 * SLOWDOWN)
+    check_sanitizer(r.stderr.decode("utf-8", "replace"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.decode("utf-8"))["etag"] == '"caf\ufffd-1"'
+    pages.clear()
+    again = run_harvestd([url], *state_args(tmp_path))
+    assert pages.requests("/latin")[0][1] == '"caf\xe9-1"'
+    assert again.records[0]["not_modified"] is True, again.records

@@ -1,6 +1,7 @@
 /*
  * test_store.c: the per-URL state store on a real LMDB environment in the test's directory.
  */
+#include <cjson/cJSON.h>
 #include <lmdb.h>
 #include <signal.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include "harvestd/common.h"
 #include "harvestd/store.h"
 #include "harvestd/storecheck.h"
+#include "harvestd/utf8.h"
 #include "test.h"
 
 static hv_store_t *open_store(const char *name, uint64_t max_bytes)
@@ -710,4 +712,57 @@ TEST_IMPL(store_write_fitting_commits_what_fits)
     ASSERT_EQ(0, w.commits);
     hv_store_close(st);
     free(title);
+}
+
+/* ---- entries as people see them ---- */
+
+/* An ETag is any bytes the server sent (Latin-1 here): stored as it came, to be sent back as
+ * it came; shown (`harvestd state get`) as valid UTF-8, U+FFFD for what is not. */
+TEST_IMPL(store_shows_any_stored_bytes_as_valid_json)
+{
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t e = sample(1796210000123), out;
+    char etag[] = "\"caf\xe9\"", lm[] = "Wed, 02 Dec 2026 \xff\xfe GMT", ct[] = "text/\xc3";
+    e.etag = etag;
+    e.last_modified = lm;
+    e.content_type = ct;
+    put(st, "http://a.test/", &e);
+    ASSERT_OK(hv_store_get(st, "http://a.test/", 14, &out));
+    ASSERT_STR_EQ(etag, out.etag); /* the bytes themselves */
+    ASSERT_STR_EQ(lm, out.last_modified);
+    char *text = hv_store_entry_show("http://a.test/", &out);
+    ASSERT_EQ(1, hv_utf8_valid(text, strlen(text)));
+    cJSON *o = cJSON_Parse(text);
+    ASSERT_NOT_NULL(o);
+    ASSERT_STR_EQ("\"caf\xef\xbf\xbd\"", cJSON_GetObjectItem(o, "etag")->valuestring);
+    ASSERT_STR_EQ("Wed, 02 Dec 2026 \xef\xbf\xbd\xef\xbf\xbd GMT",
+                  cJSON_GetObjectItem(o, "last_modified")->valuestring);
+    ASSERT_STR_EQ("text/\xef\xbf\xbd", cJSON_GetObjectItem(o, "content_type")->valuestring);
+    ASSERT_STR_EQ("T\xc3\xa9tre", cJSON_GetObjectItem(o, "title")->valuestring); /* as it was */
+    cJSON_Delete(o);
+    free(text);
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
+}
+
+/* Fields go into records as their text is: in valid UTF-8 and without raw control characters
+ * (cJSON escapes those when it prints fields), or the entry reads as absent. */
+TEST_IMPL(store_fields_that_a_record_could_not_carry_read_as_absent)
+{
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t in = sample(1796210000123), out;
+    char latin[] = "{\"a\":\"caf\xe9\"}", control[] = "{\"a\":\"x\x01y\"}",
+         escaped[] = "{\"a\":\"x\\u0001y\"}";
+    in.fields = latin;
+    put(st, "http://a.test/latin", &in);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/latin", 19, &out));
+    in.fields = control;
+    put(st, "http://a.test/control", &in);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/control", 21, &out));
+    in.fields = escaped;
+    put(st, "http://a.test/escaped", &in);
+    ASSERT_OK(hv_store_get(st, "http://a.test/escaped", 21, &out));
+    ASSERT_STR_EQ(escaped, out.fields);
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
 }
