@@ -66,9 +66,10 @@ enum { HV_RECRAWL_FETCH = 0, HV_RECRAWL_ANSWERED = 1 };
 
 /**
  * Open the store of cfg->state_dir (bounded by cfg->state_max_bytes) for `loop`; `cfg` must
- * outlive the returned object. 0 and *out,
- * or an error with a message in `err` naming the path (a corrupt store says how to discard
- * it).
+ * outlive the returned object. 0 and *out, or an error with a message in `err` naming the
+ * path: a corrupt store, or one that the checks before LMDB maps it refuse (cut short, wrong
+ * meta pages: storecheck.h), says what is wrong and how to discard it. The daemon makes that
+ * a start-up error (exit 2).
  */
 int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out, char *err,
                     size_t errcap);
