@@ -607,7 +607,8 @@ void hv_store_close(hv_store_t *st)
  * goes, so that one that dies still says how far it got. */
 typedef struct {
     volatile uint64_t entries, undecodable, pages, free_pages;
-    volatile int finished; /* the walk reached its end (what says whether it found damage) */
+    volatile int finished;    /* the walk reached its end (what says whether it found damage) */
+    volatile int unopenable;  /* LMDB would not open the store: no walk (what says why) */
     char what[400];
 } walk_report_t;
 
@@ -747,9 +748,10 @@ static void walk_child(const char *dir, uint64_t map_bytes, walk_report_t *r)
     if ((rc = mdb_env_create(&env)) != 0 ||
         (rc = mdb_env_set_mapsize(env, (size_t)map_bytes)) != 0 ||
         (rc = mdb_env_set_maxreaders(env, 126)) != 0 ||
-        (rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0644)) != 0)
-        walk_found(r, "LMDB cannot open it: %s", mdb_strerror(rc));
-    else
+        (rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0644)) != 0) {
+        r->unopenable = 1;
+        walk_found(r, "%s", mdb_strerror(rc));
+    } else
         walk_trees(env, r);
     if (env != NULL)
         mdb_env_close(env);
@@ -834,6 +836,10 @@ int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t e
                  "the walk through its pages was killed after %" PRIu64 " entries by %s",
                  out->entries, signal_meaning(out->signal));
         clear_dead_readers(dir, map_bytes);
+    } else if (r->unopenable) {
+        /* Not a finding about the pages: the store could not be read at all. */
+        rc = hv_errf(err, errcap, UV_EIO, "cannot open the state store %s to verify it: %s", dir,
+                     r->what);
     } else if (!r->finished || r->what[0] != '\0') {
         snprintf(out->what, sizeof(out->what), "%s",
                  r->what[0] != '\0' ? r->what : "the walk through its pages did not finish");

@@ -138,7 +138,8 @@ typedef struct {
  * the free-page list, reading each value whole, and the count of pages: those of both trees
  * and the free ones must make up every page in use. A page past the end of the file (SIGBUS)
  * or an LMDB assertion (SIGABRT) kills the child only, and is reported. 0 with the finding in
- * *out, or an error with a message in `err` (UV_ENOENT: no store there; the fork failed).
+ * *out, or an error with a message in `err` (UV_ENOENT: no store there; LMDB will not open
+ * it, e.g. its lock file cannot be used; the fork failed).
  * Blocks until the walk is over: it reads the whole file.
  */
 int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t errcap);

@@ -561,6 +561,14 @@ TEST_IMPL(store_verify_reads_every_page_of_a_sound_store)
     /* No store: an error, as for opening one. */
     ASSERT_EQ(UV_ENOENT, hv_store_verify(hv_test_tmppath("none"), &v, err, sizeof(err)));
     ASSERT_NOT_NULL(strstr(err, "no state store at"));
+    /* A store LMDB will not open (its lock file a directory) is an error, not damage. */
+    char lock[1100];
+    snprintf(lock, sizeof(lock), "%s/lock.mdb", hv_test_tmppath("state"));
+    ASSERT_OK(unlink(lock));
+    ASSERT_OK(mkdir(lock, 0755));
+    ASSERT_NE(0, hv_store_verify(hv_test_tmppath("state"), &v, err, sizeof(err)));
+    ASSERT_NOT_NULL(strstr(err, "cannot open the state store"));
+    ASSERT_EQ(0, v.sound);
 }
 
 /* Damage the open checks cannot see is found, and the parent lives to say so. */
