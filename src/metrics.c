@@ -217,7 +217,8 @@ static void render_recrawl(hv_buf_t *out, const hv_recrawl_stats_t *st)
             "ok records not stored (no-store, too large, store full or failing).", st->not_stored);
     counter(out, "harvestd_store_commits_total", "Store transactions committed.", st->commits);
     counter(out, "harvestd_store_commit_errors_total",
-            "Store transactions that failed (storing then stops).", st->commit_errors);
+            "Store transactions (commits, or a lookup) that failed (storing then stops).",
+            st->commit_errors);
     gauge(out, "harvestd_store_full", "1 once the store reached state_max_bytes.",
           (double)st->full);
     gauge(out, "harvestd_store_entries", "Entries in the store.", (double)st->entries);

@@ -40,6 +40,7 @@ struct hv_recrawl_s {
     const hv_config_t *cfg;    /* state_dir, state_max_bytes, recrawl_min_age */
     hv_store_t *store;
     int stopped;               /* full or failed: no more commits */
+    int failed;                /* an LMDB error: no more lookups either (set_aside) */
 
     struct op_list_s pending;  /* durable, waiting for the next commit */
     unsigned npending;
@@ -49,7 +50,8 @@ struct hv_recrawl_s {
     int timer_closed;
     struct op_list_s batch;    /* the commit's operations (the worker reads them) */
     unsigned nbatch;
-    int result;                /* the worker's hv_store_write result */
+    int result;                /* the worker's hv_store_write_fitting result */
+    hv_store_written_t written; /* ... and what it committed */
 
     int closing;
     void (*done)(void *ud);
@@ -89,6 +91,27 @@ int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out,
     return 0;
 }
 
+/* ---- a store that fails ---- */
+
+/*
+ * An LMDB error in a lookup or a commit (a damaged page, an I/O error): the store is set aside
+ * for the rest of the run, said once. Nothing more is looked up or stored; every page is
+ * fetched as if it had never been seen, and no batch waits on the store or fails for it.
+ * The caller counts the failed transaction (commit_errors: a lookup is a read transaction).
+ */
+static void set_aside(hv_recrawl_t *rc, int err, const char *during)
+{
+    if (rc->failed)
+        return;
+    rc->failed = 1;
+    rc->stopped = 1;
+    HV_LOG(HV_LOG_WARNING,
+           "event=state_store_failed dir=%s during=%s error=%s: %s; the store is set aside: no "
+           "more lookups, no more entries stored (pages are still fetched); `harvestd state "
+           "verify` checks it",
+           rc->cfg->state_dir, during, hv_err_name(err), hv_strerror(err));
+}
+
 /* ---- lookups (loop) ---- */
 
 static char *dup_or_null(const char *s)
@@ -120,14 +143,16 @@ int hv_recrawl_prepare(hv_recrawl_t *rc, hv_record_t *rec, const hv_url_t *url,
     size_t klen = strlen(url->href);
     hv_record_state_t *st = hv_record_state_new(rec, klen <= HV_STORE_KEY_MAX ? url->href : NULL);
     st->rules_fp = rules_fp;
-    if (st->key == NULL)
+    if (st->key == NULL || rc->failed)
         return HV_RECRAWL_FETCH;
     rc->stats.lookups++;
     hv_store_entry_t *prev = &st->prev;
     int r = hv_store_get(rc->store, st->key, klen, prev);
     if (r != 0 || prev->url == NULL || prev->fetched_at_ms <= 0) {
-        if (r != 0 && r != UV_ENOENT)
-            HV_LOG(HV_LOG_DEBUG, "event=store_read_failed error=%s", hv_err_name(r));
+        if (r != 0 && r != UV_ENOENT) {
+            rc->stats.commit_errors++;
+            set_aside(rc, r, "lookup");
+        }
         hv_store_entry_clear(prev);
         return HV_RECRAWL_FETCH;
     }
@@ -241,7 +266,7 @@ static void commit_work(uv_work_t *w)
         ops[n].entry = op->remove ? NULL : &op->entry;
         n++;
     }
-    rc->result = hv_store_write(rc->store, ops, n);
+    rc->result = hv_store_write_fitting(rc->store, ops, n, &rc->written);
     free(ops);
 }
 
@@ -264,6 +289,7 @@ static void commit_done(uv_work_t *w, int status)
 {
     hv_recrawl_t *rc = hv_container_of(w, hv_recrawl_t, work);
     int result = status == 0 ? rc->result : status;
+    hv_store_written_t done = rc->written;
     unsigned n = rc->nbatch;
     hv_recrawl_op_t *op;
     rc->busy = 0;
@@ -272,25 +298,33 @@ static void commit_done(uv_work_t *w, int status)
         op_free(op);
     }
     rc->nbatch = 0;
-    if (result == 0) {
-        rc->stats.commits++;
-        rc->stats.stored += n;
-    } else {
+    if (status != 0)
+        memset(&done, 0, sizeof(done));
+    /* What fitted is stored, also from a commit that did not fit whole. */
+    rc->stats.commits += done.commits;
+    rc->stats.stored += done.written;
+    if (result != 0) {
+        unsigned left = n - (unsigned)done.written;
         rc->stats.commit_errors++;
-        rc->stats.not_stored += n;
+        rc->stats.not_stored += left;
         rc->stopped = 1;
-        if (result == UV_ENOSPC) {
+        if (result == UV_ENOSPC && done.disk_full) {
+            /* A full disk is a full store: the same figures, its own remedy. */
+            rc->stats.full = 1;
+            HV_LOG(HV_LOG_WARNING,
+                   "event=state_store_full dir=%s cause=no_space_on_device entries_not_stored=%u: "
+                   "no space left on the device under it; no more entries are stored (pages "
+                   "are still fetched); make room there, or move state_dir",
+                   rc->cfg->state_dir, left + rc->npending);
+        } else if (result == UV_ENOSPC) {
             rc->stats.full = 1;
             HV_LOG(HV_LOG_WARNING,
                    "event=state_store_full dir=%s state_max_bytes=%" PRIu64
                    " entries_not_stored=%u: no more entries are stored (pages are still "
                    "fetched); prune it (harvestd state prune) or raise state_max_bytes",
-                   rc->cfg->state_dir, rc->cfg->state_max_bytes, n + rc->npending);
+                   rc->cfg->state_dir, rc->cfg->state_max_bytes, left + rc->npending);
         } else {
-            HV_LOG(HV_LOG_WARNING,
-                   "event=state_store_failed dir=%s error=%s: %s; no more entries are stored "
-                   "(pages are still fetched)",
-                   rc->cfg->state_dir, hv_err_name(result), hv_strerror(result));
+            set_aside(rc, result, "commit");
         }
     }
     want_commit(rc);
@@ -326,7 +360,10 @@ static void start_commit(hv_recrawl_t *rc)
 static void on_commit_timer(uv_timer_t *t)
 {
     hv_recrawl_t *rc = hv_container_of(t, hv_recrawl_t, timer);
-    if (!rc->busy && rc->npending > 0)
+    /* Set aside by a lookup meanwhile: what waited is dropped, not committed. */
+    if (rc->stopped)
+        want_commit(rc);
+    else if (!rc->busy && rc->npending > 0)
         start_commit(rc);
 }
 

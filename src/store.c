@@ -5,20 +5,33 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <lmdb.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/common.h"
 #include "harvestd/record.h"
+#include "harvestd/storecheck.h"
+#include "harvestd/utf8.h"
 
 struct hv_store_s {
     MDB_env *env;
     MDB_dbi dbi;
     char *dir;
 };
+
+/* Less room than this on the store's filesystem, after a commit failed with EIO, is a full
+ * disk: LMDB turns a short write (the filesystem filled up during it) into EIO. */
+#define DISK_FULL_MARGIN ((uint64_t)1 << 20)
 
 /* LMDB's own codes, and errno values it passes through, as UV_* errors. */
 static int from_mdb(int rc)
@@ -34,6 +47,66 @@ static int from_mdb(int rc)
     return UV_EIO;
 }
 
+/* How to start afresh, at the end of every message about a store that cannot be used. */
+#define DISCARD_HINT                                                                               \
+    ": move it away or delete %s/data.mdb and %s/lock.mdb to start with an empty one"
+
+/* Check DIR/data.mdb before LMDB maps it (storecheck.h): 0 with the verdict in *check (sound
+ * when there is no file yet, or an empty one: LMDB makes a new store of it, or says what is
+ * wrong with what is not a file), or an error with the message. */
+static int check_data_file(const char *dir, hv_storecheck_t *check, char *err, size_t errcap)
+{
+    size_t n = strlen(dir) + sizeof("/data.mdb");
+    char *path = hv_xmalloc(n);
+    struct stat sb;
+    int rc = 0;
+    memset(check, 0, sizeof(*check));
+    snprintf(path, n, "%s/data.mdb", dir);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+        (rc = hv_storecheck_file(path, check)) != 0)
+        hv_errf(err, errcap, rc, "cannot read the state store %s: %s: %s", dir, path,
+                hv_strerror(rc));
+    free(path);
+    return rc;
+}
+
+/* The same, for opening: a store it refuses is an error whose message says how to discard it. */
+static int check_before_open(const char *dir, char *err, size_t errcap)
+{
+    hv_storecheck_t check;
+    int rc = check_data_file(dir, &check, err, errcap);
+    if (rc != 0)
+        return rc;
+    if (check.verdict == HV_STORECHECK_FOREIGN)
+        return hv_errf(
+            err, errcap, UV_EIO,
+            "the state store %s is not a usable LMDB store (%s/data.mdb: %s)" DISCARD_HINT, dir,
+            dir, check.what, dir, dir);
+    if (check.verdict == HV_STORECHECK_DAMAGED)
+        return hv_errf(err, errcap, UV_EIO,
+                       "the state store %s is damaged (%s/data.mdb: %s)" DISCARD_HINT, dir, dir,
+                       check.what, dir, dir);
+    return 0;
+}
+
+/* A write transaction's result as a UV_* error; *disk says whether a UV_ENOSPC is the disk's
+ * (no room on the filesystem) rather than the map's (the bound). */
+static int write_error(const hv_store_t *st, int rc, int *disk)
+{
+    struct statvfs vfs;
+    *disk = 0;
+    if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG) {
+        *disk = 1;
+        return UV_ENOSPC;
+    }
+    if (rc == EIO && statvfs(st->dir, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < DISK_FULL_MARGIN) {
+        *disk = 1;
+        return UV_ENOSPC;
+    }
+    return from_mdb(rc);
+}
+
 int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
                   size_t errcap)
 {
@@ -47,6 +120,8 @@ int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *e
         snprintf(err, errcap, "cannot create the state store %s: %s", dir, strerror(errno));
         return uv_translate_sys_error(errno);
     }
+    if ((rc = check_before_open(dir, err, errcap)) != 0)
+        return rc;
     if ((rc = mdb_env_create(&env)) != 0 ||
         (rc = mdb_env_set_mapsize(env, (size_t)max_bytes)) != 0 ||
         (rc = mdb_env_set_maxreaders(env, 126)) != 0) {
@@ -56,9 +131,7 @@ int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *e
     rc = mdb_env_open(env, dir, MDB_NOTLS | MDB_NOMETASYNC, 0644);
     if (rc != 0) {
         if (rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH || rc == MDB_CORRUPTED)
-            snprintf(err, errcap,
-                     "the state store %s is not a usable LMDB store (%s): move it away or "
-                     "delete %s/data.mdb and %s/lock.mdb to start with an empty one",
+            snprintf(err, errcap, "the state store %s is not a usable LMDB store (%s)" DISCARD_HINT,
                      dir, mdb_strerror(rc), dir, dir);
         else
             snprintf(err, errcap, "cannot open the state store %s: %s", dir, mdb_strerror(rc));
@@ -90,15 +163,16 @@ fail:
     return from_mdb(rc) != 0 ? from_mdb(rc) : UV_EIO;
 }
 
-int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t errcap)
+/* The store in `dir` exists: 0 with the map to open it with in *map_bytes (the next whole GiB
+ * above data.mdb's size), or an error with the message (UV_ENOENT: there is none). */
+static int existing_map(const char *dir, uint64_t *map_bytes, char *err, size_t errcap)
 {
     const uint64_t gib = (uint64_t)1 << 30;
     struct stat sb;
     size_t n = strlen(dir) + sizeof("/data.mdb");
     char *data = hv_xmalloc(n);
-    int rc;
+    int rc = 0;
 
-    *out = NULL;
     snprintf(data, n, "%s/data.mdb", dir);
     if (stat(dir, &sb) != 0) {
         int e = errno;
@@ -128,10 +202,20 @@ int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t 
                      S_ISREG(sb.st_mode) ? "empty" : "not a regular file");
         goto out;
     }
-    rc = hv_store_open(dir, ((uint64_t)sb.st_size / gib + 1) * gib, out, err, errcap);
+    *map_bytes = ((uint64_t)sb.st_size / gib + 1) * gib;
 out:
     free(data);
     return rc;
+}
+
+int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t errcap)
+{
+    uint64_t map_bytes = 0;
+    int rc = existing_map(dir, &map_bytes, err, errcap);
+    *out = NULL;
+    if (rc != 0)
+        return rc;
+    return hv_store_open(dir, map_bytes, out, err, errcap);
 }
 
 /* ---- values: one small JSON object ---- */
@@ -188,6 +272,17 @@ static void add_str(cJSON *o, const char *k, const char *v)
         store_oom();
 }
 
+/* As people see it: text from the network may be any bytes (an ETag with Latin-1 in it) and
+ * is stored as it came, to be sent back as it came; shown, it is valid UTF-8, like a record. */
+static void add_shown_str(cJSON *o, const char *k, const char *v)
+{
+    char *clean = NULL;
+    if (v != NULL && !hv_utf8_valid(v, strlen(v)))
+        clean = hv_utf8_sanitize(v, strlen(v), NULL);
+    add_str(o, k, clean != NULL ? clean : v);
+    free(clean);
+}
+
 static void add_num(cJSON *o, const char *k, double v)
 {
     if (cJSON_AddNumberToObject(o, k, v) == NULL)
@@ -202,7 +297,10 @@ static void add_fields(cJSON *o, const hv_store_entry_t *e, int shown)
         char text[32];
         switch (entry_fields[i].kind) {
         case F_TEXT:
-            add_str(o, k, *CFIELD(e, i, char *));
+            if (shown)
+                add_shown_str(o, k, *CFIELD(e, i, char *));
+            else
+                add_str(o, k, *CFIELD(e, i, char *));
             break;
         case F_HASH:
             if (CFIELD(e, i, char)[0] != '\0')
@@ -212,7 +310,7 @@ static void add_fields(cJSON *o, const hv_store_entry_t *e, int shown)
             if (!shown || *CFIELD(e, i, char *) == NULL) {
                 add_str(o, k, *CFIELD(e, i, char *));
             } else {
-                /* It was stored from a parsed object and checked when read: valid JSON. */
+                /* It was checked when read (fields_usable): a JSON object in UTF-8. */
                 cJSON *raw = cJSON_CreateRaw(*CFIELD(e, i, char *));
                 if (raw == NULL || !cJSON_AddItemToObject(o, k, raw))
                     store_oom();
@@ -278,6 +376,22 @@ static int64_t get_num(const cJSON *v, int64_t dflt)
     return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
 }
 
+/* Fields go into records as they are: they must be a JSON object as cJSON prints one (no
+ * raw control characters), in valid UTF-8, whatever the file holds. */
+static int fields_usable(const char *text)
+{
+    size_t len = strlen(text);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)text[i] < 0x20)
+            return 0;
+    if (!hv_utf8_valid(text, len))
+        return 0;
+    cJSON *f = cJSON_ParseWithLength(text, len);
+    int usable = cJSON_IsObject(f);
+    cJSON_Delete(f);
+    return usable;
+}
+
 static int decode(const char *data, size_t len, hv_store_entry_t *e)
 {
     cJSON *o = cJSON_ParseWithLength(data, len);
@@ -318,15 +432,9 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "modified_at")))
         e->modified_at_ms = e->fetched_at_ms;
     cJSON_Delete(o);
-    if (e->fields != NULL) {
-        /* It goes into records as it is: it must be a JSON object, whatever the file holds. */
-        cJSON *f = cJSON_Parse(e->fields);
-        int valid = cJSON_IsObject(f);
-        cJSON_Delete(f);
-        if (!valid) {
-            hv_store_entry_clear(e);
-            return UV_EINVAL;
-        }
+    if (e->fields != NULL && !fields_usable(e->fields)) {
+        hv_store_entry_clear(e);
+        return UV_EINVAL;
     }
     return 0;
 }
@@ -352,12 +460,13 @@ int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry
     return from_mdb(rc);
 }
 
-int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
+/* Apply `ops` in one transaction: 0, or LMDB's code (or the errno it passes through). */
+static int write_txn(hv_store_t *st, const hv_store_op_t *ops, size_t n)
 {
     MDB_txn *txn;
     int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
     if (rc != 0)
-        return from_mdb(rc);
+        return rc;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const hv_store_op_t *op = &ops[i];
         if (op->key_len == 0 || op->key_len > HV_STORE_KEY_MAX)
@@ -376,9 +485,43 @@ int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
     }
     if (rc != 0) {
         mdb_txn_abort(txn);
-        return from_mdb(rc);
+        return rc;
     }
-    return from_mdb(mdb_txn_commit(txn));
+    return mdb_txn_commit(txn);
+}
+
+int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n)
+{
+    int disk;
+    return write_error(st, write_txn(st, ops, n), &disk);
+}
+
+int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
+                           hv_store_written_t *out)
+{
+    size_t piece = n;
+    memset(out, 0, sizeof(*out));
+    while (out->written < n) {
+        size_t k = piece < n - out->written ? piece : n - out->written;
+        int disk, rc = write_error(st, write_txn(st, ops + out->written, k), &disk);
+        if (rc == 0) {
+            out->written += k;
+            out->commits++;
+            continue;
+        }
+        out->disk_full |= disk;
+        /* A transaction refused for the map's bound wrote nothing: a smaller one may fit
+         * (halving finds the most that does in a few tries). So may one refused for the
+         * disk: the pages it wrote past the end stay in the file, and the next transaction
+         * writes its pages there again. */
+        if (rc == UV_ENOSPC && k > 1) {
+            piece = k / 2;
+            continue;
+        }
+        /* After a full disk, what fails next fails of it. */
+        return out->disk_full ? UV_ENOSPC : rc;
+    }
+    return 0;
 }
 
 int hv_store_delete(hv_store_t *st, const char *key, size_t key_len)
@@ -456,6 +599,257 @@ void hv_store_close(hv_store_t *st)
     mdb_env_close(st->env);
     free(st->dir);
     free(st);
+}
+
+/* ---- verify: every page, in a child process ---- */
+
+/* What the walking child leaves its parent, in memory they share. The counts grow as the walk
+ * goes, so that one that dies still says how far it got. */
+typedef struct {
+    volatile uint64_t entries, undecodable, pages, free_pages;
+    volatile int finished;    /* the walk reached its end (what says whether it found damage) */
+    volatile int unopenable;  /* LMDB would not open the store: no walk (what says why) */
+    char what[400];
+} walk_report_t;
+
+static volatile unsigned char touched;
+
+/* Read a byte of every page of [p, p+len) and its last: a page past the end of the file
+ * faults here, in the child. */
+static void touch(const void *p, size_t len, size_t page)
+{
+    const volatile unsigned char *b = p;
+    unsigned char x = 0;
+    for (size_t i = 0; i < len; i += page)
+        x ^= b[i];
+    if (len > 0)
+        x ^= b[len - 1];
+    touched = x;
+}
+
+__attribute__((format(printf, 2, 3))) static void walk_found(walk_report_t *r, const char *fmt,
+                                                             ...)
+{
+    if (r->what[0] == '\0') {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->what, sizeof(r->what), fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* Every entry, then every record of the free-page list, in one read transaction. */
+static void walk_trees(MDB_env *env, walk_report_t *r)
+{
+    MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
+    MDB_envinfo info;
+    MDB_stat main_st, free_st;
+    MDB_dbi dbi;
+    MDB_val k, v;
+    int rc, counted = 0;
+
+    /* The snapshot's last page is the newest meta page's when no commit came in between. */
+    for (int attempt = 0; attempt < 10 && !counted; attempt++) {
+        if (txn != NULL)
+            mdb_txn_abort(txn);
+        if ((rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) != 0 ||
+            (rc = mdb_env_info(env, &info)) != 0) {
+            walk_found(r, "LMDB cannot read it: %s", mdb_strerror(rc));
+            txn = NULL;
+            goto out;
+        }
+        counted = info.me_last_txnid == mdb_txn_id(txn);
+    }
+    if ((rc = mdb_dbi_open(txn, NULL, 0, &dbi)) != 0 || (rc = mdb_stat(txn, dbi, &main_st)) != 0 ||
+        (rc = mdb_stat(txn, 0, &free_st)) != 0 || (rc = mdb_cursor_open(txn, dbi, &cur)) != 0) {
+        walk_found(r, "LMDB cannot read it: %s", mdb_strerror(rc));
+        goto out;
+    }
+    r->pages = (uint64_t)info.me_last_pgno + 1;
+    while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        hv_store_entry_t e;
+        touch(k.mv_data, k.mv_size, main_st.ms_psize);
+        touch(v.mv_data, v.mv_size, main_st.ms_psize);
+        if (decode(v.mv_data, v.mv_size, &e) == 0)
+            hv_store_entry_clear(&e);
+        else
+            r->undecodable++;
+        r->entries++;
+    }
+    if (rc != MDB_NOTFOUND) {
+        walk_found(r, "LMDB stopped the walk through the entries after %" PRIu64 " of them: %s",
+                   r->entries, mdb_strerror(rc));
+        goto out;
+    }
+    if (r->entries != main_st.ms_entries) {
+        walk_found(r, "the walk found %" PRIu64 " entries, the store says it holds %zu",
+                   r->entries, main_st.ms_entries);
+        goto out;
+    }
+    mdb_cursor_close(cur);
+    if ((rc = mdb_cursor_open(txn, 0, &cur)) != 0) {
+        cur = NULL;
+        walk_found(r, "LMDB cannot read its free-page list: %s", mdb_strerror(rc));
+        goto out;
+    }
+    /* A record: a count, then that many page numbers (as storecheck.c reads them too). */
+    while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        const unsigned char *ids = v.mv_data;
+        uint64_t n = 0, pgno;
+        touch(v.mv_data, v.mv_size, free_st.ms_psize);
+        if (v.mv_size >= 8)
+            memcpy(&n, ids, 8);
+        if (v.mv_size < 8 || n > v.mv_size / 8 - 1) {
+            walk_found(r, "a record of the free-page list is malformed");
+            goto out;
+        }
+        for (uint64_t i = 1; i <= n; i++) {
+            memcpy(&pgno, ids + 8 * i, 8);
+            if (pgno < 2 || pgno >= r->pages) {
+                walk_found(r, "the free-page list names page %" PRIu64 ", of %" PRIu64 " in use",
+                           pgno, r->pages);
+                goto out;
+            }
+        }
+        r->free_pages += n;
+    }
+    if (rc != MDB_NOTFOUND) {
+        walk_found(r, "LMDB stopped the walk through the free-page list: %s", mdb_strerror(rc));
+        goto out;
+    }
+    /* Every page but the two meta pages is in one tree or on the free-page list. */
+    uint64_t in_trees = main_st.ms_branch_pages + main_st.ms_leaf_pages +
+                        main_st.ms_overflow_pages + free_st.ms_branch_pages +
+                        free_st.ms_leaf_pages + free_st.ms_overflow_pages;
+    if (counted && in_trees + r->free_pages + 2 != r->pages)
+        walk_found(r,
+                   "its pages do not add up: %" PRIu64 " in the trees, %" PRIu64
+                   " free and 2 meta pages, but %" PRIu64 " in use",
+                   in_trees, (uint64_t)r->free_pages, (uint64_t)r->pages);
+    r->finished = 1;
+out:
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+}
+
+/* The child: a read-only environment, and the walk. Never returns. */
+static void walk_child(const char *dir, uint64_t map_bytes, walk_report_t *r)
+{
+    struct rlimit no_core = {0, 0};
+    MDB_env *env = NULL;
+    int rc;
+    /* The faults looked for are reported by the parent: no core dump, no handler of ours. */
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGSEGV, SIG_DFL);
+    if ((rc = mdb_env_create(&env)) != 0 ||
+        (rc = mdb_env_set_mapsize(env, (size_t)map_bytes)) != 0 ||
+        (rc = mdb_env_set_maxreaders(env, 126)) != 0 ||
+        (rc = mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0644)) != 0) {
+        r->unopenable = 1;
+        walk_found(r, "%s", mdb_strerror(rc));
+    } else
+        walk_trees(env, r);
+    if (env != NULL)
+        mdb_env_close(env);
+    _exit(0);
+}
+
+/* A child killed inside its read transaction left its reader slot: clear it, or it would keep
+ * writers from reusing the pages it saw. */
+static void clear_dead_readers(const char *dir, uint64_t map_bytes)
+{
+    MDB_env *env = NULL;
+    int dead = 0;
+    if (mdb_env_create(&env) == 0 && mdb_env_set_mapsize(env, (size_t)map_bytes) == 0 &&
+        mdb_env_set_maxreaders(env, 126) == 0 &&
+        mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0644) == 0)
+        mdb_reader_check(env, &dead);
+    if (env != NULL)
+        mdb_env_close(env);
+}
+
+static const char *signal_meaning(int sig)
+{
+    switch (sig) {
+    case SIGBUS:
+        return "SIGBUS (a page past the end of the file)";
+    case SIGSEGV:
+        return "SIGSEGV (a page that points outside the file)";
+    case SIGABRT:
+        return "SIGABRT (an LMDB assertion)";
+    default:
+        return "a signal";
+    }
+}
+
+int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t errcap)
+{
+    hv_storecheck_t check;
+    uint64_t map_bytes = 0;
+    int rc, status = 0;
+    walk_report_t *r = MAP_FAILED;
+    pid_t pid;
+
+    memset(out, 0, sizeof(*out));
+    if ((rc = existing_map(dir, &map_bytes, err, errcap)) != 0 ||
+        (rc = check_data_file(dir, &check, err, errcap)) != 0)
+        goto out;
+    out->pages = check.last_page + 1;
+    if (check.verdict != HV_STORECHECK_SOUND) {
+        snprintf(out->what, sizeof(out->what), "%s/data.mdb: %s", dir, check.what);
+        goto out;
+    }
+    r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED) {
+        rc = hv_errf(err, errcap, uv_translate_sys_error(errno),
+                     "cannot verify the state store %s: mmap: %s", dir, strerror(errno));
+        goto out;
+    }
+    memset(r, 0, sizeof(*r));
+    fflush(NULL);
+    if ((pid = fork()) < 0) {
+        rc = hv_errf(err, errcap, uv_translate_sys_error(errno),
+                     "cannot verify the state store %s: fork: %s", dir, strerror(errno));
+        goto out;
+    }
+    if (pid == 0)
+        walk_child(dir, map_bytes, r);
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            rc = hv_errf(err, errcap, uv_translate_sys_error(errno),
+                         "cannot verify the state store %s: waitpid: %s", dir, strerror(errno));
+            goto out;
+        }
+    }
+    out->entries = r->entries;
+    out->undecodable = r->undecodable;
+    out->free_pages = r->free_pages;
+    if (r->pages > 0)
+        out->pages = r->pages;
+    if (WIFSIGNALED(status)) {
+        out->signal = WTERMSIG(status);
+        snprintf(out->what, sizeof(out->what),
+                 "the walk through its pages was killed after %" PRIu64 " entries by %s",
+                 out->entries, signal_meaning(out->signal));
+        clear_dead_readers(dir, map_bytes);
+    } else if (r->unopenable) {
+        /* Not a finding about the pages: the store could not be read at all. */
+        rc = hv_errf(err, errcap, UV_EIO, "cannot open the state store %s to verify it: %s", dir,
+                     r->what);
+    } else if (!r->finished || r->what[0] != '\0') {
+        snprintf(out->what, sizeof(out->what), "%s",
+                 r->what[0] != '\0' ? r->what : "the walk through its pages did not finish");
+    } else {
+        out->sound = 1;
+    }
+out:
+    if (r != MAP_FAILED)
+        munmap(r, sizeof(*r));
+    return rc;
 }
 
 uint64_t hv_store_fingerprint(const void *data, size_t len)

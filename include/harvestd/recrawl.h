@@ -25,9 +25,11 @@
  * the first) in one LMDB transaction: the loop never waits for the store's fsync.
  * Reads are LMDB lookups in the memory map, done on the loop.
  *
- * The store never fails a batch: when it is full (state_max_bytes) or a commit fails, the
- * owner warns once and stops storing, and fetching goes on as if re-crawling were off for
- * new URLs.
+ * The store never fails a batch: when it is full (state_max_bytes), the owner stores what of
+ * the commit still fits, warns once and stops storing, and fetching goes on as if re-crawling were off for new URLs; when LMDB fails
+ * a lookup or a commit (a damaged page, an I/O error), the owner warns once and sets the store
+ * aside: no more lookups or commits, every page fetched unconditionally. Both are counted as
+ * failed transactions (commit_errors).
  */
 #ifndef HARVESTD_RECRAWL_H
 #define HARVESTD_RECRAWL_H
@@ -52,7 +54,7 @@ typedef struct {
     uint64_t stored;         /* entries committed */
     uint64_t not_stored;     /* ok records not stored: no-store, too large, store full */
     uint64_t commits;        /* transactions committed */
-    uint64_t commit_errors;  /* transactions that failed (the store then stops storing) */
+    uint64_t commit_errors;  /* transactions (commits, or a lookup) that failed: storing stops */
     int full;                /* the store reached state_max_bytes */
     uint64_t entries;        /* in the store (read at the call) */
     uint64_t bytes_used;
@@ -64,9 +66,10 @@ enum { HV_RECRAWL_FETCH = 0, HV_RECRAWL_ANSWERED = 1 };
 
 /**
  * Open the store of cfg->state_dir (bounded by cfg->state_max_bytes) for `loop`; `cfg` must
- * outlive the returned object. 0 and *out,
- * or an error with a message in `err` naming the path (a corrupt store says how to discard
- * it).
+ * outlive the returned object. 0 and *out, or an error with a message in `err` naming the
+ * path: a corrupt store, or one that the checks before LMDB maps it refuse (cut short, wrong
+ * meta pages: storecheck.h), says what is wrong and how to discard it. The daemon makes that
+ * a start-up error (exit 2).
  */
 int hv_recrawl_open(uv_loop_t *loop, const hv_config_t *cfg, hv_recrawl_t **out, char *err,
                     size_t errcap);

@@ -11,8 +11,16 @@
  *
  * The store is bounded: its map is `max_bytes`; a write that does not fit fails with
  * UV_ENOSPC and changes nothing, and the owner stops storing (the store never fails a batch).
- * Writes go in transactions of many records (hv_store_write), so that a batch of records
- * costs one commit. Calls block (LMDB commits fsync): the owner runs writes off the loop.
+ * A full disk under the store is a full store too: LMDB's ENOSPC, and the EIO it makes of a
+ * write cut short when the filesystem is (all but) full, are UV_ENOSPC. Writes go in
+ * transactions of many records (hv_store_write), so that a batch of records costs one commit;
+ * hv_store_write_fitting() commits what fits when not all does. Calls block (LMDB commits
+ * fsync): the owner runs writes off the loop.
+ *
+ * Opening checks the data file first (storecheck.h): one cut short, or whose meta pages are
+ * wrong, is refused with a message that says how to discard it, instead of crashing the
+ * process at its first lookup. Damage inside the pages is found only by hv_store_verify(),
+ * which walks every page in a child process.
  */
 #ifndef HARVESTD_STORE_H
 #define HARVESTD_STORE_H
@@ -43,7 +51,8 @@ typedef struct {
 /**
  * Open (creating `dir` and the store when missing) with a bound of `max_bytes`. 0 and *out,
  * or an error with a message naming the path in `err`: a store that is not an LMDB
- * environment or is corrupt says how to discard it.
+ * environment, is corrupt or that the checks of storecheck.h refuse ("is damaged (...)")
+ * says how to discard it.
  */
 int hv_store_open(const char *dir, uint64_t max_bytes, hv_store_t **out, char *err,
                   size_t errcap);
@@ -62,8 +71,28 @@ int hv_store_open_existing(const char *dir, hv_store_t **out, char *err, size_t 
 /** The entry of `key` into *out (free with hv_store_entry_clear): 0, UV_ENOENT, or an error. */
 int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry_t *out);
 
-/** Apply `ops` in one transaction: 0, UV_ENOSPC (the bound: nothing written), or an error. */
+/**
+ * Apply `ops` in one transaction: 0, UV_ENOSPC (the bound, or no room left on the disk:
+ * nothing written), or an error.
+ */
 int hv_store_write(hv_store_t *st, const hv_store_op_t *ops, size_t n);
+
+/** What hv_store_write_fitting() wrote. */
+typedef struct {
+    size_t written; /* ops committed: the first `written` of them */
+    size_t commits; /* transactions committed */
+    int disk_full;  /* with UV_ENOSPC: the disk under the store is full, not the map */
+} hv_store_written_t;
+
+/**
+ * Apply `ops` in order, committing as many as fit: in one transaction when they all fit in
+ * the map, else in smaller ones (the rest halved at each refusal) until one op alone does not.
+ * 0 when all are committed; UV_ENOSPC when the bound or the disk stopped it (out->disk_full
+ * says which); or another error. In every case out->written ops, from the first, are
+ * committed, and the others not.
+ */
+int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
+                           hv_store_written_t *out);
 
 /**
  * Delete the entry of `key` in a transaction of its own: 0 when there was one, UV_ENOENT when
@@ -83,11 +112,37 @@ int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
  * first, then the fields that are present, in the order above: url, etag, last_modified,
  * body_hash, title, fields (the object itself), content_type, charset, bytes, http_status,
  * max_age, rules (16 hex digits), fetched_at and modified_at (RFC 3339 UTC with
- * milliseconds). Free with free(). Aborts on OOM, like hv_xmalloc().
+ * milliseconds). Always valid JSON in UTF-8: text stored as the server sent it (an ETag in
+ * Latin-1) is shown with U+FFFD for what is not UTF-8, as records do. Free with free().
+ * Aborts on OOM, like hv_xmalloc().
  */
 char *hv_store_entry_show(const char *key, const hv_store_entry_t *e);
 
 void hv_store_close(hv_store_t *st);
+
+/** What hv_store_verify() found. */
+typedef struct {
+    int sound;            /* 1: every page was read, and the pages add up */
+    char what[512];       /* else what is wrong, for people */
+    int signal;           /* the walk was killed by this signal (SIGBUS, SIGABRT...); 0 if not */
+    uint64_t entries;     /* entries walked (as far as the walk went) */
+    uint64_t undecodable; /* of which not an entry (they read as absent) */
+    uint64_t pages;       /* pages in use, the two meta pages included */
+    uint64_t free_pages;  /* of which on the free-page list */
+} hv_store_verify_t;
+
+/**
+ * Read every page of the store in `dir`, which must exist (as for hv_store_open_existing();
+ * daemons may be using it). First the checks every open makes (storecheck.h); then, in a
+ * child process that opens the store read-only, a cursor over every entry and every record of
+ * the free-page list, reading each value whole, and the count of pages: those of both trees
+ * and the free ones must make up every page in use. A page past the end of the file (SIGBUS)
+ * or an LMDB assertion (SIGABRT) kills the child only, and is reported. 0 with the finding in
+ * *out, or an error with a message in `err` (UV_ENOENT: no store there; LMDB will not open
+ * it, e.g. its lock file cannot be used; the fork failed).
+ * Blocks until the walk is over: it reads the whole file.
+ */
+int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t errcap);
 
 /** A fingerprint (64-bit FNV-1a) of `len` bytes, e.g. of the rules' canonical text. */
 uint64_t hv_store_fingerprint(const void *data, size_t len);

@@ -1,7 +1,8 @@
 /*
  * state.c: `harvestd state --state-dir DIR VERB` (commands.h): the per-URL state store
  * (store.h) from the command line: how big it is, one URL's entry, forgetting one, pruning by
- * age. The command line, the answers and the exit status; the store does the rest.
+ * age, reading every page of it. The command line, the answers and the exit status; the store
+ * does the rest.
  *
  * The command works on a store that exists and never creates one
  * (hv_store_open_existing()): a mistyped directory must say so rather than leave an empty
@@ -26,10 +27,13 @@ enum { EXIT_OK = 0, EXIT_IO = 1, EXIT_USAGE = 2, EXIT_ABSENT = 3 };
 
 #define DAY_MS ((uint64_t)24 * 3600 * 1000)
 
-typedef enum { VERB_NONE, VERB_STATS, VERB_GET, VERB_FORGET, VERB_PRUNE } verb_t;
+typedef enum { VERB_NONE, VERB_STATS, VERB_GET, VERB_FORGET, VERB_PRUNE, VERB_VERIFY } verb_t;
 
-static const char *const verb_names[] = {
-    [VERB_STATS] = "stats", [VERB_GET] = "get", [VERB_FORGET] = "forget", [VERB_PRUNE] = "prune"};
+static const char *const verb_names[] = {[VERB_STATS] = "stats",
+                                         [VERB_GET] = "get",
+                                         [VERB_FORGET] = "forget",
+                                         [VERB_PRUNE] = "prune",
+                                         [VERB_VERIFY] = "verify"};
 
 typedef struct {
     const char *dir;
@@ -47,6 +51,7 @@ static void usage(FILE *out)
             "       harvestd state --state-dir DIR [--json] get URL\n"
             "       harvestd state --state-dir DIR [--json] forget URL\n"
             "       harvestd state --state-dir DIR [--json] prune --older-than DURATION\n"
+            "       harvestd state --state-dir DIR [--json] verify\n"
             "\n"
             "Inspects and trims the per-URL state store in DIR (an LMDB environment:\n"
             "DIR/data.mdb and DIR/lock.mdb), also while daemons use it. The store must\n"
@@ -62,6 +67,14 @@ static void usage(FILE *out)
             "  forget URL  deletes the entry: forgot URL\n"
             "  prune       deletes the entries fetched more than DURATION ago:\n"
             "              pruned=N entries=M (M: the entries left)\n"
+            "  verify      reads every page of the store, in a child process that a damaged\n"
+            "              page may kill: sound entries=N pages=N free_pages=N, or\n"
+            "              damaged entries_walked=N and what is wrong on standard error\n"
+            "\n"
+            "Every verb first checks what can be checked cheaply (data.mdb's size and its\n"
+            "meta pages) and refuses a store that fails: it is damaged. A store damaged\n"
+            "inside its pages is not detected until verify reads them (a lookup that meets\n"
+            "such a page may crash the daemon).\n"
             "\n"
             "URL is normalised as the daemon does before it is looked up (scheme and host\n"
             "lower-cased, default port dropped, '/' for an empty path, no fragment):\n"
@@ -72,15 +85,19 @@ static void usage(FILE *out)
             "                         number is in seconds\n"
             "  --json                 answers as JSON objects: {\"entries\":N,\"bytes_used\":N,\n"
             "                         \"map_bytes\":N}, {\"forgot\":true|false,\"url\":\"...\"},\n"
-            "                         {\"pruned\":N,\"entries\":M}\n"
+            "                         {\"pruned\":N,\"entries\":M},\n"
+            "                         {\"sound\":true,\"entries\":N,\"pages\":N,\"free_pages\":N}\n"
+            "                         or {\"sound\":false,\"entries_walked\":N,\n"
+            "                         \"damage\":\"...\"}\n"
             "  -h, --help             this text\n"
             "\n"
             "Options may come before or after the verb. An absent entry is said on standard\n"
             "error, \"harvestd: no entry for URL\" (forget --json: {\"forgot\":false,...}).\n"
             "\n"
             "Exit status: 0 answered; 1 no store in DIR, a store that cannot be opened (a\n"
-            "corrupt one: the message says how to discard it) or an I/O error; 2 usage error\n"
-            "(also a URL that does not parse); 3 the entry asked for is absent.\n");
+            "damaged or corrupt one: the message says how to discard it), damage that\n"
+            "verify found, or an I/O error; 2 usage error (also a URL that does not parse);\n"
+            "3 the entry asked for is absent. verify exits 0 only on a sound store.\n");
 }
 
 static int usage_error(const char *msg)
@@ -130,7 +147,8 @@ static int parse_args(int argc, char **argv, state_args_t *a, char *err, size_t 
             if (a->verb == VERB_NONE) {
                 if ((a->verb = find_verb(got.word)) == VERB_NONE)
                     return hv_errf(err, errcap, -1,
-                                   "unknown verb: %s (stats, get, forget or prune)", got.word);
+                                   "unknown verb: %s (stats, get, forget, prune or verify)",
+                                   got.word);
             } else if ((a->verb == VERB_GET || a->verb == VERB_FORGET) && a->url == NULL) {
                 a->url = got.word;
             } else {
@@ -159,7 +177,8 @@ static int parse_args(int argc, char **argv, state_args_t *a, char *err, size_t 
         return hv_errf(err, errcap, -1, "--state-dir needs a directory, not an empty name");
     if (a->verb == VERB_NONE)
         return hv_errf(err, errcap, -1,
-                       "missing a verb: stats, get URL, forget URL or prune --older-than DURATION");
+                       "missing a verb: stats, get URL, forget URL, prune --older-than DURATION "
+                       "or verify");
     if ((a->verb == VERB_GET || a->verb == VERB_FORGET) && a->url == NULL)
         return hv_errf(err, errcap, -1, "%s needs a URL", verb_names[a->verb]);
     if (a->verb == VERB_PRUNE && a->older_than == NULL)
@@ -289,6 +308,45 @@ static int do_prune(hv_store_t *st, const state_args_t *a, uint64_t age_ms)
     return EXIT_OK;
 }
 
+/* The whole store read, in a child process (hv_store_verify); it opens the store itself. */
+static int do_verify(const state_args_t *a)
+{
+    hv_store_verify_t v;
+    char err[3300];
+    if (hv_store_verify(a->dir, &v, err, sizeof(err)) != 0) {
+        fprintf(stderr, "harvestd: %s\n", err);
+        return EXIT_IO;
+    }
+    if (a->json) {
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL || cJSON_AddBoolToObject(o, "sound", v.sound) == NULL ||
+            cJSON_AddNumberToObject(o, v.sound ? "entries" : "entries_walked",
+                                    (double)v.entries) == NULL ||
+            (v.sound && (cJSON_AddNumberToObject(o, "pages", (double)v.pages) == NULL ||
+                         cJSON_AddNumberToObject(o, "free_pages", (double)v.free_pages) == NULL)) ||
+            (!v.sound && cJSON_AddStringToObject(o, "damage", v.what) == NULL))
+            oom();
+        char *text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (text == NULL)
+            oom();
+        printf("%s\n", text);
+        cJSON_free(text);
+    } else if (v.sound) {
+        printf("sound entries=%" PRIu64 " pages=%" PRIu64 " free_pages=%" PRIu64 "\n", v.entries,
+               v.pages, v.free_pages);
+    } else {
+        printf("damaged entries_walked=%" PRIu64 "\n", v.entries);
+    }
+    if (v.sound)
+        return EXIT_OK;
+    fprintf(stderr,
+            "harvestd: the state store %s is damaged (%s): move it away or delete %s/data.mdb and "
+            "%s/lock.mdb to start with an empty one\n",
+            a->dir, v.what, a->dir, a->dir);
+    return EXIT_IO;
+}
+
 /* ------------------------------------------------------------------------------ command */
 
 int hv_cmd_state(int argc, char **argv)
@@ -315,6 +373,10 @@ int hv_cmd_state(int argc, char **argv)
                  reason != NULL ? reason : "malformed");
         return usage_error(err);
     }
+    if (a.verb == VERB_VERIFY) {
+        status = do_verify(&a);
+        goto flush;
+    }
     if (hv_store_open_existing(a.dir, &st, err, sizeof(err)) != 0) {
         fprintf(stderr, "harvestd: %s\n", err);
         status = EXIT_IO;
@@ -333,11 +395,13 @@ int hv_cmd_state(int argc, char **argv)
     case VERB_PRUNE:
         status = do_prune(st, &a, age_ms);
         break;
+    case VERB_VERIFY: /* above: it opens the store in its child */
     case VERB_NONE:
     default:
         status = EXIT_USAGE; /* parse_args() requires a verb */
         break;
     }
+flush:
     /* An answer that did not reach standard output (a full disk, a closed pipe) is a
      * failure, not a success with nothing said. */
     if (fflush(stdout) != 0 || ferror(stdout)) {

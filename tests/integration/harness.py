@@ -29,6 +29,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import time
@@ -1241,3 +1242,61 @@ def refused_config(harvestd, spool, path, mode):
     rc = d.wait(timeout=5)
     assert not os.path.exists(spool.path("incoming")), "the daemon started with a bad config"
     return rc, d.stderr_text()
+
+
+# ---------------------------------------------------------------------------- a state store's file
+
+# What tests change in a meta page of an LMDB 0.9 data.mdb on a 64-bit little-endian machine
+# (src/storecheck.c): offset within the page, struct format.
+LMDB_META = {"magic": (16, "<I"), "version": (20, "<I"), "page_size": (40, "<I"),
+             "free_root": (80, "<Q"), "main_depth": (94, "<H"), "main_root": (128, "<Q"),
+             "last_page": (136, "<Q"), "txnid": (144, "<Q")}
+
+
+def lmdb_meta(path, which):
+    """The LMDB_META fields of meta page `which` (0 or 1) of the data.mdb at `path`."""
+    with open(path, "rb") as f:
+        data = f.read(2 * 65536)
+    base = which * struct.unpack_from("<I", data, LMDB_META["page_size"][0])[0]
+    return {k: struct.unpack_from(fmt, data, base + off)[0] for k, (off, fmt) in LMDB_META.items()}
+
+
+def lmdb_newest(path):
+    """The meta page LMDB reads: the later transaction's (page 0 on a tie)."""
+    return int(lmdb_meta(path, 0)["txnid"] < lmdb_meta(path, 1)["txnid"])
+
+
+def lmdb_set_meta(path, which, **values):
+    """Overwrite LMDB_META fields of meta page `which`."""
+    page = lmdb_meta(path, 0)["page_size"]
+    with open(path, "r+b") as f:
+        for k, v in values.items():
+            off, fmt = LMDB_META[k]
+            f.seek(which * page + off)
+            f.write(struct.pack(fmt, v))
+
+
+def lmdb_leaf_pages(path):
+    """The leaf pages of the entries in data.mdb, but for the root: page numbers."""
+    with open(path, "rb") as f:
+        data = f.read()
+    newest = lmdb_meta(path, lmdb_newest(path))
+    page = newest["page_size"]
+    return [p for p in range(2, len(data) // page)
+            if p != newest["main_root"] and data[p * page + 10] & 0x0f == 0x02]
+
+
+def lmdb_damage_page(path, pgno, how):
+    """Damage page `pgno` inside: "zero" it, or make its first node's value 16 MiB long
+    ("size"), which reading runs past the end of the file."""
+    page = lmdb_meta(path, 0)["page_size"]
+    with open(path, "r+b") as f:
+        if how == "zero":
+            f.seek(pgno * page)
+            f.write(b"\0" * page)
+        else:
+            f.seek(pgno * page + 16)
+            node = struct.unpack("<H", f.read(2))[0]
+            f.seek(pgno * page + node)
+            f.write(struct.pack("<I", 0x00ffffff))
+

@@ -1,8 +1,8 @@
 """`harvestd state`: the per-URL state store inspected and trimmed from the command line.
-The daemon does not write the store yet, so the entries are put there by tests/tools/store_put
-(hv_store_write() itself, keys used as given): stats, get (the key normalised as the daemon
-does), forget, prune by age, the JSON answers, a missing, empty or corrupt store, and usage
-errors."""
+The entries are put there by tests/tools/store_put (hv_store_write() itself, keys used as
+given): stats, get (the key normalised as the daemon does), forget, prune by age, the JSON
+answers, a missing, empty, corrupt or damaged store (data.mdb cut short, wrong meta pages),
+verify reading every page, and usage errors."""
 
 import json
 import os
@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from harness import SLOWDOWN, check_sanitizer, tool_path
+from harness import (HARVESTD_BIN, SLOWDOWN, check_sanitizer, lmdb_damage_page, lmdb_leaf_pages,
+                     lmdb_meta, lmdb_newest, lmdb_set_meta, tool_path)
 
 GIB = 1 << 30
 DAY_MS = 24 * 3600 * 1000
@@ -248,7 +249,155 @@ def test_94_08_help(harvestd, tmp_path):
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("usage: harvestd state --state-dir DIR [--json] stats\n")
         assert "Exit status: 0 answered; 1 no store" in r.stdout
+        assert "       harvestd state --state-dir DIR [--json] verify\n" in r.stdout
+        assert "is not detected until verify" in r.stdout.replace("\n", " ")
         assert r.stderr == ""
     assert not (tmp_path / "missing").exists()
     r = harvestd.command("--help")
     assert "harvestd state --state-dir DIR" in r.stdout
+
+
+def many(n, title_len=300):
+    """n entries whose titles fill a few pages each (a tree of depth 2 for a few hundred)."""
+    return [("http://k.test/%d" % i, {"url": "http://k.test/%d" % i, "title": "t" * title_len,
+                                      "fetched_at": 1796210000000}) for i in range(n)]
+
+
+def assert_refused(r, store, what):
+    """One line on stderr that names the store, says `what` is wrong and how to discard it;
+    exit status 1, not a signal."""
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stdout == ""
+    line = one_line(r.stderr)
+    assert line.startswith("harvestd: the state store %s is " % store), line
+    assert what in line, line
+    assert line.endswith(": move it away or delete %s/data.mdb and %s/lock.mdb to start with an "
+                         "empty one" % (store, store)), line
+
+
+VERBS = (["stats"], ["get", "http://k.test/5"], ["get", "http://k.test/399"],
+         ["forget", "http://k.test/7"], ["prune", "--older-than", "1d"], ["--json", "stats"])
+
+
+def test_94_09_a_data_file_cut_short_is_refused_not_a_crash(harvestd, tmp_path):
+    """LMDB opens a data.mdb cut short (stats counted its entries) and a lookup that reaches a
+    page past the end died of SIGBUS: every verb refuses it now, with exit status 1."""
+    store = tmp_path / "state"
+    put(harvestd, store, *many(400))
+    data = store / "data.mdb"
+    sound = data.read_bytes()
+    page = lmdb_meta(data, 0)["page_size"]
+    assert len(sound) >= 40 * page
+    for size in (len(sound) // page // 3 * page, len(sound) - page, len(sound) - 1):
+        data.write_bytes(sound[:size])
+        for args in VERBS:
+            assert_refused(state(harvestd, store, *args), store, "is damaged (%s/data.mdb: cut "
+                           "short" % store)
+        assert data.read_bytes() == sound[:size], "the refused store was changed"
+    # Whole again, it is as it was.
+    data.write_bytes(sound)
+    r = state(harvestd, store, "stats")
+    assert r.returncode == 0 and r.stdout.startswith("entries=400 "), r.stderr
+
+
+def test_94_10_wrong_meta_pages_are_refused_not_a_crash(harvestd, tmp_path):
+    """A root page number LMDB would follow into an assertion (SIGABRT) or a wrong page, a last
+    page beyond the file, a lost magic number: refused, with what is wrong."""
+    store = tmp_path / "state"
+    put(harvestd, store, *many(400))
+    data = store / "data.mdb"
+    sound = data.read_bytes()
+    m = lmdb_newest(data)
+    meta = lmdb_meta(data, m)
+    cases = [
+        (m, {"main_root": 1}, "names page 1 as the root of the entries"),
+        (m, {"main_root": meta["last_page"] + 10}, "as the root of the entries"),
+        (m, {"main_root": meta["main_root"] + 1}, "is not a branch page"),
+        (m, {"last_page": 1 << 40}, "cut short"),
+        (m, {"magic": 0}, "has no LMDB magic number" if m == 1 else "not a usable LMDB store"),
+        (0, {"magic": 0}, "is not a usable LMDB store (%s/data.mdb: meta page 0 has no LMDB "
+                          "magic number)" % store),
+        (1 - m, {"last_page": meta["last_page"] + 1}, "older meta page"),
+    ]
+    for which, values, what in cases:
+        data.write_bytes(sound)
+        lmdb_set_meta(data, which, **values)
+        for args in VERBS:
+            assert_refused(state(harvestd, store, *args), store, what)
+    data.write_bytes(sound)
+    assert state(harvestd, store, "get", "http://k.test/399").returncode == 0
+
+
+def test_94_11_verify_reads_every_page(harvestd, tmp_path):
+    """verify: 0 and the counts on a sound store; 1 and what is wrong on one damaged inside its
+    pages, which every other verb opens (the cheap checks cannot see it): the walk that dies
+    (an LMDB assertion, SIGBUS) is a child's, and the command says so."""
+    store = tmp_path / "state"
+    put(harvestd, store, *many(400))
+    data = store / "data.mdb"
+    sound = data.read_bytes()
+    r = state(harvestd, store, "verify")
+    assert r.returncode == 0, r.stderr
+    m = re.fullmatch(r"sound entries=400 pages=(\d+) free_pages=(\d+)", one_line(r.stdout))
+    assert m, r.stdout
+    assert int(m.group(1)) == lmdb_meta(data, lmdb_newest(data))["last_page"] + 1
+    assert r.stderr == ""
+    r = state(harvestd, store, "--json", "verify")
+    assert json.loads(one_line(r.stdout)) == {"sound": True, "entries": 400,
+                                              "pages": int(m.group(1)),
+                                              "free_pages": int(m.group(2))}
+    # Freed pages are counted too.
+    assert state(harvestd, store, "prune", "--older-than", "0s").returncode == 0
+    r = state(harvestd, store, "verify")
+    assert r.returncode == 0 and r.stdout.startswith("sound entries=0 "), r.stdout + r.stderr
+    data.write_bytes(sound)
+
+    leaf = lmdb_leaf_pages(data)[3]
+    for how, what in (("zero", None), ("size", "killed after ")):
+        data.write_bytes(sound)
+        lmdb_damage_page(data, leaf, how)
+        assert state(harvestd, store, "stats").returncode == 0  # opens: not detected there
+        r = state(harvestd, store, "verify")
+        assert r.returncode == 1, r.stderr
+        walked = int(re.fullmatch(r"damaged entries_walked=(\d+)", one_line(r.stdout)).group(1))
+        assert walked < 400
+        line = r.stderr.splitlines()[-1]
+        assert line.startswith("harvestd: the state store %s is damaged (" % store), r.stderr
+        assert line.endswith("to start with an empty one"), line
+        if what:
+            assert what in line and "SIGBUS" in line, line
+        else:
+            assert "SIGABRT (an LMDB assertion)" in line or "LMDB stopped the walk" in line, line
+        r = state(harvestd, store, "--json", "verify")
+        got = json.loads(one_line(r.stdout))
+        assert got["sound"] is False and got["entries_walked"] == walked and got["damage"], got
+    # What the cheap checks refuse, verify reports too; no store at all is an error.
+    data.write_bytes(sound[:len(sound) // 2])
+    r = state(harvestd, store, "verify")
+    assert r.returncode == 1 and r.stdout == "damaged entries_walked=0\n", r.stdout
+    assert "cut short" in r.stderr
+    r = state(harvestd, tmp_path / "none", "verify")
+    assert r.returncode == 1 and r.stderr == "harvestd: no state store at %s\n" % (tmp_path / "none")
+
+
+def test_94_12_get_prints_valid_json_whatever_bytes_the_entry_holds(harvestd, tmp_path):
+    """An ETag is the bytes a server sent, Latin-1 included, and is stored as they came (to be
+    sent back so); `get` printed them raw, which is not UTF-8 and so not JSON. It shows
+    U+FFFD for them, as records do."""
+    store = tmp_path / "state"
+    raw = (b'{"url":"http://a.test/","etag":"\\"caf\xe9\\"","last_modified":"Wed, 02 Dec 2026 '
+           b'\xff GMT","title":"T\xc3\xa9tre","fetched_at":1796210000123}')
+    done = subprocess.run([tool_path("store_put").encode(), str(store).encode(), b"http://a.test/",
+                           raw], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=harvestd.env, timeout=30 * SLOWDOWN)
+    assert done.returncode == 0, done.stderr
+    for mode in ([], ["--json"]):
+        argv = [HARVESTD_BIN, "state", "--state-dir", str(store)] + mode + ["get", "http://a.test/"]
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, env=harvestd.env, timeout=30 * SLOWDOWN)
+        check_sanitizer(r.stderr.decode("utf-8", "replace"))
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout.decode("utf-8"))  # strict: valid UTF-8, valid JSON
+        assert got["etag"] == '"caf\ufffd"'
+        assert got["last_modified"] == "Wed, 02 Dec 2026 \ufffd GMT"
+        assert got["title"] == "Tétre"

@@ -1,7 +1,7 @@
 """Conditional re-fetching (recrawl = conditional): a second run over the same list sends the
 stored validators, gets 304s and still writes complete records; changed pages, other rules,
 no-store, recrawl_min_age, the durability order (store entries only for durable records), a
-full store, a corrupt store, and two daemons sharing one store.
+full store, a corrupt or damaged store, and two daemons sharing one store.
 
 The origin here is a small server of versioned pages: each path has a body, validators and
 headers the test sets, and it answers If-None-Match / If-Modified-Since as RFC 9110 says
@@ -15,13 +15,16 @@ import json
 import os
 import random
 import signal
+import subprocess
 import threading
 import urllib.request
 import time
 
 import pytest
 
-from harness import SLOWDOWN, parse_fetched_at, preload_env, wait_complete
+from harness import (HARVESTD_BIN, SLOWDOWN, check_sanitizer, lmdb_damage_page, lmdb_leaf_pages,
+                     lmdb_meta, lmdb_newest, lmdb_set_meta, parse_fetched_at, preload_env,
+                     wait_complete)
 
 RECRAWL = ("--recrawl", "conditional")
 
@@ -513,3 +516,170 @@ def test_95_15_daemon_counts_what_re_crawling_saved(start_daemon, spool, pages, 
     recs = spool.records("second.txt")
     assert sum(1 for r in recs if r.get("not_modified")) == n - 1
     assert d.stop() == 0
+
+
+def test_95_16_a_damaged_store_is_a_start_up_error_not_a_crash(run_harvestd, start_daemon, pages,
+                                                                tmp_path):
+    """data.mdb cut short (LMDB would die of SIGBUS at the first lookup that reaches a page past
+    its end, at every restart) or a wrong root page (an LMDB assertion): the daemon and --once
+    refuse to start, exit 2, naming the directory and what is wrong; no request is made."""
+    n = 150
+    for i in range(n):
+        pages.put("/t%d" % i, "Cut %d" % i, extra="y" * 600)
+    urls = [pages.url("/t%d" % i) for i in range(n)]
+    state = tmp_path / "state"
+    first = run_harvestd(urls, *state_args(tmp_path))
+    assert first.rc == 0, first.stderr
+    data = state / "data.mdb"
+    sound = data.read_bytes()
+    page = lmdb_meta(data, 0)["page_size"]
+    assert len(sound) > 20 * page
+
+    def cut():
+        data.write_bytes(sound[:len(sound) // 2 // page * page])
+
+    def bad_root():
+        data.write_bytes(sound)
+        lmdb_set_meta(data, lmdb_newest(data), main_root=1)
+
+    for damage, what in ((cut, "cut short"), (bad_root, "names page 1 as the root")):
+        damage()
+        pages.clear()
+        bad = run_harvestd(urls, *state_args(tmp_path), parse=False)
+        assert bad.rc == 2, bad.stderr
+        line = [l for l in bad.stderr.splitlines() if "state store" in l]
+        assert len(line) == 1, bad.stderr
+        assert "the state store %s is damaged (" % state in line[0] and what in line[0], line
+        assert "delete %s/data.mdb and %s/lock.mdb" % (state, state) in line[0], line
+        d = start_daemon(recrawl="conditional", state_dir=str(state), ready=False)
+        assert d.wait(timeout=15) == 2
+        assert "the state store %s is damaged (" % state in d.stderr_text(), d.stderr_text()
+        assert pages.requests() == []
+    # Sound again, it serves as before.
+    data.write_bytes(sound)
+    again = run_harvestd(urls[:5], *state_args(tmp_path))
+    assert again.rc == 0 and all(r.get("not_modified") for r in again.records), again.records
+
+
+def test_95_17_a_failed_lookup_sets_the_store_aside_and_the_batch_completes(
+        run_harvestd, start_daemon, spool, pages, tmp_path, harvestd):
+    """A leaf page of the store zeroed: the checks at open cannot see it, and LMDB fails the
+    lookups that reach it (MDB_CORRUPTED). The daemon warns once, counts it with the failed
+    transactions, looks up and stores nothing more, and the batch completes with every record
+    ok; `state verify` finds the damage."""
+    from origin import free_port
+    n = 150
+    for i in range(n):
+        pages.put("/l%d" % i, "Lookup %d" % i, extra="z" * 600)
+    urls = [pages.url("/l%d" % i) for i in range(n)]
+    state = tmp_path / "state"
+    assert run_harvestd(urls, *state_args(tmp_path)).rc == 0
+    data = state / "data.mdb"
+    lmdb_damage_page(data, lmdb_leaf_pages(data)[len(lmdb_leaf_pages(data)) // 2], "zero")
+    port = free_port()
+    d = start_daemon(recrawl="conditional", state_dir=str(state),
+                     metrics_listen="127.0.0.1:%d" % port)
+    pages.clear()
+    spool.drop("l.txt", urls)
+    wait_complete(d, spool, ["l.txt"], timeout=30)
+    recs = spool.records("l.txt")
+    assert len(recs) == n and all(r["status"] == "ok" for r in recs)
+    failed = d.events("state_store_failed")
+    assert len(failed) == 1, d.stderr_text()
+    assert failed[0]["dir"] == str(state) and failed[0]["during"] == "lookup", failed
+    # Some were answered 304 before the failure; none after it was asked conditionally.
+    conditional = [p for p, inm, ims, _ in pages.requests() if inm or ims]
+    assert 0 < len(conditional) < n
+    m = scrape_metrics(port)
+    assert m["harvestd_store_commit_errors_total"] == 1
+    assert m["harvestd_store_full"] == 0
+    assert m["harvestd_store_entries_written_total"] == 0
+    assert m["harvestd_store_entries_not_stored_total"] == n
+    assert d.stop() == 0
+    r = harvestd.command("state", "--state-dir", state, "verify")
+    assert r.returncode == 1 and r.stdout.startswith("damaged entries_walked="), r.stdout
+
+
+@pytest.fixture
+def small_state(tmp_path, harvestd):
+    """tmp_path/state on a 192 KiB tmpfs (root only, as test_64's small_out); unmounted after
+    the test, once its daemons are gone."""
+    state = tmp_path / "state"
+    state.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+
+    def run(*argv):
+        return subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=30)
+    try:
+        done = run("mount", "-t", "tmpfs", "-o", "size=192k,mode=0755", "tmpfs", str(state))
+    except OSError as e:
+        pytest.skip("cannot run mount: %s" % e)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % done.stdout.decode(errors="replace").strip())
+    try:
+        yield state
+    finally:
+        harvestd.cleanup()
+        if run("umount", str(state)).returncode != 0:
+            run("umount", "-l", str(state))
+
+
+def test_95_18_a_full_disk_under_the_store_is_a_full_store(start_daemon, spool, pages,
+                                                            small_state):
+    """The disk under state_dir fills up (LMDB's writes fail with ENOSPC, or a short write that
+    LMDB reports as EIO): logged once as a full store naming the directory and the cause,
+    harvestd_store_full 1 (as when state_max_bytes is reached), not a failed store; the
+    batch completes with every record ok and what was stored still serves."""
+    from origin import free_port
+    n = 120
+    for i in range(n):
+        pages.put("/d%d" % i, "Disk %d %s" % (i, "w" * 3000))
+    urls = [pages.url("/d%d" % i) for i in range(n)]
+    port = free_port()
+    d = start_daemon(recrawl="conditional", state_dir=str(small_state),
+                     metrics_listen="127.0.0.1:%d" % port)
+    spool.drop("d.txt", urls)
+    wait_complete(d, spool, ["d.txt"], timeout=30)
+    d.poll_until(lambda: scrape_metrics(port)["harvestd_store_full"] == 1, 10,
+                 "the store to fill the disk")
+    recs = spool.records("d.txt")
+    assert len(recs) == n and all(r["status"] == "ok" for r in recs)
+    full = d.events("state_store_full")
+    assert len(full) == 1, d.stderr_text()
+    assert full[0]["dir"] == str(small_state) and full[0]["cause"] == "no_space_on_device", full
+    assert d.events("state_store_failed") == [], d.stderr_text()
+    m = scrape_metrics(port)
+    assert m["harvestd_store_commit_errors_total"] == 1
+    stored = m["harvestd_store_entries_written_total"]
+    assert 0 < stored < n
+    assert stored + m["harvestd_store_entries_not_stored_total"] == n
+    print("stored", stored, "of", n)
+    # What was stored before the disk filled serves the next batch (lookups go on).
+    pages.clear()
+    spool.drop("again.txt", urls)
+    wait_complete(d, spool, ["again.txt"], timeout=30)
+    assert sum(1 for r in spool.records("again.txt") if r.get("not_modified")) == stored
+    assert d.stop() == 0
+
+
+def test_95_19_an_etag_in_latin_1_is_sent_back_as_it_came_and_shown_as_json(
+        run_harvestd, harvestd, pages, tmp_path):
+    """A server's ETag with a byte that is not UTF-8 (obs-text): stored as it came and sent
+    back byte for byte (the server answers 304), while `state get` shows it as valid JSON."""
+    pages.put("/latin", "Latin")
+    with pages.lock:
+        pages.pages["/latin"]["etag"] = '"caf\xe9-1"'  # sent as the byte 0xe9
+    url = pages.url("/latin")
+    assert run_harvestd([url], *state_args(tmp_path)).rc == 0
+    r = subprocess.run([HARVESTD_BIN, "state", "--state-dir", str(tmp_path / "state"), "get",
+                        url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=harvestd.env,
+                       timeout=30 * SLOWDOWN)
+    check_sanitizer(r.stderr.decode("utf-8", "replace"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.decode("utf-8"))["etag"] == '"caf\ufffd-1"'
+    pages.clear()
+    again = run_harvestd([url], *state_args(tmp_path))
+    assert pages.requests("/latin")[0][1] == '"caf\xe9-1"'
+    assert again.records[0]["not_modified"] is True, again.records

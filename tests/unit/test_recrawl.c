@@ -3,6 +3,7 @@
  * test's directory, on a real loop: what a lookup makes of a record, what is stored from it
  * once durable (committed on the threadpool), and closing with commits pending.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -24,19 +25,24 @@ typedef struct {
     int closed;
 } fix_t;
 
-static void fix_open(fix_t *f, uint64_t min_age_ms)
+static void fix_open_bounded(fix_t *f, uint64_t min_age_ms, uint64_t max_bytes)
 {
     char err[1024];
     memset(f, 0, sizeof(*f));
     ASSERT_OK(uv_loop_init(&f->loop));
     hv_config_defaults(&f->cfg);
     snprintf(f->cfg.state_dir, sizeof(f->cfg.state_dir), "%s", hv_test_tmppath("state"));
-    f->cfg.state_max_bytes = 16 << 20;
+    f->cfg.state_max_bytes = max_bytes;
     f->cfg.recrawl_min_age_ms = min_age_ms;
     int rc = hv_recrawl_open(&f->loop, &f->cfg, &f->rc, err, sizeof(err));
     if (rc != 0)
         fprintf(stderr, "%s\n", err);
     ASSERT_OK(rc);
+}
+
+static void fix_open(fix_t *f, uint64_t min_age_ms)
+{
+    fix_open_bounded(f, min_age_ms, 16 << 20);
 }
 
 static void on_closed(void *ud)
@@ -258,4 +264,120 @@ TEST_IMPL(recrawl_close_commits_what_is_pending)
     hv_recrawl_stats(f.rc, &st);
     ASSERT_EQ(50, st.entries);
     fix_close(&f);
+}
+
+/* Fill the store of `f`'s directory with `n` entries of 300-byte titles, closed, and zero one
+ * of its leaf pages (not the root): a damaged page that the checks at open cannot see, and that
+ * LMDB reports (MDB_CORRUPTED) to a lookup that reaches it. */
+static void damaged_store(int n)
+{
+    char err[1024], path[1100], title[301];
+    hv_store_t *st;
+    memset(title, 't', 300);
+    title[300] = '\0';
+    ASSERT_OK(hv_store_open(hv_test_tmppath("state"), 16 << 20, &st, err, sizeof(err)));
+    for (int i = 0; i < n; i++) {
+        char key[64];
+        hv_store_entry_t e;
+        memset(&e, 0, sizeof(e));
+        e.url = key;
+        e.title = title;
+        e.bytes = 1;
+        e.rules_fp = FP;
+        e.fetched_at_ms = hv_now_unix_ms() - 1000;
+        snprintf(key, sizeof(key), "http://a.test/%d", i);
+        hv_store_op_t op = {key, strlen(key), &e};
+        ASSERT_OK(hv_store_write(st, &op, 1));
+    }
+    hv_store_close(st);
+    snprintf(path, sizeof(path), "%s/data.mdb", hv_test_tmppath("state"));
+    size_t len;
+    unsigned char *data = (unsigned char *)hv_test_read_file(path, &len);
+    uint32_t page = (uint32_t)data[40] | (uint32_t)data[41] << 8;
+    unsigned newer = data[144] < data[page + 144]; /* txnids below 256 here */
+    uint64_t root = 0;
+    memcpy(&root, data + newer * page + 128, 8);
+    for (uint64_t p = 2; (p + 1) * page <= len; p++) {
+        if (p != root && (data[p * page + 10] & 0x0f) == 0x02) {
+            memset(data + p * page, 0, page);
+            break;
+        }
+    }
+    hv_test_write_file(path, data, len);
+    free(data);
+}
+
+/* A lookup that LMDB fails sets the store aside for the rest of the run, said once and
+ * counted: nothing more is looked up or stored, and every page is fetched. */
+TEST_IMPL(recrawl_a_failed_lookup_sets_the_store_aside)
+{
+    fix_t f;
+    int v, failed_at = -1;
+    damaged_store(300);
+    fix_open(&f, 0);
+    for (int i = 0; i < 300; i++) {
+        char url[64];
+        snprintf(url, sizeof(url), "http://a.test/%d", i);
+        hv_record_t *rec = prepared(&f, url, FP, &v);
+        ASSERT_EQ(HV_RECRAWL_FETCH, v);
+        if (failed_at < 0 && rec->state->prev.url == NULL)
+            failed_at = i;
+        if (failed_at >= 0)
+            ASSERT_EQ(0, rec->state->conditional);
+        answered_200(rec, url, "T", url, "\"e\"");
+        hv_recrawl_parsed(f.rc, rec);
+        hv_recrawl_commit(f.rc, hv_recrawl_op_new(f.rc, rec));
+        hv_record_free(rec);
+    }
+    ASSERT_GE(failed_at, 0);
+    hv_recrawl_stats_t st;
+    hv_recrawl_stats(f.rc, &st);
+    ASSERT_EQ(failed_at + 1, st.lookups); /* none after the failure */
+    ASSERT_EQ(1, st.commit_errors);
+    ASSERT_EQ(0, st.full);
+    /* What waited for a commit when the lookup failed is dropped too. */
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    hv_recrawl_stats(f.rc, &st);
+    ASSERT_EQ(0, st.stored);
+    ASSERT_EQ(0, st.commits);
+    ASSERT_EQ(300, st.not_stored);
+    ASSERT_EQ(1, st.commit_errors);
+    fix_close(&f);
+}
+
+/* 870 durable records in one commit that does not fit a 1 MiB store: what fits is stored,
+ * the rest counted as not stored, and the store is full. */
+TEST_IMPL(recrawl_a_commit_that_does_not_fit_stores_what_fits)
+{
+    enum { N = 870 };
+    fix_t f;
+    int v;
+    char *title = hv_xmalloc(1501);
+    memset(title, 'f', 1500);
+    title[1500] = '\0';
+    fix_open_bounded(&f, 0, 1 << 20);
+    for (int i = 0; i < N; i++) {
+        char url[64];
+        snprintf(url, sizeof(url), "http://f.test/%d", i);
+        hv_record_t *rec = prepared(&f, url, FP, &v);
+        answered_200(rec, url, title, url, "\"e\"");
+        hv_recrawl_parsed(f.rc, rec);
+        hv_recrawl_commit(f.rc, hv_recrawl_op_new(f.rc, rec));
+        hv_record_free(rec);
+    }
+    uv_run(&f.loop, UV_RUN_DEFAULT); /* one commit, after COMMIT_DELAY_MS */
+    hv_recrawl_stats_t st;
+    hv_recrawl_stats(f.rc, &st);
+    ASSERT_GT(st.stored, 100);
+    ASSERT_EQ(N, st.stored + st.not_stored);
+    ASSERT_EQ(st.stored, st.entries);
+    ASSERT_EQ(1, st.full);
+    ASSERT_EQ(1, st.commit_errors);
+    ASSERT_GE(st.commits, 1);
+    /* A stored one answers its lookup. */
+    hv_record_t *rec = prepared(&f, "http://f.test/0", FP, &v);
+    ASSERT_EQ(1, rec->state->conditional);
+    hv_record_free(rec);
+    fix_close(&f);
+    free(title);
 }

@@ -1,16 +1,22 @@
 /*
  * test_store.c: the per-URL state store on a real LMDB environment in the test's directory.
  */
+#include <cjson/cJSON.h>
 #include <lmdb.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "harvestd/common.h"
 #include "harvestd/store.h"
+#include "harvestd/storecheck.h"
+#include "harvestd/utf8.h"
 #include "test.h"
 
 static hv_store_t *open_store(const char *name, uint64_t max_bytes)
@@ -286,4 +292,485 @@ TEST_IMPL(store_entry_body_hash_names_its_kind_and_tells_bodies_apart)
     ASSERT_EQ(0, strncmp(a, "xxh3-128:", 9));
     hv_store_entry_body_hash("", 0, c);
     ASSERT_EQ(41, strlen(c));
+}
+
+/* ---- the data file checked before LMDB maps it (storecheck.h) ---- */
+
+/* Offsets in a meta page of LMDB 0.9 on a 64-bit little-endian machine (storecheck.c). */
+enum {
+    OFF_MAGIC = 16,
+    OFF_VERSION = 20,
+    OFF_PAGE_SIZE = 40,
+    OFF_FREE_DEPTH = 46,
+    OFF_FREE_ROOT = 80,
+    OFF_MAIN_DEPTH = 94,
+    OFF_MAIN_ROOT = 128,
+    OFF_LAST = 136,
+    OFF_TXNID = 144,
+};
+
+static uint64_t file_u64(const char *path, uint64_t off, int width)
+{
+    unsigned char b[8] = {0};
+    FILE *f = fopen(path, "rb");
+    ASSERT_NOT_NULL(f);
+    ASSERT_OK(fseek(f, (long)off, SEEK_SET));
+    ASSERT_EQ(1, fread(b, (size_t)width, 1, f));
+    fclose(f);
+    uint64_t v = 0;
+    for (int i = width - 1; i >= 0; i--)
+        v = v << 8 | b[i];
+    return v;
+}
+
+static void file_put(const char *path, uint64_t off, int width, uint64_t v)
+{
+    unsigned char b[8];
+    for (int i = 0; i < width; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+    FILE *f = fopen(path, "r+b");
+    ASSERT_NOT_NULL(f);
+    ASSERT_OK(fseek(f, (long)off, SEEK_SET));
+    ASSERT_EQ(1, fwrite(b, (size_t)width, 1, f));
+    ASSERT_OK(fclose(f));
+}
+
+/* A store of `n` entries with 300-byte titles (a tree of depth 2), closed; its data.mdb. */
+static const char *filled_store(const char *name, int n)
+{
+    static char path[1100];
+    hv_store_t *st = open_store(name, 16 << 20);
+    hv_store_entry_t e = sample(1);
+    char title[301];
+    memset(title, 't', 300);
+    title[300] = '\0';
+    e.title = title;
+    hv_store_op_t *ops = hv_xcalloc((size_t)n, sizeof(*ops));
+    char(*keys)[32] = hv_xcalloc((size_t)n, sizeof(*keys));
+    for (int i = 0; i < n; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "http://k.test/%d", i);
+        ops[i] = (hv_store_op_t){keys[i], strlen(keys[i]), &e};
+    }
+    ASSERT_OK(hv_store_write(st, ops, (size_t)n));
+    free(ops);
+    free(keys);
+    hv_store_close(st);
+    snprintf(path, sizeof(path), "%s/data.mdb", hv_test_tmppath(name));
+    return path;
+}
+
+/* The meta page LMDB reads: the one of the later transaction. */
+static int newest_meta(const char *path, uint32_t page_size)
+{
+    return file_u64(path, OFF_TXNID, 8) < file_u64(path, page_size + OFF_TXNID, 8);
+}
+
+/* Opening `name` fails with a message that names it, says `what` and how to discard it. */
+static void assert_refused(const char *name, const char *what)
+{
+    char err[2048];
+    hv_store_t *st = NULL;
+    const char *dir = hv_test_tmppath(name);
+    ASSERT_NE(0, hv_store_open(dir, 16 << 20, &st, err, sizeof(err)));
+    ASSERT_NULL(st);
+    if (strstr(err, what) == NULL)
+        hv_test_fail(__FILE__, __LINE__, "\"%s\" not in: %s", what, err);
+    ASSERT_NOT_NULL(strstr(err, dir));
+    ASSERT_NOT_NULL(strstr(err, "/data.mdb and "));
+    ASSERT_NOT_NULL(strstr(err, "/lock.mdb to start with an empty one"));
+    ASSERT_NE(0, hv_store_open_existing(dir, &st, err, sizeof(err)));
+    ASSERT_NULL(st);
+}
+
+/* LMDB opens a data.mdb cut short, and a lookup that reaches a page past its end dies of
+ * SIGBUS: the store refuses it before LMDB maps it. */
+TEST_IMPL(store_refuses_a_data_file_cut_short)
+{
+    const char *path = filled_store("state", 400);
+    hv_storecheck_t c;
+    struct stat sb;
+    ASSERT_OK(stat(path, &sb));
+    uint32_t page = (uint32_t)file_u64(path, OFF_PAGE_SIZE, 4);
+    ASSERT_OK(hv_storecheck_file(path, &c));
+    ASSERT_EQ(HV_STORECHECK_SOUND, c.verdict);
+    ASSERT_EQ((uint64_t)sb.st_size / page - 1, c.last_page);
+    ASSERT_GT(c.last_page, 20);
+    /* To a third, to one page less, to a byte less: each loses pages in use. */
+    off_t sizes[] = {sb.st_size / page / 3 * page, sb.st_size - page, sb.st_size - 1,
+                     2 * (off_t)page, 100};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(sizes); i++) {
+        ASSERT_OK(truncate(path, sizes[i]));
+        ASSERT_OK(hv_storecheck_file(path, &c));
+        ASSERT_EQ(HV_STORECHECK_DAMAGED, c.verdict);
+        assert_refused("state", i < 4 ? "is damaged (" : "is damaged");
+        assert_refused("state", sizes[i] > 100 ? "cut short" : "too short");
+    }
+}
+
+/* Wrong numbers in a meta page, each on its own, from a sound store. */
+TEST_IMPL(store_refuses_meta_pages_that_do_not_hold_together)
+{
+    const char *path = filled_store("state", 400);
+    size_t len;
+    char *sound = hv_test_read_file(path, &len);
+    uint32_t page = (uint32_t)file_u64(path, OFF_PAGE_SIZE, 4);
+    uint64_t m = (uint64_t)newest_meta(path, page) * page, old = page - m;
+    uint64_t last = file_u64(path, m + OFF_LAST, 8), root = file_u64(path, m + OFF_MAIN_ROOT, 8);
+    ASSERT_EQ(2, file_u64(path, m + OFF_MAIN_DEPTH, 2));
+    struct {
+        uint64_t off;
+        int width;
+        uint64_t value;
+        const char *what;
+    } cases[] = {
+        {m + OFF_MAIN_ROOT, 8, 1, "names page 1 as the root of the entries"},
+        {m + OFF_MAIN_ROOT, 8, last + 1, "as the root of the entries"},
+        {m + OFF_MAIN_ROOT, 8, root == 2 ? 3 : 2, "is not a branch page"}, /* a leaf */
+        {m + OFF_MAIN_DEPTH, 2, 0, "(depth 0)"},
+        {m + OFF_MAIN_DEPTH, 2, 1, "is not a leaf page"},
+        {m + OFF_FREE_DEPTH, 2, 1, "root of the free-page list (depth 1)"},
+        {m + OFF_LAST, 8, (uint64_t)1 << 40, "cut short"},
+        {m + OFF_LAST, 8, 0, "says its last page is 0"},
+        {m + OFF_MAGIC, 4, 0, m == 0 ? "not a usable LMDB store" : "has no LMDB magic number"},
+        {0 + OFF_MAGIC, 4, 0xdeadbeef, "not a usable LMDB store (" },
+        {m + OFF_VERSION, 4, 2, "LMDB data format version 2"},
+        {OFF_PAGE_SIZE, 4, 3000, "pages are 3000 bytes"},
+        {page + OFF_PAGE_SIZE, 4, page * 2, "pages are"},
+        {old + OFF_LAST, 8, last + 1, "older meta page"},
+        {m + 10, 2, 0, "is not marked as a meta page"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        hv_test_write_file(path, sound, len);
+        file_put(path, cases[i].off, cases[i].width, cases[i].value);
+        assert_refused("state", cases[i].what);
+    }
+    /* Put back, the store opens and reads. */
+    hv_test_write_file(path, sound, len);
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t out;
+    ASSERT_OK(hv_store_get(st, "http://k.test/399", 17, &out));
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
+    free(sound);
+}
+
+/* A transaction that puts a large value (an overflow run taken at the end of the file) and
+ * deletes it again gives the run back unwritten: the file ends before its last page, and the
+ * missing pages are on the free-page list. That store is sound and must open; cut one page
+ * that is in use, and it must not. */
+TEST_IMPL(store_accepts_a_file_that_ends_with_free_pages)
+{
+    const char *dir = hv_test_tmppath("state");
+    static char big[40000];
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {3, (void *)(uintptr_t)"big"}, v = {sizeof(big), big};
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t e = sample(1), out;
+    for (int i = 0; i < 50; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "http://k.test/%d", i);
+        put(st, key, &e);
+    }
+    hv_store_close(st);
+    /* Pages freed two transactions ago are reused: the put below looks for a run among them. */
+    put_raw("state", "http://k.test/1", "{}");
+    put_raw("state", "http://k.test/2", "{}");
+    ASSERT_OK(mdb_env_create(&env));
+    ASSERT_OK(mdb_env_set_mapsize(env, 16 << 20));
+    ASSERT_OK(mdb_env_open(env, dir, MDB_NOTLS, 0644));
+    ASSERT_OK(mdb_txn_begin(env, NULL, 0, &txn));
+    ASSERT_OK(mdb_dbi_open(txn, NULL, 0, &dbi));
+    ASSERT_OK(mdb_put(txn, dbi, &k, &v, 0));
+    ASSERT_OK(mdb_del(txn, dbi, &k, NULL));
+    ASSERT_OK(mdb_txn_commit(txn));
+    mdb_env_close(env);
+
+    char path[1100];
+    struct stat sb;
+    hv_storecheck_t c;
+    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    ASSERT_OK(stat(path, &sb));
+    ASSERT_OK(hv_storecheck_file(path, &c));
+    ASSERT_EQ(HV_STORECHECK_SOUND, c.verdict);
+    uint64_t file_pages = (uint64_t)sb.st_size / c.page_size;
+    ASSERT_GT(c.last_page + 1, file_pages + 5); /* LMDB 0.9.24 leaves the run unwritten */
+    st = open_store("state", 16 << 20);
+    ASSERT_OK(hv_store_get(st, "http://k.test/49", 16, &out));
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
+    hv_store_verify_t ver;
+    char err[1024];
+    ASSERT_OK(hv_store_verify(dir, &ver, err, sizeof(err)));
+    ASSERT_EQ(1, ver.sound);
+    ASSERT_EQ(50, ver.entries);
+    ASSERT_EQ(c.last_page + 1, ver.pages);
+    ASSERT_GT(ver.free_pages, c.last_page + 1 - file_pages - 1);
+    /* One page less: a page in use is gone. */
+    ASSERT_OK(truncate(path, sb.st_size - (off_t)c.page_size));
+    assert_refused("state", "cut short");
+}
+
+/* ---- verify: every page, in a child process ---- */
+
+/* A leaf page of the entries that is not their root (a tree of depth 2). */
+static uint64_t some_leaf(const char *path, uint32_t page, uint64_t root)
+{
+    size_t len;
+    char *data = hv_test_read_file(path, &len);
+    uint64_t found = 0;
+    for (uint64_t p = 2; found == 0 && (p + 1) * page <= len; p++) {
+        const unsigned char *h = (const unsigned char *)data + p * page;
+        if (p != root && (h[10] & 0x0f) == 0x02)
+            found = p;
+    }
+    free(data);
+    ASSERT_NE(0, found);
+    return found;
+}
+
+TEST_IMPL(store_verify_reads_every_page_of_a_sound_store)
+{
+    const char *path = filled_store("state", 400);
+    hv_store_verify_t v;
+    hv_storecheck_t c;
+    char err[1024];
+    ASSERT_OK(hv_storecheck_file(path, &c));
+    ASSERT_OK(hv_store_verify(hv_test_tmppath("state"), &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+    ASSERT_STR_EQ("", v.what);
+    ASSERT_EQ(0, v.signal);
+    ASSERT_EQ(400, v.entries);
+    ASSERT_EQ(0, v.undecodable);
+    ASSERT_EQ(c.last_page + 1, v.pages);
+    /* Pages freed by later writes are counted as free, and still add up. */
+    hv_store_t *st = open_store("state", 16 << 20);
+    for (int i = 0; i < 100; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "http://k.test/%d", 3 * i);
+        ASSERT_OK(hv_store_delete(st, key, strlen(key)));
+    }
+    hv_store_close(st);
+    put_raw("state", "http://k.test/junk", "not an entry");
+    ASSERT_OK(hv_store_verify(hv_test_tmppath("state"), &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+    ASSERT_EQ(301, v.entries);
+    ASSERT_EQ(1, v.undecodable);
+    ASSERT_GT(v.free_pages, 0);
+    /* No store: an error, as for opening one. */
+    ASSERT_EQ(UV_ENOENT, hv_store_verify(hv_test_tmppath("none"), &v, err, sizeof(err)));
+    ASSERT_NOT_NULL(strstr(err, "no state store at"));
+    /* A store LMDB will not open (its lock file a directory) is an error, not damage. */
+    char lock[1100];
+    snprintf(lock, sizeof(lock), "%s/lock.mdb", hv_test_tmppath("state"));
+    ASSERT_OK(unlink(lock));
+    ASSERT_OK(mkdir(lock, 0755));
+    ASSERT_NE(0, hv_store_verify(hv_test_tmppath("state"), &v, err, sizeof(err)));
+    ASSERT_NOT_NULL(strstr(err, "cannot open the state store"));
+    ASSERT_EQ(0, v.sound);
+}
+
+/* Damage the open checks cannot see is found, and the parent lives to say so. */
+TEST_IMPL(store_verify_finds_damage_inside_pages)
+{
+    const char *path = filled_store("state", 400);
+    const char *dir = hv_test_tmppath("state");
+    size_t len;
+    char *sound = hv_test_read_file(path, &len);
+    uint32_t page = (uint32_t)file_u64(path, OFF_PAGE_SIZE, 4);
+    uint64_t m = (uint64_t)newest_meta(path, page) * page;
+    uint64_t leaf = some_leaf(path, page, file_u64(path, m + OFF_MAIN_ROOT, 8));
+    hv_store_verify_t v;
+    char err[1024];
+    hv_store_t *st;
+
+    /* A leaf page zeroed: LMDB fails an assertion walking into it. */
+    char *zero = hv_xcalloc(1, page);
+    FILE *f = fopen(path, "r+b");
+    ASSERT_NOT_NULL(f);
+    ASSERT_OK(fseek(f, (long)(leaf * page), SEEK_SET));
+    ASSERT_EQ(1, fwrite(zero, page, 1, f));
+    ASSERT_OK(fclose(f));
+    free(zero);
+    st = open_store("state", 16 << 20); /* the open checks cannot see it */
+    hv_store_close(st);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT(v.signal == SIGABRT || strstr(v.what, "LMDB stopped the walk") != NULL);
+    ASSERT_LT(v.entries, 400);
+
+    /* A value whose size says 16 MiB: reading it runs past the end of the file (SIGBUS). */
+    hv_test_write_file(path, sound, len);
+    uint64_t node = leaf * page + file_u64(path, leaf * page + 16, 2);
+    file_put(path, node, 4, 0x00ffffff);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT_EQ(SIGBUS, v.signal);
+    ASSERT_NOT_NULL(strstr(v.what, "SIGBUS"));
+    /* The killed walk's reader slot is cleared: while a daemon holds the store open, it would
+     * keep writers from reusing the pages it saw (the first process to open a store clears
+     * the slots, so one holds it open here). */
+    int ready[2];
+    char byte;
+    ASSERT_OK(pipe(ready));
+    pid_t holder = fork();
+    ASSERT_GE(holder, 0);
+    if (holder == 0) {
+        MDB_env *held;
+        if (mdb_env_create(&held) != 0 || mdb_env_set_mapsize(held, (size_t)1 << 30) != 0 ||
+            mdb_env_open(held, dir, MDB_RDONLY | MDB_NOTLS, 0644) != 0)
+            _exit(1);
+        if (write(ready[1], "r", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    ASSERT_EQ(1, read(ready[0], &byte, 1));
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(SIGBUS, v.signal);
+    MDB_env *env;
+    int dead = -1;
+    ASSERT_OK(mdb_env_create(&env));
+    ASSERT_OK(mdb_env_set_mapsize(env, (size_t)1 << 30));
+    ASSERT_OK(mdb_env_open(env, dir, MDB_RDONLY | MDB_NOTLS, 0644));
+    ASSERT_OK(mdb_reader_check(env, &dead));
+    mdb_env_close(env);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    ASSERT_EQ(0, dead);
+    hv_test_write_file(path, sound, len);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+
+    /* One more page in the file and in use by the meta page, in no tree and not free. */
+    uint64_t last = file_u64(path, m + OFF_LAST, 8);
+    char *grown = hv_xcalloc(1, len + page);
+    memcpy(grown, sound, len);
+    hv_test_write_file(path, grown, len + page);
+    free(grown);
+    file_put(path, m + OFF_LAST, 8, last + 1);
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT_EQ(0, v.signal);
+    ASSERT_NOT_NULL(strstr(v.what, "do not add up"));
+    ASSERT_EQ(400, v.entries);
+
+    /* What the open checks refuse, verify reports without a walk. */
+    ASSERT_OK(truncate(path, (off_t)len / 2));
+    ASSERT_OK(hv_store_verify(dir, &v, err, sizeof(err)));
+    ASSERT_EQ(0, v.sound);
+    ASSERT_EQ(0, v.entries);
+    ASSERT_NOT_NULL(strstr(v.what, "cut short"));
+    free(sound);
+}
+
+/* ---- a commit that does not fit ---- */
+
+/* 870 entries of 1.5 KiB do not fit a 1 MiB map together: one transaction stores none of
+ * them, hv_store_write_fitting() the most that fit, in order. */
+TEST_IMPL(store_write_fitting_commits_what_fits)
+{
+    enum { N = 870 };
+    hv_store_t *st = open_store("state", 1 << 20);
+    hv_store_entry_t e = sample(1), out;
+    char *title = hv_xmalloc(1501);
+    memset(title, 'f', 1500);
+    title[1500] = '\0';
+    e.title = title;
+    static char keys[N][32];
+    static hv_store_op_t ops[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "http://f.test/%03d", i);
+        ops[i] = (hv_store_op_t){keys[i], strlen(keys[i]), &e};
+    }
+    hv_store_stats_t s;
+    ASSERT_EQ(UV_ENOSPC, hv_store_write(st, ops, N));
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(0, s.entries);
+
+    hv_store_written_t w;
+    ASSERT_EQ(UV_ENOSPC, hv_store_write_fitting(st, ops, N, &w));
+    ASSERT_GT(w.written, 100); /* about 250: two entries a page, and pages copied per commit */
+    ASSERT_LT(w.written, N);
+    ASSERT_GE(w.commits, 1);
+    ASSERT_LE(w.commits, 12);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(w.written, s.entries);
+    ASSERT_OK(hv_store_get(st, keys[0], strlen(keys[0]), &out));
+    hv_store_entry_clear(&out);
+    ASSERT_OK(hv_store_get(st, keys[w.written - 1], strlen(keys[w.written - 1]), &out));
+    ASSERT_STR_EQ(title, out.title);
+    hv_store_entry_clear(&out);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, keys[w.written], strlen(keys[w.written]), &out));
+    /* Not even one more fits now; the store reads as before. */
+    ASSERT_EQ(UV_ENOSPC, hv_store_write_fitting(st, ops + w.written, N - w.written, &w));
+    ASSERT_EQ(0, w.written);
+    ASSERT_EQ(0, w.commits);
+    hv_store_close(st);
+
+    /* What fits whole is one transaction. */
+    st = open_store("roomy", 16 << 20);
+    ASSERT_OK(hv_store_write_fitting(st, ops, N, &w));
+    ASSERT_EQ(N, w.written);
+    ASSERT_EQ(1, w.commits);
+    ASSERT_OK(hv_store_write_fitting(st, ops, 0, &w));
+    ASSERT_EQ(0, w.commits);
+    hv_store_close(st);
+    free(title);
+}
+
+/* ---- entries as people see them ---- */
+
+/* An ETag is any bytes the server sent (Latin-1 here): stored as it came, to be sent back as
+ * it came; shown (`harvestd state get`) as valid UTF-8, U+FFFD for what is not. */
+TEST_IMPL(store_shows_any_stored_bytes_as_valid_json)
+{
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t e = sample(1796210000123), out;
+    char etag[] = "\"caf\xe9\"", lm[] = "Wed, 02 Dec 2026 \xff\xfe GMT", ct[] = "text/\xc3";
+    e.etag = etag;
+    e.last_modified = lm;
+    e.content_type = ct;
+    put(st, "http://a.test/", &e);
+    ASSERT_OK(hv_store_get(st, "http://a.test/", 14, &out));
+    ASSERT_STR_EQ(etag, out.etag); /* the bytes themselves */
+    ASSERT_STR_EQ(lm, out.last_modified);
+    char *text = hv_store_entry_show("http://a.test/", &out);
+    ASSERT_EQ(1, hv_utf8_valid(text, strlen(text)));
+    cJSON *o = cJSON_Parse(text);
+    ASSERT_NOT_NULL(o);
+    ASSERT_STR_EQ("\"caf\xef\xbf\xbd\"", cJSON_GetObjectItem(o, "etag")->valuestring);
+    ASSERT_STR_EQ("Wed, 02 Dec 2026 \xef\xbf\xbd\xef\xbf\xbd GMT",
+                  cJSON_GetObjectItem(o, "last_modified")->valuestring);
+    ASSERT_STR_EQ("text/\xef\xbf\xbd", cJSON_GetObjectItem(o, "content_type")->valuestring);
+    ASSERT_STR_EQ("T\xc3\xa9tre", cJSON_GetObjectItem(o, "title")->valuestring); /* as it was */
+    cJSON_Delete(o);
+    free(text);
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
+}
+
+/* Fields go into records as their text is: in valid UTF-8 and without raw control characters
+ * (cJSON escapes those when it prints fields), or the entry reads as absent. */
+TEST_IMPL(store_fields_that_a_record_could_not_carry_read_as_absent)
+{
+    hv_store_t *st = open_store("state", 16 << 20);
+    hv_store_entry_t in = sample(1796210000123), out;
+    char latin[] = "{\"a\":\"caf\xe9\"}", control[] = "{\"a\":\"x\x01y\"}",
+         escaped[] = "{\"a\":\"x\\u0001y\"}";
+    in.fields = latin;
+    put(st, "http://a.test/latin", &in);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/latin", 19, &out));
+    in.fields = control;
+    put(st, "http://a.test/control", &in);
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, "http://a.test/control", 21, &out));
+    in.fields = escaped;
+    put(st, "http://a.test/escaped", &in);
+    ASSERT_OK(hv_store_get(st, "http://a.test/escaped", 21, &out));
+    ASSERT_STR_EQ(escaped, out.fields);
+    hv_store_entry_clear(&out);
+    hv_store_close(st);
 }
