@@ -147,7 +147,7 @@ static const directive_t directives[] = {
     {"source", T_SOURCES, F(sources), 0, 0, 0, "spool",
      "where the daemon takes work from: spool, redis, or both (spool, redis)"},
     {"redis_url", T_PATH, F(redis_url), 0, 0, 0, "",
-     "with source = redis: the server, redis://HOST[:PORT][/DB]"},
+     "with source = redis: the server, redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"},
     {"redis_stream", T_PATH, F(redis_stream), 0, 0, 0, HV_STREAM_DEFAULT,
      "the stream the daemon consumes (harvestd enqueue adds to it)"},
     {"redis_group", T_PATH, F(redis_group), 0, 0, 0, HV_STREAM_GROUP_DEFAULT,

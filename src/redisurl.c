@@ -6,6 +6,36 @@
 
 #include "harvestd/common.h"
 
+static int hex_value(unsigned char c)
+{
+    if (hv_ascii_is_digit(c))
+        return c - '0';
+    return hv_ascii_lower(c) - 'a' + 10;
+}
+
+/* Percent-decode [p, end) into out (of `cap` bytes, NUL included): 0, or -1 for a '%' without
+ * two hex digits after it, a NUL byte, or a result that does not fit. */
+static int decode(const char *p, const char *end, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p++;
+        if (c == '%') {
+            if (end - p < 2 || !hv_ascii_is_hex((unsigned char)p[0]) ||
+                !hv_ascii_is_hex((unsigned char)p[1]))
+                return -1;
+            c = (unsigned char)(hex_value((unsigned char)p[0]) * 16 +
+                                hex_value((unsigned char)p[1]));
+            p += 2;
+        }
+        if (c == '\0' || n + 1 >= cap)
+            return -1;
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap)
 {
     static const char scheme[] = "redis://";
@@ -19,8 +49,25 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
     }
     const char *p = url + sizeof(scheme) - 1;
     const char *host_end;
-    if (strpbrk(p, "@?#") != NULL) {
-        snprintf(err, errcap, "'%s': a user, password, query or fragment is not supported", url);
+    const char *at = strrchr(p, '@');
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) {
+            snprintf(err, errcap, "'%s': the part before '@' needs a ':' (USER:PASSWORD, or "
+                     ":PASSWORD for the default user)", url);
+            return -1;
+        }
+        if (decode(p, colon, a.user, sizeof(a.user)) != 0 ||
+            decode(colon + 1, at, a.password, sizeof(a.password)) != 0) {
+            snprintf(err, errcap, "'%s': the user or the password has a bad %%-escape, a NUL "
+                     "byte, or is too long (%d and %d bytes at most)", url,
+                     HV_REDIS_USER_MAX - 1, HV_REDIS_PASSWORD_MAX - 1);
+            return -1;
+        }
+        p = at + 1;
+    }
+    if (strpbrk(p, "?#") != NULL) {
+        snprintf(err, errcap, "'%s': a query or fragment is not supported", url);
         return -1;
     }
     if (*p == '[') {

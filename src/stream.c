@@ -1315,8 +1315,12 @@ static void on_link_connect(hv_redis_t *r, int status)
     hv_stream_t *s = l->s;
     if (status == HV_EREFUSED && retry_not_ready(l, hv_redis_refusal(r)))
         return;
-    /* The server refusing the URL's database will not change its mind on a retry. */
-    if (status == HV_EREFUSED)
+    /* The server refusing the URL's user, password or database will not change its mind on a
+     * retry: a configuration error, like a bad URL. */
+    if (status == HV_EREFUSED && strcmp(hv_redis_failed_command(r), "AUTH") == 0)
+        fatal(s, UV_EINVAL, "redis_url %s: AUTH%s%s refused: %s", s->cfg->redis_url,
+              s->addr.user[0] != '\0' ? " as " : "", s->addr.user, hv_redis_refusal(r));
+    else if (status == HV_EREFUSED)
         fatal(s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", s->cfg->redis_url,
               s->addr.db, hv_redis_refusal(r));
     if (status != 0) {
@@ -1451,6 +1455,7 @@ static void on_handles_closed(hv_handles_t *hs)
     hv_dns_close(s->dns);
     free(s->args);
     free(s->dead_key);
+    explicit_bzero(&s->addr, sizeof(s->addr)); /* the password */
     free(s);
     if (done != NULL)
         done(ud);

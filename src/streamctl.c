@@ -104,13 +104,13 @@ static void session_fail_connect(session_t *s, int status)
                         hv_err_name(status));
 }
 
-/* A failed connect: the connection's, or that of the SELECT made once connected (whose reply
- * is due within the connect timeout). */
+/* A failed connect: the connection's, or that of the AUTH or SELECT made once connected
+ * (whose reply is due within the connect timeout). */
 static void on_session_connect(hv_redis_t *r, int status)
 {
     session_t *s = hv_redis_data(r);
     if (status == HV_EREFUSED)
-        session_fail(s, "SELECT: %s", hv_redis_refusal(r));
+        session_fail(s, "%s: %s", hv_redis_failed_command(r), hv_redis_refusal(r));
     else if (status != 0 && hv_redis_failed_command(r) != NULL)
         session_fail_status_within(s, hv_redis_failed_command(r), status, s->connect_timeout_ms);
     else if (status != 0)

@@ -1,16 +1,20 @@
 """A real redis-server for the integration tests, and a minimal client to look at it.
 
-    RedisServer(tmp_dir, appendonly=False, fsync_always=False)
+    RedisServer(tmp_dir, appendonly=False, fsync_always=False, password=None, users=())
         .start()     redis-server on a free port of 127.0.0.1, its files in tmp_dir; returns
                      once it answers PING (a port taken meanwhile is retried with another)
+                     password: the default user's (--requirepass); users: ACL rules, one
+                     user each ("alice on >secret ~* &* +@all", --user)
         .stop()      SHUTDOWN (NOSAVE unless appendonly) and wait; idempotent
         .kill()      SIGKILL and wait
         .restart()   start again on the same port and directory (after kill or stop)
-        .client()    a RespClient connected to it
-        .port, .url  ("redis://127.0.0.1:PORT")
-    RespClient(port, timeout=10).call(*args) -> str | int | list | None  (RESP2; bulk and
-                     simple strings decoded as UTF-8 with surrogateescape; an error reply
-                     raises RedisError, one inside an array is returned as a RedisError)
+        .client()    a RespClient connected to it (logged in as the default user)
+        .port, .url  ("redis://127.0.0.1:PORT", no user or password)
+        .url_for(user=None, password=None, db=None)  the URL with them (percent-encoded)
+    RespClient(port, timeout=10, user=None, password=None).call(*args) -> str | int | list |
+                     None  (RESP2; bulk and simple strings decoded as UTF-8 with
+                     surrogateescape; an error reply raises RedisError, one inside an array is
+                     returned as a RedisError); with a password, AUTH [user] password first
 
 The `redis_server` fixture (imported by conftest.py) yields a started server in
 tmp_path/"redis" and stops it after the test. Tests are skipped when redis-server is not
@@ -30,6 +34,7 @@ A broken or hostile server, for what no redis-server would send:
 
 import atexit
 import os
+import urllib.parse
 import shutil
 import signal
 import socket
@@ -75,10 +80,16 @@ def _encode(arg):
 class RespClient:
     """One blocking RESP2 connection to 127.0.0.1:port."""
 
-    def __init__(self, port, timeout=10):
+    def __init__(self, port, timeout=10, user=None, password=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.file = self.sock.makefile("rb")
+        if password is not None:
+            try:
+                self.call("AUTH", *([user] if user else []), password)
+            except BaseException:
+                self.close()
+                raise
 
     def call(self, *args):
         out = [b"*%d\r\n" % len(args)]
@@ -137,16 +148,27 @@ class RespClient:
 class RedisServer:
     """A redis-server process of the test's own."""
 
-    def __init__(self, tmp_dir, appendonly=False, fsync_always=False):
+    def __init__(self, tmp_dir, appendonly=False, fsync_always=False, password=None, users=()):
         self.dir = str(tmp_dir)
         self.appendonly = appendonly
         self.fsync_always = fsync_always
+        self.password = password
+        self.users = tuple(users)
         self.port = free_port()
         self.proc = None
 
     @property
     def url(self):
         return "redis://127.0.0.1:%d" % self.port
+
+    def url_for(self, user=None, password=None, db=None):
+        """The server's URL with a user and a password (percent-encoded), and a database."""
+        scheme, rest = self.url.split("://", 1)
+        auth = ""
+        if user is not None or password is not None:
+            auth = "%s:%s@" % (urllib.parse.quote(user or "", safe=""),
+                               urllib.parse.quote(password or "", safe=""))
+        return "%s://%s%s%s" % (scheme, auth, rest, "" if db is None else "/%d" % db)
 
     @property
     def log_path(self):
@@ -157,6 +179,10 @@ class RedisServer:
                 "--save", "", "--appendonly", "yes" if self.appendonly else "no"]
         if self.fsync_always:
             argv += ["--appendfsync", "always"]
+        if self.password is not None:
+            argv += ["--requirepass", self.password]
+        for rules in self.users:
+            argv += ["--user"] + rules.split()
         argv += ["--daemonize", "no", "--protected-mode", "yes", "--logfile", self.log_path]
         return argv
 
@@ -195,7 +221,7 @@ class RedisServer:
                 _running.discard(self)
                 return False
             try:
-                with RespClient(self.port, timeout=2) as c:
+                with self.client(timeout=2) as c:
                     if c.call("PING") == "PONG":
                         return True
             except (OSError, RedisError):  # not listening yet, or -LOADING
@@ -213,7 +239,7 @@ class RedisServer:
             self._reap()
             return
         try:
-            with RespClient(self.port, timeout=5) as c:
+            with self.client(timeout=5) as c:
                 if self.appendonly:
                     c.call("SHUTDOWN")
                 else:
@@ -249,8 +275,8 @@ class RedisServer:
             raise RuntimeError("restart() of a redis-server that is still running")
         return self.start()
 
-    def client(self):
-        return RespClient(self.port)
+    def client(self, timeout=10):
+        return RespClient(self.port, timeout=timeout, password=self.password)
 
     def __enter__(self):
         return self.start()

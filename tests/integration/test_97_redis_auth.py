@@ -1,0 +1,134 @@
+"""Redis with a password, an ACL user: the daemon (source = redis) and the enqueue and status
+commands against a real redis-server of the test's own on 127.0.0.1 (redisd.py), started with
+`requirepass` (the default user's password) and an ACL user alice.
+
+What is checked: each logs in (AUTH, before anything else) with the password of the URL,
+percent-decoded, as the default user or as alice, on the URL's database; a password the
+server refuses stops the daemon (exit 1) and fails the commands (exit 1), naming AUTH and the
+server's words; no password where one is needed is as clear.
+"""
+
+import signal
+
+import pytest
+
+from redisd import REDIS_SERVER, RedisServer
+from test_90_enqueue import run, write
+from test_92_stream import all_records, batch_hash, pending_total, wait_for, xadd_lines
+
+pytestmark = pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not installed")
+
+# Every character that needs percent-encoding in a URL's user information, and a few more.
+DEFAULT_PW = "dflt S3cret@/:%#;?x"
+ALICE_PW = "alice-S3cret;#@:/"
+
+
+@pytest.fixture
+def auth_redis(tmp_path):
+    """A redis-server with requirepass DEFAULT_PW and the ACL user alice (ALICE_PW)."""
+    server = RedisServer(tmp_path / "redis-auth", password=DEFAULT_PW,
+                         users=["alice on >%s ~* &* +@all" % ALICE_PW])
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def stream_config(url, **directives):
+    values = {"source": "redis", "redis_url": url, "fsync": "always", "redis_consumer": "n"}
+    values.update(directives)
+    return values
+
+
+def client_users(client):
+    """The user of each client connection (CLIENT LIST), but the asking one's."""
+    users = []
+    for line in client.call("CLIENT", "LIST").splitlines():
+        fields = dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
+        if fields.get("cmd") != "client|list":
+            users.append(fields.get("user"))
+    return users
+
+
+# ---------------------------------------------------------------------------- the daemon
+
+
+def test_97_01_the_daemon_logs_in_with_the_urls_password(auth_redis, start_daemon, spool, origin):
+    # The default user's password, with every awkward character percent-encoded, on db 1.
+    c = auth_redis.client()
+    c.call("SELECT", 1)
+    lines = xadd_lines(c, "pw", [origin.url("/page?title=p%d" % i) for i in range(5)])
+    d = start_daemon(**stream_config(auth_redis.url_for(password=DEFAULT_PW, db=1)))
+    wait_for(lambda: batch_hash(c, "pw").get("done", 0) == 5, 30, "5 acknowledgements", [d])
+    assert pending_total(c) == 0
+    assert sorted(client_users(c)) == ["default", "default"]  # the read and write links
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+    recs = all_records([spool.root], "pw")
+    assert sorted(r["line"] for r in recs) == sorted(lines)
+    assert all(r["status"] == "ok" for r in recs)
+
+
+def test_97_02_the_daemon_logs_in_as_an_acl_user(auth_redis, start_daemon, spool, origin):
+    c = auth_redis.client()
+    xadd_lines(c, "acl", [origin.url("/page?title=a%d" % i) for i in range(5)])
+    d = start_daemon(**stream_config(auth_redis.url_for(user="alice", password=ALICE_PW)))
+    wait_for(lambda: batch_hash(c, "acl").get("done", 0) == 5, 30, "5 acknowledgements", [d])
+    assert sorted(client_users(c)) == ["alice", "alice"]
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+    assert len(all_records([spool.root], "acl")) == 5
+
+
+@pytest.mark.parametrize("user,password", [(None, "wrong"), ("alice", DEFAULT_PW),
+                                           ("bob", ALICE_PW)])
+def test_97_03_a_refused_password_stops_the_daemon(auth_redis, start_daemon, user, password):
+    d = start_daemon(ready=False, **stream_config(auth_redis.url_for(user=user, password=password)))
+    assert d.wait(20) == 1
+    err = d.stderr_text()
+    assert "event=fatal" in err
+    said = "AUTH as %s refused" % user if user else "AUTH refused"
+    assert said + ": WRONGPASS invalid username-password pair or user is disabled." in err
+    assert err.count("event=redis_fatal") == 1  # not retried
+
+
+def test_97_04_no_password_where_one_is_needed_stops_the_daemon(auth_redis, start_daemon):
+    d = start_daemon(ready=False, **stream_config(auth_redis.url))
+    assert d.wait(20) == 1
+    err = d.stderr_text()
+    assert "event=fatal" in err and "NOAUTH Authentication required." in err
+
+
+# ---------------------------------------------------------------------------- the commands
+
+
+def test_97_05_enqueue_and_status_log_in(harvestd, auth_redis, tmp_path):
+    path = write(tmp_path, "urls.txt", "http://a.test/1\nhttp://a.test/2\n")
+    for user, password, db in ((None, DEFAULT_PW, None), ("alice", ALICE_PW, 4)):
+        url = auth_redis.url_for(user=user, password=password, db=db)
+        done = run(harvestd, "enqueue", "--redis", url, "--batch", "b", path)
+        assert done.returncode == 0, done
+        assert done.stdout == ("harvestd: enqueued batch b on harvestd:urls: 2 lines added "
+                               "(0 already there), total 2\n")
+        st = run(harvestd, "status", "--redis", url, "--batch", "b")
+        assert st.returncode == 3, st  # nothing done yet
+        assert st.stdout.startswith("batch b: added 2 total 2 done 0 pending 0 ")
+    with auth_redis.client() as c:
+        assert c.call("XLEN", "harvestd:urls") == 2
+        c.call("SELECT", 4)
+        assert c.call("XLEN", "harvestd:urls") == 2
+
+
+def test_97_06_enqueue_and_status_with_a_refused_password_exit_1(harvestd, auth_redis, tmp_path):
+    path = write(tmp_path, "urls.txt", "http://a.test/1\n")
+    for user in (None, "alice"):
+        url = auth_redis.url_for(user=user, password="wrong")
+        for args in (["enqueue", "--redis", url, path], ["status", "--redis", url]):
+            done = run(harvestd, *args)
+            assert done.returncode == 1, done
+            assert done.stdout == ""
+            assert done.stderr.startswith("harvestd: redis: AUTH: WRONGPASS invalid "
+                                          "username-password pair or user is disabled. ("), done
+    with auth_redis.client() as c:
+        assert c.call("DBSIZE") == 0
