@@ -1,8 +1,13 @@
-/* redisurl.c: redis:// URLs (see redisurl.h). */
+/* redisurl.c: redis:// URLs and the password file (see redisurl.h). */
 #include "harvestd/redisurl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "harvestd/common.h"
 
@@ -108,4 +113,107 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
 bad:
     snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL", url);
     return -1;
+}
+
+/* The file's first `cap` bytes (all of it when shorter): the byte count, or a negative
+ * errno. */
+static ssize_t read_up_to(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    return (ssize_t)n;
+}
+
+int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, size_t errcap)
+{
+    char buf[HV_REDIS_PASSWORD_MAX + 2];
+    struct stat st;
+    ssize_t n = 0;
+    int rc = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errcap, "cannot read the password file %s: %s", path,
+                 hv_strerror(uv_translate_sys_error(errno)));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errcap, "the password file %s is not a regular file", path);
+        goto out;
+    }
+    if (st.st_mode & (S_IRGRP | S_IROTH)) {
+        snprintf(err, errcap, "the password file %s is readable by %s (mode %04o): let only "
+                 "its owner read it (chmod 600)", path,
+                 (st.st_mode & S_IRGRP) && (st.st_mode & S_IROTH) ? "its group and others"
+                 : (st.st_mode & S_IRGRP)                          ? "its group"
+                                                                   : "others",
+                 (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    /* The longest password and a CR LF, and one byte more to tell a longer file. */
+    cap = HV_MIN(cap, sizeof(buf) - 2);
+    n = read_up_to(fd, buf, cap + 2);
+    if (n < 0) {
+        snprintf(err, errcap, "cannot read the password file %s: %s", path,
+                 hv_strerror(uv_translate_sys_error((int)-n)));
+        goto out;
+    }
+    size_t len = (size_t)n;
+    const char *nl = memchr(buf, '\n', len);
+    if (nl != NULL && (size_t)(nl - buf) + 1 < len) {
+        snprintf(err, errcap, "the password file %s has more than one line", path);
+        goto out;
+    }
+    if (nl != NULL)
+        len = (size_t)(nl - buf);
+    if (len > 0 && buf[len - 1] == '\r')
+        len--;
+    if (len == 0) {
+        snprintf(err, errcap, "the password file %s is empty", path);
+        goto out;
+    }
+    if (len > cap - 1) {
+        snprintf(err, errcap, "the password file %s holds more than %zu bytes", path, cap - 1);
+        goto out;
+    }
+    if (memchr(buf, '\0', len) != NULL) {
+        snprintf(err, errcap, "the password file %s has a NUL byte", path);
+        goto out;
+    }
+    memcpy(out, buf, len);
+    out[len] = '\0';
+    rc = 0;
+out:
+    explicit_bzero(buf, sizeof(buf));
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int hv_redis_url_load(const char *url, const char *password_file, hv_redis_addr_t *out,
+                      char *err, size_t errcap)
+{
+    if (hv_redis_url_parse(url, out, err, errcap) != 0)
+        return HV_REDIS_LOAD_URL;
+    if (password_file != NULL &&
+        hv_redis_password_read(password_file, out->password, sizeof(out->password), err,
+                               errcap) != 0) {
+        explicit_bzero(out->password, sizeof(out->password));
+        return HV_REDIS_LOAD_PASSWORD_FILE;
+    }
+    if (out->user[0] != '\0' && out->password[0] == '\0') {
+        snprintf(err, errcap, "'%s': user %s has no password: give it in the URL "
+                 "(USER:PASSWORD@) or in a password file", url, out->user);
+        return HV_REDIS_LOAD_URL;
+    }
+    return 0;
 }

@@ -1467,7 +1467,9 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
 {
     hv_redis_addr_t addr;
     *out = NULL;
-    if (hv_redis_url_parse(cfg->redis_url, &addr, err, errcap) != 0)
+    /* The configuration checked the URL and the password file; the file is read now. */
+    const char *pwfile = cfg->redis_password_file[0] != '\0' ? cfg->redis_password_file : NULL;
+    if (hv_redis_url_load(cfg->redis_url, pwfile, &addr, err, errcap) != 0)
         return UV_EINVAL;
     hv_stream_t *s = hv_xcalloc(1, sizeof(*s));
     s->loop = loop;
@@ -1477,6 +1479,7 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     s->cbs = *cbs;
     s->ud = ud;
     s->addr = addr;
+    explicit_bzero(&addr, sizeof(addr));
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", out_dir);
     snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer); /* see config */
     s->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4);

@@ -1,7 +1,8 @@
 /*
  * redisurl.h: where a Redis server is and who logs in to it, as the operator writes it
- * (redis_url): redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]. Pure parsing, apart from the
- * connection (redis.h) so that the configuration can check the URL without depending on
+ * (redis_url): redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], and the password file that may
+ * stand for the password (redis_password_file). Parsing and that one small read, apart from
+ * the connection (redis.h) so that the configuration can check both without depending on
  * connections; redis.h includes it.
  *
  * The user information is USER:PASSWORD (AUTH USER PASSWORD, an ACL user) or :PASSWORD (AUTH
@@ -33,5 +34,24 @@ typedef struct {
  *  scheme; a user and a password as above (percent-decoded; no NUL byte, at most
  *  HV_REDIS_USER_MAX - 1 and HV_REDIS_PASSWORD_MAX - 1 bytes); no query; DB 0 to 15 999. */
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap);
+
+/** Read the password in the file at `path` into `out` (`cap` bytes, NUL included): its one
+ *  line, without the newline that ends it (nor a CR before that). Refused, with a message in
+ *  `err` naming the file: one that cannot be opened or read, is not a regular file, is
+ *  readable by its group or by others (say so, with its mode: a secret any local user could
+ *  read is no secret), is empty, has a second line or a NUL byte, or holds more than cap - 1
+ *  bytes. The mode is that of the file opened, not of the path looked at before. 0 or -1. */
+int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, size_t errcap);
+
+/** Where hv_redis_url_load() failed. */
+#define HV_REDIS_LOAD_URL (-1)           /* the URL (or a user it names without a password) */
+#define HV_REDIS_LOAD_PASSWORD_FILE (-2) /* the password file */
+
+/** The address `url` names with its login settled: parsed, then the password read from
+ *  `password_file` (NULL: none) in place of the URL's, then a user left without a password
+ *  refused (AUTH would be refused). 0, or HV_REDIS_LOAD_URL or HV_REDIS_LOAD_PASSWORD_FILE
+ *  with a message in `err`. */
+int hv_redis_url_load(const char *url, const char *password_file, hv_redis_addr_t *out,
+                      char *err, size_t errcap);
 
 #endif

@@ -3,11 +3,14 @@ commands against a real redis-server of the test's own on 127.0.0.1 (redisd.py),
 `requirepass` (the default user's password) and an ACL user alice.
 
 What is checked: each logs in (AUTH, before anything else) with the password of the URL,
-percent-decoded, as the default user or as alice, on the URL's database; a password the
-server refuses stops the daemon (exit 1) and fails the commands (exit 1), naming AUTH and the
-server's words; no password where one is needed is as clear.
+percent-decoded, or of a password file (redis_password_file, --redis-password-file), as the
+default user or as alice, on the URL's database; a password the server refuses stops the
+daemon (exit 1) and fails the commands (exit 1), naming AUTH and the server's words; no
+password where one is needed is as clear; a password file others may read, or that is not
+there, stops the start (exit 2) naming the file.
 """
 
+import os
 import signal
 
 import pytest
@@ -39,6 +42,13 @@ def stream_config(url, **directives):
     values = {"source": "redis", "redis_url": url, "fsync": "always", "redis_consumer": "n"}
     values.update(directives)
     return values
+
+
+def password_file(tmp_path, password, mode=0o600, name="redis-password"):
+    path = tmp_path / name
+    path.write_text(password + "\n")
+    os.chmod(path, mode)
+    return str(path)
 
 
 def client_users(client):
@@ -132,3 +142,83 @@ def test_97_06_enqueue_and_status_with_a_refused_password_exit_1(harvestd, auth_
                                           "username-password pair or user is disabled. ("), done
     with auth_redis.client() as c:
         assert c.call("DBSIZE") == 0
+
+
+# ---------------------------------------------------------------------------- the password file
+
+
+def test_97_07_the_daemon_reads_the_password_file(auth_redis, start_daemon, spool, origin,
+                                                   tmp_path):
+    # The file's password wins over the URL's (wrong here); the URL still names the user.
+    c = auth_redis.client()
+    xadd_lines(c, "file", [origin.url("/page?title=f%d" % i) for i in range(5)])
+    path = password_file(tmp_path, ALICE_PW)
+    url = auth_redis.url_for(user="alice", password="not-this-one")
+    d = start_daemon(**stream_config(url, redis_password_file=path))
+    wait_for(lambda: batch_hash(c, "file").get("done", 0) == 5, 30, "5 acknowledgements", [d])
+    assert sorted(client_users(c)) == ["alice", "alice"]
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+    assert len(all_records([spool.root], "file")) == 5
+    # No user in the URL: the file's password logs in as the default user.
+    path = password_file(tmp_path, DEFAULT_PW, name="default-password")
+    d = start_daemon(**stream_config(auth_redis.url, redis_password_file=path))
+    wait_for(lambda: sorted(client_users(c)) == ["default", "default"], 20, "two connections",
+             [d])
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+
+
+@pytest.mark.parametrize("mode,says", [(0o644, "its group and others (mode 0644)"),
+                                       (0o640, "its group (mode 0640)"),
+                                       (0o604, "others (mode 0604)")])
+def test_97_08_a_password_file_others_may_read_is_refused(harvestd, auth_redis, start_daemon,
+                                                          spool, tmp_path, mode, says):
+    path = password_file(tmp_path, DEFAULT_PW, mode)
+    message = ("redis_password_file: the password file %s is readable by %s: let only its owner "
+               "read it (chmod 600)" % (path, says))
+    d = start_daemon(ready=False, **stream_config(auth_redis.url, redis_password_file=path))
+    assert d.wait(20) == 2
+    assert message in d.stderr_text()
+    os.makedirs(str(spool.root), exist_ok=True)
+    checked = harvestd.command("--check-config", "-c", d.config)
+    assert checked.returncode == 2, checked
+    assert message in checked.stderr
+    urls = write(tmp_path, "urls.txt", "http://a.test/1\n")
+    for args in (["enqueue", urls], ["status"]):
+        done = run(harvestd, *args, "--redis", auth_redis.url, "--redis-password-file", path)
+        assert done.returncode == 2, done
+        assert done.stderr == "harvestd: the password file %s is readable by %s: let only its " \
+                              "owner read it (chmod 600)\n" % (path, says)
+    with auth_redis.client() as c:
+        assert c.call("DBSIZE") == 0
+
+
+def test_97_09_a_password_file_that_cannot_be_read_stops_the_start(harvestd, auth_redis,
+                                                                   start_daemon, tmp_path):
+    missing = str(tmp_path / "no-such-file")
+    d = start_daemon(ready=False, **stream_config(auth_redis.url, redis_password_file=missing))
+    assert d.wait(20) == 2
+    assert ("redis_password_file: cannot read the password file %s: no such file or directory"
+            % missing) in d.stderr_text()
+    done = run(harvestd, "status", "--redis", auth_redis.url, "--redis-password-file", missing)
+    assert done.returncode == 2, done
+    assert done.stderr == ("harvestd: cannot read the password file %s: no such file or "
+                           "directory\n" % missing)
+    # A user with no password anywhere cannot log in: said before connecting.
+    url = auth_redis.url_for(user="alice", password="")
+    d = start_daemon(ready=False, **stream_config(url))
+    assert d.wait(20) == 2
+    assert "redis_url: '%s': user alice has no password" % url in d.stderr_text()
+
+
+def test_97_10_enqueue_and_status_read_the_password_file(harvestd, auth_redis, tmp_path):
+    urls = write(tmp_path, "urls.txt", "http://a.test/1\nhttp://a.test/2\n")
+    path = password_file(tmp_path, ALICE_PW)
+    url = auth_redis.url_for(user="alice", password="")
+    done = run(harvestd, "enqueue", "--redis", url, "--redis-password-file", path, "--batch",
+               "b", urls)
+    assert done.returncode == 0, done
+    st = run(harvestd, "status", "--redis=" + url, "--redis-password-file=" + path, "--json")
+    assert st.returncode == 3, st
+    assert '"added":2,"total":2' in st.stdout

@@ -15,8 +15,10 @@
  * Commands after the plan's are not answered (it may end with their replies).
  */
 #include <hiredis/read.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harvestd/common.h"
 #include "harvestd/dns.h"
@@ -1000,4 +1002,121 @@ TEST_IMPL(redis_url_user_and_password)
     ASSERT_EQ(-1, hv_redis_url_parse(url, &a, err, sizeof(err)));
     snprintf(url, sizeof(url), "redis://:%0*d@h", HV_REDIS_PASSWORD_MAX, 0);
     ASSERT_EQ(-1, hv_redis_url_parse(url, &a, err, sizeof(err)));
+}
+
+/* ---- the password file */
+
+/* A file in the test's directory holding `len` bytes of `data`, with mode `mode`. */
+static const char *pw_file(const char *name, const char *data, size_t len, mode_t mode)
+{
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/%s", hv_test_tmpdir(), name);
+    FILE *f = fopen(path, "wb");
+    ASSERT_NOT_NULL(f);
+    ASSERT_EQ(len, fwrite(data, 1, len, f));
+    ASSERT_OK(fclose(f));
+    ASSERT_OK(chmod(path, mode));
+    return path;
+}
+
+/* One line, its newline (and a CR before it) not part of the password. */
+TEST_IMPL(redis_password_file_is_one_line)
+{
+    static const struct {
+        const char *data, *password;
+    } good[] = {
+        {"s3cret\n", "s3cret"}, {"s3cret\r\n", "s3cret"}, {"s3cret", "s3cret"},
+        {" spaced out \n", " spaced out "}, {"a\rb\n", "a\rb"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(good); i++) {
+        char out[HV_REDIS_PASSWORD_MAX], err[512];
+        const char *path = pw_file("pw", good[i].data, strlen(good[i].data), 0600);
+        if (hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "'%s': %s", good[i].data, err);
+        ASSERT_STR_EQ(good[i].password, out);
+    }
+    /* 0400 does as well as 0600; the longest password fits, with its CR LF. */
+    char big[HV_REDIS_PASSWORD_MAX + 2], out[HV_REDIS_PASSWORD_MAX], err[512];
+    memset(big, 'x', sizeof(big));
+    memcpy(big + HV_REDIS_PASSWORD_MAX - 1, "\r\n", 2);
+    const char *path = pw_file("big", big, HV_REDIS_PASSWORD_MAX + 1, 0400);
+    ASSERT_OK(hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
+    ASSERT_EQ(HV_REDIS_PASSWORD_MAX - 1, strlen(out));
+}
+
+/* What is refused, each naming the file. */
+TEST_IMPL(redis_password_file_refusals)
+{
+    char big[HV_REDIS_PASSWORD_MAX + 8];
+    memset(big, 'x', sizeof(big));
+    static const struct {
+        const char *data;
+        size_t len;
+        mode_t mode;
+        const char *says;
+    } bad[] = {
+        {"pw\n", 3, 0644, "is readable by its group and others (mode 0644): let only its owner "
+                          "read it (chmod 600)"},
+        {"pw\n", 3, 0640, "is readable by its group (mode 0640)"},
+        {"pw\n", 3, 0604, "is readable by others (mode 0604)"},
+        {"", 0, 0600, "is empty"},
+        {"\n", 1, 0600, "is empty"},
+        {"\r\n", 2, 0600, "is empty"},
+        {"pw\nmore\n", 8, 0600, "has more than one line"},
+        {"pw\n\n", 4, 0600, "has more than one line"},
+        {"p\0w\n", 4, 0600, "has a NUL byte"},
+        {NULL, HV_REDIS_PASSWORD_MAX, 0600, "holds more than 1023 bytes"},
+        {NULL, HV_REDIS_PASSWORD_MAX + 8, 0600, "holds more than 1023 bytes"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        char out[HV_REDIS_PASSWORD_MAX] = "", err[512] = "", want[600];
+        const char *path = pw_file("pw", bad[i].data != NULL ? bad[i].data : big, bad[i].len,
+                                   bad[i].mode);
+        ASSERT_EQ(-1, hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
+        snprintf(want, sizeof(want), "the password file %s %s", path, bad[i].says);
+        if (strncmp(err, want, strlen(want)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "case %zu: '%s' does not start '%s'", i, err, want);
+        ASSERT_STR_EQ("", out);
+    }
+    char out[64], err[512], want[600], path[512];
+    snprintf(path, sizeof(path), "%s/missing", hv_test_tmpdir());
+    ASSERT_EQ(-1, hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
+    snprintf(want, sizeof(want), "cannot read the password file %s: no such file or directory",
+             path);
+    ASSERT_STR_EQ(want, err);
+    ASSERT_EQ(-1, hv_redis_password_read(hv_test_tmpdir(), out, sizeof(out), err, sizeof(err)));
+    snprintf(want, sizeof(want), "the password file %s is not a regular file", hv_test_tmpdir());
+    ASSERT_STR_EQ(want, err);
+}
+
+/* The file's password wins over the URL's, which may still name the user; a user left
+ * without a password is refused, as is a file that will not do. */
+TEST_IMPL(redis_url_load_takes_the_password_file)
+{
+    hv_redis_addr_t a;
+    char err[512];
+    const char *path = pw_file("pw", "from-file\n", 10, 0600);
+    ASSERT_OK(hv_redis_url_load("redis://alice:from-url@h/2", path, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("alice", a.user);
+    ASSERT_STR_EQ("from-file", a.password);
+    ASSERT_EQ(2, a.db);
+    ASSERT_OK(hv_redis_url_load("redis://alice:@h", path, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("alice", a.user);
+    ASSERT_STR_EQ("from-file", a.password);
+    ASSERT_OK(hv_redis_url_load("redis://h", path, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("", a.user);
+    ASSERT_STR_EQ("from-file", a.password);
+    ASSERT_OK(hv_redis_url_load("redis://:pw@h", NULL, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("pw", a.password);
+    ASSERT_OK(hv_redis_url_load("redis://h", NULL, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("", a.password);
+
+    ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("redis://alice:@h", NULL, &a, err,
+                                                   sizeof(err)));
+    ASSERT(strstr(err, "user alice has no password") != NULL);
+    ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("http://h", path, &a, err, sizeof(err)));
+    path = pw_file("pw", "from-file\n", 10, 0644);
+    ASSERT_EQ(HV_REDIS_LOAD_PASSWORD_FILE,
+              hv_redis_url_load("redis://:from-url@h", path, &a, err, sizeof(err)));
+    ASSERT(strstr(err, "mode 0644") != NULL);
 }
