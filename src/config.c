@@ -147,7 +147,8 @@ static const directive_t directives[] = {
     {"source", T_SOURCES, F(sources), 0, 0, 0, "spool",
      "where the daemon takes work from: spool, redis, or both (spool, redis)"},
     {"redis_url", T_PATH, F(redis_url), 0, 0, 0, "",
-     "with source = redis: the server, redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"},
+     "with source = redis: the server, redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] "
+     "(rediss:// for TLS)"},
     {"redis_password_file", T_PATH, F(redis_password_file), 0, 0, 0, "",
      "with source = redis: a file holding the password (one line; readable by its owner "
      "only), used instead of one in redis_url; empty: none"},
@@ -174,9 +175,10 @@ static const directive_t directives[] = {
      "a URL whose stored record is younger than this is answered from the store without a "
      "request (from_cache); 0: always ask the server"},
     {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
-     "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
+     "PEM file of trusted CA certificates, for https and rediss (empty: "
+     "/etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
-     "do not verify TLS certificates (never do this in production)"},
+     "do not verify TLS certificates, of https and rediss (never do this in production)"},
     {"allow_addresses", T_ADDRESSES, F(allow_addresses), 0, 0, 0, "",
      "address ranges connections may reach although the address guard refuses them "
      "(comma-separated CIDRs: 127.0.0.1/32, fd00::/8); empty: none"},

@@ -2,7 +2,8 @@
  * redis.c: a Redis connection (see redis.h).
  *
  * The connection is an hv_conn_t (conn.h): it does the lookup (through the dns cache), the
- * connect with its address fallback, the owned writes and the one timer, which serves the
+ * connect with its address fallback, TLS for rediss (conn's, as for https: the handshake
+ * before on_conn_connect, plaintext after it), the owned writes and the one timer, which serves the
  * connect timeout, then the deadline of the oldest command waiting for its reply (replies
  * come in order, so it is the next one due). This file adds the RESP framing and the queue
  * of commands. The hv_redis_t is freed by hv_redis_close(), after the connection is handed
@@ -36,6 +37,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/conn.h"
+#include "harvestd/detail.h"
 #include "harvestd/log.h"
 
 typedef enum { ST_CONNECTING, ST_PREPARING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
@@ -98,6 +100,7 @@ struct hv_redis_s {
     scan_t scan;
     int scan_err;   /* why the scan stopped: HV_ETOOBIG or HV_EPROTO */
     char limit[96]; /* the bound a reply broke (HV_ETOOBIG), or "" */
+    char tls_error[HV_DETAIL_TEXT_MAX]; /* the TLS failure's detail (HV_ETLS, HV_ECERT), or "" */
 };
 
 /* Free once no callback of ours is on the stack. */
@@ -252,6 +255,14 @@ static void on_prepared(hv_redis_t *r, void *data, int status, const redisReply 
     prepare(r, r->prep + 1);
 }
 
+/* A TLS failure's detail, kept for hv_redis_tls_error(). */
+static void keep_tls_error(hv_redis_t *r, int err)
+{
+    const hv_fault_t *f = hv_conn_error(r->conn);
+    if ((err == HV_ETLS || err == HV_ECERT) && f->code != HV_D_NONE)
+        hv_detail_format(r->tls_error, sizeof(r->tls_error), f->code, f->arg);
+}
+
 static void on_conn_connect(hv_conn_t *c, int status)
 {
     hv_redis_t *r = c->data;
@@ -259,6 +270,7 @@ static void on_conn_connect(hv_conn_t *c, int status)
         return; /* the connect timed out first */
     hv_conn_set_timer(c, 0);
     if (status != 0) {
+        keep_tls_error(r, status);
         r->state = ST_BROKEN;
         CALL(r, r->cbs->on_connect(r, status));
         return;
@@ -280,6 +292,7 @@ static void on_conn_timeout(hv_conn_t *c)
 
 static void on_conn_error(hv_conn_t *c, int err)
 {
+    keep_tls_error(c->data, err);
     broken(c->data, err);
 }
 
@@ -512,10 +525,12 @@ static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
 static const hv_conn_cbs_t conn_cbs = {on_conn_connect, on_conn_read, on_conn_error,
                                        on_conn_timeout};
 
-int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t timeout_ms,
-                     const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out)
+int hv_redis_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const hv_redis_addr_t *addr,
+                     uint64_t timeout_ms, const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out)
 {
     *out = NULL;
+    if (addr->tls && tls == NULL)
+        return UV_EINVAL;
     hv_redis_t *r = hv_xcalloc(1, sizeof(*r));
     r->loop = env->loop;
     r->cbs = cbs;
@@ -532,7 +547,8 @@ int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t t
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     int is_ip = uv_ip4_addr(addr->host, 0, &a4) == 0 || uv_ip6_addr(addr->host, 0, &a6) == 0;
-    int rc = hv_conn_connect(env, NULL, addr->host, is_ip, addr->port, &conn_cbs, r, &r->conn);
+    int rc = hv_conn_connect(env, addr->tls ? tls : NULL, addr->host, is_ip, addr->port,
+                             &conn_cbs, r, &r->conn);
     if (rc != 0) {
         redisReaderFree(r->reader);
         explicit_bzero(&r->addr, sizeof(r->addr));
@@ -552,6 +568,11 @@ const char *hv_redis_failed_command(const hv_redis_t *r)
 const char *hv_redis_refusal(const hv_redis_t *r)
 {
     return r->refusal;
+}
+
+const char *hv_redis_tls_error(const hv_redis_t *r)
+{
+    return r->tls_error[0] != '\0' ? r->tls_error : NULL;
 }
 
 const char *hv_redis_limit(const hv_redis_t *r)

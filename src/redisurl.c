@@ -1,4 +1,4 @@
-/* redisurl.c: redis:// URLs and the password file (see redisurl.h). */
+/* redisurl.c: redis:// and rediss:// URLs, and the password file (see redisurl.h). */
 #include "harvestd/redisurl.h"
 
 #include <errno.h>
@@ -43,16 +43,20 @@ static int decode(const char *p, const char *end, char *out, size_t cap)
 
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap)
 {
-    static const char scheme[] = "redis://";
     hv_redis_addr_t a;
+    const char *p;
     memset(&a, 0, sizeof(a));
-    a.port = 6379;
-    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0) {
-        snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL%s", url,
-                 strncmp(url, "rediss://", 9) == 0 ? " (TLS to Redis is not supported)" : "");
+    a.port = 6379; /* also for rediss: Redis has no port of its own for TLS */
+    if (strncmp(url, "redis://", 8) == 0) {
+        p = url + 8;
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        p = url + 9;
+        a.tls = 1;
+    } else {
+        snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL (nor rediss:// for "
+                 "TLS)", url);
         return -1;
     }
-    const char *p = url + sizeof(scheme) - 1;
     const char *host_end;
     const char *at = strrchr(p, '@');
     if (at != NULL) {

@@ -33,6 +33,7 @@
 #include "harvestd/bhost.h"
 #include "harvestd/common.h"
 #include "harvestd/dns.h"
+#include "harvestd/engine.h"
 #include "harvestd/handles.h"
 #include "harvestd/log.h"
 #include "harvestd/redis.h"
@@ -136,6 +137,7 @@ struct hv_stream_s {
     char out_dir[1024];
     char consumer[256];
     hv_redis_addr_t addr;
+    hv_tls_ctx_t *tls;     /* the engine's, for rediss:// (NULL for redis://) */
     hv_dns_t *dns;
     hv_conn_stats_t cstats;
     hv_conn_env_t env;
@@ -1327,6 +1329,13 @@ static void on_link_connect(hv_redis_t *r, int status)
         if (hv_redis_limit(r) != NULL)
             HV_LOG(HV_LOG_WARNING, "event=redis_reply_over_limit link=%s url=%s limit=\"%s\"",
                    l->name, s->cfg->redis_url, hv_redis_limit(r));
+        /* A certificate that does not verify, a handshake the server refuses: retried like
+         * any failed connect (a server's certificate may be replaced while the daemon runs),
+         * but said at every attempt, since nothing works until it is mended. */
+        if (hv_redis_tls_error(r) != NULL)
+            HV_LOG(HV_LOG_WARNING, "event=redis_tls_failed link=%s url=%s err=%s tls_error=%s "
+                   "retry_in_ms=%" PRIu64, l->name, s->cfg->redis_url, hv_err_name(status),
+                   hv_redis_tls_error(r), l->backoff_ms);
         link_down(l, status);
         return;
     }
@@ -1356,7 +1365,8 @@ static void link_connect(link_t *l)
     hv_stream_t *s = l->s;
     if (l->r != NULL || s->closing || ((s->stopping) && l == &s->rd))
         return;
-    int rc = hv_redis_connect(&s->env, &s->addr, CONNECT_TIMEOUT_MS, &link_cbs, l, &l->r);
+    int rc = hv_redis_connect(&s->env, s->tls, &s->addr, CONNECT_TIMEOUT_MS, &link_cbs, l,
+                              &l->r);
     if (rc != 0) {
         l->r = NULL;
         link_down(l, rc);
@@ -1471,6 +1481,11 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     const char *pwfile = cfg->redis_password_file[0] != '\0' ? cfg->redis_password_file : NULL;
     if (hv_redis_url_load(cfg->redis_url, pwfile, &addr, err, errcap) != 0)
         return UV_EINVAL;
+    if (addr.tls && hv_engine_tls(engine) == NULL) {
+        explicit_bzero(&addr, sizeof(addr));
+        return hv_errf(err, errcap, UV_EINVAL, "redis_url: rediss:// needs TLS, and this "
+                       "daemon has no TLS context");
+    }
     hv_stream_t *s = hv_xcalloc(1, sizeof(*s));
     s->loop = loop;
     s->cfg = cfg;
@@ -1479,6 +1494,7 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     s->cbs = *cbs;
     s->ud = ud;
     s->addr = addr;
+    s->tls = addr.tls ? hv_engine_tls(engine) : NULL;
     explicit_bzero(&addr, sizeof(addr));
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", out_dir);
     snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer); /* see config */

@@ -1,7 +1,7 @@
 /*
  * redisurl.h: where a Redis server is and who logs in to it, as the operator writes it
- * (redis_url): redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], and the password file that may
- * stand for the password (redis_password_file). Parsing and that one small read, apart from
+ * (redis_url): redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], or rediss://... for TLS, and the
+ * password file that may stand for the password (redis_password_file). Parsing and that one small read, apart from
  * the connection (redis.h) so that the configuration can check both without depending on
  * connections; redis.h includes it.
  *
@@ -24,14 +24,15 @@
 /** Where a Redis server is, and who logs in. */
 typedef struct {
     char host[256]; /* a name or an IP literal (IPv6 without its brackets) */
-    uint16_t port;  /* 6379 by default */
+    uint16_t port;  /* 6379 by default, for either scheme */
     unsigned db;    /* 0 by default */
+    int tls;        /* rediss://: TLS, the certificate checked against `host` */
     char user[HV_REDIS_USER_MAX];         /* "": the default user */
     char password[HV_REDIS_PASSWORD_MAX]; /* "": no AUTH */
 } hv_redis_addr_t;
 
 /** Parse `url`: 0, or -1 with a message in `err` (what is wrong, quoting the URL). The redis
- *  scheme; a user and a password as above (percent-decoded; no NUL byte, at most
+ *  and rediss schemes; a user and a password as above (percent-decoded; no NUL byte, at most
  *  HV_REDIS_USER_MAX - 1 and HV_REDIS_PASSWORD_MAX - 1 bytes); no query; DB 0 to 15 999. */
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap);
 

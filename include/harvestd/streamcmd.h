@@ -15,12 +15,14 @@
 
 #include "harvestd/redis.h"
 
-/** `harvestd enqueue --redis URL [--redis-password-file FILE] [--stream S] [--batch NAME]
- *  [--rules NAME] [--timeout D] FILE|-` */
+/** `harvestd enqueue --redis URL [--redis-password-file FILE] [--ca-file FILE] [--insecure]
+ *  [--stream S] [--batch NAME] [--rules NAME] [--timeout D] FILE|-` */
 typedef struct {
     const char *redis_url;
     hv_redis_addr_t addr; /* redis_url, parsed (without the password file's password) */
     const char *password_file; /* --redis-password-file, or NULL */
+    const char *ca_file;  /* --ca-file (rediss://), or NULL: the system's */
+    int insecure;         /* --insecure: the server's certificate is not checked */
     const char *stream;   /* HV_STREAM_DEFAULT unless given */
     const char *batch;    /* --batch, else FILE's base name */
     const char *rules;    /* "" when not given */
@@ -29,12 +31,14 @@ typedef struct {
     int help;             /* --help: nothing else was checked */
 } hv_enqueue_args_t;
 
-/** `harvestd status --redis URL [--redis-password-file FILE] [--stream S] [--group G]
- *  [--batch NAME]... [--json] [--timeout D]` */
+/** `harvestd status --redis URL [--redis-password-file FILE] [--ca-file FILE] [--insecure]
+ *  [--stream S] [--group G] [--batch NAME]... [--json] [--timeout D]` */
 typedef struct {
     const char *redis_url;
     hv_redis_addr_t addr;
     const char *password_file;
+    const char *ca_file;
+    int insecure;
     const char *stream;   /* HV_STREAM_DEFAULT unless given */
     const char *group;    /* HV_STREAM_GROUP_DEFAULT unless given */
     const char **batches; /* every --batch once, in the order given (owned: see _free) */

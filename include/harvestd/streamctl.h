@@ -48,6 +48,7 @@ typedef enum {
 typedef struct {
     const char *url;      /* as given: it names the server in messages */
     hv_redis_addr_t addr; /* url, parsed */
+    hv_tls_ctx_t *tls;    /* for a rediss:// addr (outlives the call); NULL for redis:// */
     uint64_t timeout_ms;  /* to connect, and for each reply; 0: 5 s to connect, 10 s per reply */
 } hv_streamctl_server_t;
 

@@ -17,6 +17,7 @@
 #include "harvestd/options.h"
 #include "harvestd/streamctl.h"
 #include "harvestd/streamkeys.h"
+#include "harvestd/tls.h"
 
 enum { EXIT_OK = 0, EXIT_REDIS = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
 
@@ -25,6 +26,8 @@ enum { EXIT_OK = 0, EXIT_REDIS = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
 enum {
     O_REDIS,
     O_PASSWORD_FILE,
+    O_CA_FILE,
+    O_INSECURE,
     O_STREAM,
     O_BATCH,
     O_RULES,
@@ -37,6 +40,8 @@ enum {
 static const hv_opt_t enqueue_opts[] = {
     {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS},
     {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE},
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE},
+    {.name = "insecure", .id = O_INSECURE},
     {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
     {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES},
@@ -47,6 +52,8 @@ static const hv_opt_t enqueue_opts[] = {
 static const hv_opt_t status_opts[] = {
     {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS},
     {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE},
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE},
+    {.name = "insecure", .id = O_INSECURE},
     {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
     {.name = "group", .kind = HV_OPT_VALUE, .id = O_GROUP},
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
@@ -133,6 +140,12 @@ int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, ch
         case O_PASSWORD_FILE:
             out->password_file = a.value;
             break;
+        case O_CA_FILE:
+            out->ca_file = a.value;
+            break;
+        case O_INSECURE:
+            out->insecure = 1;
+            break;
         case O_STREAM:
             out->stream = a.value;
             break;
@@ -190,6 +203,12 @@ int hv_streamcmd_parse_status(int argc, char **argv, hv_status_args_t *out, char
         case O_PASSWORD_FILE:
             out->password_file = a.value;
             break;
+        case O_CA_FILE:
+            out->ca_file = a.value;
+            break;
+        case O_INSECURE:
+            out->insecure = 1;
+            break;
         case O_STREAM:
             out->stream = a.value;
             break;
@@ -241,14 +260,28 @@ static int usage_error(const char *cmd, const char *msg)
     return EXIT_USAGE;
 }
 
-/* The server's address with its login settled (the password file read): 0, or EXIT_USAGE
- * said on stderr (naming the file, or the URL's user without a password), like a daemon
- * whose configuration cannot start. */
-static int load_server(const char *url, const char *password_file, hv_redis_addr_t *addr)
+/* The server's address with its login settled (the password file read), and for rediss://
+ * a TLS context with the trust store (`ca_file`, else the system's) or none (`insecure`), as
+ * the daemon's: 0, or EXIT_USAGE said on stderr (naming the file, or the URL's user without a
+ * password), like a daemon whose configuration cannot start. */
+static int open_server(const char *url, const char *password_file, const char *ca_file,
+                       int insecure, hv_redis_addr_t *addr, hv_tls_ctx_t **tls)
 {
     char err[2048];
-    if (hv_redis_url_load(url, password_file, addr, err, sizeof(err)) == 0)
+    *tls = NULL;
+    if (hv_redis_url_load(url, password_file, addr, err, sizeof(err)) != 0)
+        goto fail;
+    if (!addr->tls)
         return 0;
+    if ((ca_file != NULL && hv_check_readable("CA file", ca_file, err, sizeof(err)) != 0) ||
+        hv_tls_ctx_new(ca_file, insecure, tls, err, sizeof(err)) != 0)
+        goto fail;
+    if (insecure)
+        fprintf(stderr, "harvestd: warning: --insecure: the Redis server's certificate is NOT "
+                        "verified\n");
+    return 0;
+fail:
+    explicit_bzero(addr, sizeof(*addr));
     fprintf(stderr, "harvestd: %s\n", err);
     return EXIT_USAGE;
 }
@@ -276,10 +309,13 @@ static void enqueue_help(FILE *out)
             "and every line of a batch is added exactly once.\n"
             "\n"
             "  --redis URL         the Redis server (required):\n"
-            "                      redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
+            "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
             "  --redis-password-file FILE\n"
             "                      the password, instead of the URL's (one line; readable\n"
             "                      by its owner only)\n"
+            "  --ca-file FILE      rediss://: the CAs the server's certificate is checked\n"
+            "                      against (default: the system's)\n"
+            "  --insecure          rediss://: do not check the server's certificate\n"
             "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
             "  --batch NAME        the batch (default: FILE's base name; needed for '-')\n"
             "  --rules NAME        the [rules \"NAME\"] set the daemons apply to the batch\n"
@@ -296,6 +332,7 @@ int hv_cmd_enqueue(int argc, char **argv)
 {
     hv_enqueue_args_t a;
     hv_streamctl_enqueue_t *e = NULL;
+    hv_tls_ctx_t *tls = NULL;
     hv_streamctl_counts_t n;
     char err[2048];
     int status = EXIT_OK;
@@ -306,13 +343,13 @@ int hv_cmd_enqueue(int argc, char **argv)
         enqueue_help(stdout);
         return EXIT_OK;
     }
-    if (load_server(a.redis_url, a.password_file, &a.addr) != 0)
+    if (open_server(a.redis_url, a.password_file, a.ca_file, a.insecure, &a.addr, &tls) != 0)
         return EXIT_USAGE;
     /* A server that goes away must be a failed write, not a killed process. */
     signal(SIGPIPE, SIG_IGN);
 
     hv_streamctl_batch_spec_t spec = {
-        .server = {.url = a.redis_url, .addr = a.addr, .timeout_ms = a.timeout_ms},
+        .server = {.url = a.redis_url, .addr = a.addr, .tls = tls, .timeout_ms = a.timeout_ms},
         .stream = a.stream,
         .batch = a.batch,
         .rules = a.rules,
@@ -335,7 +372,9 @@ int hv_cmd_enqueue(int argc, char **argv)
         status = failed("enqueue", rc, err);
     }
     hv_streamctl_enqueue_free(e);
+    hv_tls_ctx_free(tls);
     explicit_bzero(&a.addr, sizeof(a.addr));
+    explicit_bzero(&spec.server.addr, sizeof(spec.server.addr));
     return status;
 }
 
@@ -352,10 +391,13 @@ static void status_help(FILE *out)
             "consumer. A batch is complete when its total is known and every line is done.\n"
             "\n"
             "  --redis URL         the Redis server (required):\n"
-            "                      redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
+            "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
             "  --redis-password-file FILE\n"
             "                      the password, instead of the URL's (one line; readable\n"
             "                      by its owner only)\n"
+            "  --ca-file FILE      rediss://: the CAs the server's certificate is checked\n"
+            "                      against (default: the system's)\n"
+            "  --insecure          rediss://: do not check the server's certificate\n"
             "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
             "  --group NAME        the consumer group (default " HV_STREAM_GROUP_DEFAULT ")\n"
             "  --batch NAME        a batch to show (repeatable)\n"
@@ -468,6 +510,7 @@ int hv_cmd_status(int argc, char **argv)
 {
     hv_status_args_t a;
     hv_streamctl_status_t *st = NULL;
+    hv_tls_ctx_t *tls = NULL;
     char err[2048];
     int status = EXIT_OK;
 
@@ -478,13 +521,14 @@ int hv_cmd_status(int argc, char **argv)
         status_help(stdout);
         return EXIT_OK;
     }
-    if (load_server(a.redis_url, a.password_file, &a.addr) != 0) {
+    if (open_server(a.redis_url, a.password_file, a.ca_file, a.insecure, &a.addr, &tls) != 0) {
         hv_streamcmd_status_args_free(&a);
         return EXIT_USAGE;
     }
     signal(SIGPIPE, SIG_IGN);
 
-    hv_streamctl_server_t server = {.url = a.redis_url, .addr = a.addr, .timeout_ms = a.timeout_ms};
+    hv_streamctl_server_t server = {
+        .url = a.redis_url, .addr = a.addr, .tls = tls, .timeout_ms = a.timeout_ms};
     hv_streamctl_rc_t rc = hv_streamctl_status_read(&server, a.stream, a.group, a.batches,
                                                     a.nbatches, &st, err, sizeof(err));
     if (rc != HV_STREAMCTL_OK) {
@@ -506,6 +550,8 @@ int hv_cmd_status(int argc, char **argv)
 out:
     hv_streamctl_status_free(st);
     hv_streamcmd_status_args_free(&a);
+    hv_tls_ctx_free(tls);
     explicit_bzero(&a.addr, sizeof(a.addr));
+    explicit_bzero(&server.addr, sizeof(server.addr));
     return status;
 }

@@ -8,6 +8,12 @@ default user or as alice, on the URL's database; a password the server refuses s
 daemon (exit 1) and fails the commands (exit 1), naming AUTH and the server's words; no
 password where one is needed is as clear; a password file others may read, or that is not
 there, stops the start (exit 2) naming the file.
+
+Over TLS (rediss://, a redis-server with --tls-port only and a certificate of the test PKI,
+tls.py): the daemon with ca_file = the test CA, the commands with --ca-file; without it the
+certificate is untrusted, with another host name it does not match, and insecure = yes takes
+any; a command of more than a megabyte (an enqueue chunk) goes through the session's bounded
+buffer.
 """
 
 import os
@@ -24,6 +30,20 @@ pytestmark = pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not in
 # Every character that needs percent-encoding in a URL's user information, and a few more.
 DEFAULT_PW = "dflt S3cret@/:%#;?x"
 ALICE_PW = "alice-S3cret;#@:/"
+
+
+@pytest.fixture
+def tls_redis(tmp_path, pki):
+    """As auth_redis, over TLS only, with the test PKI's certificate for localhost."""
+    cert, key = pki.cert("localhost")
+    server = RedisServer(tmp_path / "redis-tls", password=DEFAULT_PW,
+                         users=["alice on >%s ~* &* +@all" % ALICE_PW],
+                         tls=(cert, key, pki.ca_file))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
@@ -222,3 +242,115 @@ def test_97_10_enqueue_and_status_read_the_password_file(harvestd, auth_redis, t
     st = run(harvestd, "status", "--redis=" + url, "--redis-password-file=" + path, "--json")
     assert st.returncode == 3, st
     assert '"added":2,"total":2' in st.stdout
+
+
+# ---------------------------------------------------------------------------- TLS
+
+
+def tls_failures(d):
+    return [e for e in d.events("redis_tls_failed")]
+
+
+def test_97_11_the_daemon_over_tls_with_the_test_ca(tls_redis, start_daemon, spool, origin, pki,
+                                                     tmp_path):
+    c = tls_redis.client()
+    xadd_lines(c, "tls", [origin.url("/page?title=t%d" % i) for i in range(5)])
+    # An ACL user whose password is in the URL.
+    d = start_daemon(ca_file=pki.ca_file,
+                     **stream_config(tls_redis.url_for(user="alice", password=ALICE_PW)))
+    wait_for(lambda: batch_hash(c, "tls").get("done", 0) == 5, 30, "5 acknowledgements", [d])
+    assert sorted(client_users(c)) == ["alice", "alice"]
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+    assert len(all_records([spool.root], "tls")) == 5
+    assert tls_failures(d) == []
+    # The default user, its password in a file; the certificate's IP address, no name.
+    xadd_lines(c, "tls2", [origin.url("/page?title=u%d" % i) for i in range(5)])
+    path = password_file(tmp_path, DEFAULT_PW)
+    d = start_daemon(ca_file=pki.ca_file, redis_password_file=path,
+                     **stream_config(tls_redis.url_for(host="127.0.0.1")))
+    wait_for(lambda: batch_hash(c, "tls2").get("done", 0) == 5, 30, "5 acknowledgements", [d])
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+
+
+def test_97_12_without_the_ca_the_certificate_is_untrusted(tls_redis, start_daemon, origin):
+    # The system's trust store does not know the test CA: each link says why it cannot
+    # connect, at every attempt, and the daemon keeps trying (a certificate may be mended).
+    c = tls_redis.client()
+    xadd_lines(c, "untrusted", [origin.url("/page?title=x")])
+    d = start_daemon(**stream_config(tls_redis.url_for(password=DEFAULT_PW)))
+    d.poll_until(lambda: len(tls_failures(d)) >= 3, 10, "three refused handshakes")
+    ev = tls_failures(d)[0]
+    assert ev["err"] == "HV_ECERT" and ev["tls_error"] == "certificate_untrusted", ev
+    assert ev["level"] == "warning"
+    assert batch_hash(c, "untrusted").get("done", 0) == 0
+    assert "event=redis_up" not in d.stderr_text()
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+
+
+def test_97_13_another_host_name_does_not_match(tmp_path, pki, start_daemon, origin):
+    # A certificate of the test CA, for wrong.example: trusted, but not localhost's.
+    cert, key = pki.cert("wrong-name")
+    server = RedisServer(tmp_path / "redis-wrong", tls=(cert, key, pki.ca_file)).start()
+    try:
+        c = server.client()
+        xadd_lines(c, "wrong", [origin.url("/page?title=w%d" % i) for i in range(3)])
+        d = start_daemon(ca_file=pki.ca_file, **stream_config(server.url))
+        d.poll_until(lambda: len(tls_failures(d)) >= 2, 10, "two refused handshakes")
+        ev = tls_failures(d)[0]
+        assert ev["err"] == "HV_ECERT" and ev["tls_error"] == "certificate_hostname_mismatch", ev
+        d.send_signal(signal.SIGTERM)
+        assert d.wait() == 0
+        assert batch_hash(c, "wrong").get("done", 0) == 0
+        # insecure = yes takes it, as it takes any certificate for https.
+        d = start_daemon(insecure="yes", **stream_config(server.url))
+        wait_for(lambda: batch_hash(c, "wrong").get("done", 0) == 3, 30, "3 acknowledgements",
+                 [d])
+        d.send_signal(signal.SIGTERM)
+        assert d.wait() == 0
+        assert tls_failures(d) == []
+    finally:
+        server.stop()
+
+
+def test_97_14_enqueue_and_status_over_tls(harvestd, tls_redis, pki, tmp_path):
+    urls = write(tmp_path, "urls.txt", "http://a.test/1\nhttp://a.test/2\n")
+    path = password_file(tmp_path, ALICE_PW)
+    url = tls_redis.url_for(user="alice", password="")
+    login = ["--redis", url, "--redis-password-file", path]
+    done = run(harvestd, "enqueue", *login, "--ca-file", pki.ca_file, "--batch", "b", urls)
+    assert done.returncode == 0, done
+    st = run(harvestd, "status", *login, "--ca-file=" + pki.ca_file, "--batch", "b")
+    assert st.returncode == 3, st
+    assert st.stdout.startswith("batch b: added 2 total 2 ")
+    # The system's trust store: refused, and said.
+    for args in (["enqueue", *login, "--batch", "c", urls], ["status", *login]):
+        done = run(harvestd, *args)
+        assert done.returncode == 1, done
+        assert done.stderr == ("harvestd: redis: cannot connect to %s: certificate verification "
+                               "failed: certificate_untrusted (HV_ECERT)\n" % url), done
+    # --insecure takes any certificate, and says so.
+    done = run(harvestd, "status", *login, "--insecure", "--batch", "b")
+    assert done.returncode == 3, done
+    assert done.stderr == ("harvestd: warning: --insecure: the Redis server's certificate is "
+                           "NOT verified\n")
+    with tls_redis.client() as c:
+        assert c.call("XLEN", "harvestd:urls") == 2
+
+
+def test_97_15_a_command_over_a_megabyte_goes_over_tls(harvestd, tls_redis, pki, tmp_path):
+    # Lines of 4000 bytes: enqueue's chunks are a megabyte (CHUNK_BYTES) of URLs, each chunk
+    # one EVALSHA, more than the TLS session's outbound buffer holds at once.
+    lines = ["http://big.test/%d/%s" % (i, "x" * 3980) for i in range(600)]
+    urls = write(tmp_path, "big.txt", "\n".join(lines) + "\n")
+    path = password_file(tmp_path, DEFAULT_PW)
+    done = run(harvestd, "enqueue", "--redis", tls_redis.url, "--redis-password-file", path,
+               "--ca-file", pki.ca_file, "--batch", "big", urls)
+    assert done.returncode == 0, done
+    assert done.stdout == ("harvestd: enqueued batch big on harvestd:urls: 600 lines added "
+                           "(0 already there), total 600\n")
+    with tls_redis.client() as c:
+        got = c.call("XRANGE", "harvestd:urls", "-", "+")
+        assert [dict(zip(e[1][0::2], e[1][1::2]))["url"] for e in got] == lines

@@ -397,7 +397,7 @@ static const hv_redis_cbs_t cbs = {on_connect_script, on_error};
 static void run_addr(fixture_t *f, int which, const hv_redis_addr_t *addr, uint64_t timeout_ms)
 {
     scenario = which;
-    ASSERT_OK(hv_redis_connect(&f->env, addr, timeout_ms, &cbs, f, &f->r));
+    ASSERT_OK(hv_redis_connect(&f->env, NULL, addr, timeout_ms, &cbs, f, &f->r));
     ASSERT_EQ(0, f->connects); /* reported from the loop */
     uv_run(&f->loop, UV_RUN_DEFAULT);
     ASSERT_EQ(0, hv_dns_stats(f->env.dns)->lookups);
@@ -928,7 +928,7 @@ TEST_IMPL(redis_url_parse)
     static const char *const bad[] = {
         "", "127.0.0.1:6379", "http://127.0.0.1", "redis://", "redis://:6379", "redis://h:0",
         "redis://h:65536", "redis://h:x", "redis://h/x", "redis://h/16000", "redis://[::1",
-        "redis://h:1/2/3", "redis://h?db=1", "rediss://h",
+        "redis://h:1/2/3", "redis://h?db=1", "redisss://h", "rediss:/h",
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
         hv_redis_addr_t a;
@@ -937,10 +937,44 @@ TEST_IMPL(redis_url_parse)
             hv_test_fail(__FILE__, __LINE__, "'%s' parsed", bad[i]);
         ASSERT(strstr(err, bad[i]) != NULL || bad[i][0] == '\0');
     }
+}
+
+/* rediss:// is the same URL over TLS, on the same default port. */
+TEST_IMPL(redis_url_rediss_is_tls)
+{
     hv_redis_addr_t a;
     char err[256];
-    ASSERT_EQ(-1, hv_redis_url_parse("rediss://h", &a, err, sizeof(err)));
-    ASSERT(strstr(err, "TLS") != NULL);
+    ASSERT_OK(hv_redis_url_parse("rediss://queue.internal", &a, err, sizeof(err)));
+    ASSERT_EQ(1, a.tls);
+    ASSERT_STR_EQ("queue.internal", a.host);
+    ASSERT_EQ(6379, a.port);
+    ASSERT_OK(hv_redis_url_parse("rediss://alice:pw@[::1]:6380/4", &a, err, sizeof(err)));
+    ASSERT_EQ(1, a.tls);
+    ASSERT_STR_EQ("alice", a.user);
+    ASSERT_STR_EQ("pw", a.password);
+    ASSERT_STR_EQ("::1", a.host);
+    ASSERT_EQ(6380, a.port);
+    ASSERT_EQ(4, a.db);
+    ASSERT_OK(hv_redis_url_parse("redis://h", &a, err, sizeof(err)));
+    ASSERT_EQ(0, a.tls);
+    ASSERT_EQ(-1, hv_redis_url_parse("http://h", &a, err, sizeof(err)));
+    ASSERT(strstr(err, "(nor rediss:// for TLS)") != NULL);
+}
+
+/* A rediss address needs a TLS context: refused at once without one, nothing connected. */
+TEST_IMPL(redis_rediss_without_a_tls_context_is_refused)
+{
+    fixture_t f;
+    fixture_init(&f);
+    hv_redis_addr_t addr = {.host = "127.0.0.1", .port = f.srv.port, .tls = 1};
+    ASSERT_EQ(UV_EINVAL, hv_redis_connect(&f.env, NULL, &addr, 1000, &cbs, &f, &f.r));
+    ASSERT_NULL(f.r);
+    server_stop(&f.srv);
+    hv_dns_close(f.env.dns);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    redisReaderFree(f.srv.reader);
+    ASSERT_EQ(0, f.srv.accepted);
+    ASSERT_LOOP_CLOSE(&f.loop);
 }
 
 /* The user information: USER:PASSWORD or :PASSWORD, percent-decoded, up to the last '@'. */
