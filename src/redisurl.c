@@ -41,10 +41,29 @@ static int decode(const char *p, const char *end, char *out, size_t cap)
     return 0;
 }
 
+const char *hv_redis_url_mask(const char *url, char *out, size_t cap)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *info = scheme_end != NULL ? scheme_end + 3 : url;
+    const char *at = strrchr(info, '@');
+    if (at == NULL) {
+        snprintf(out, cap, "%s", url);
+        return out;
+    }
+    const char *colon = memchr(info, ':', (size_t)(at - info));
+    /* Kept: up to the password (the user's ':' included), or up to the user information. */
+    const char *keep_end = colon != NULL ? colon + 1 : info;
+    int hidden = keep_end < at; /* an empty password hides nothing */
+    snprintf(out, cap, "%.*s%s%s", (int)(keep_end - url), url, hidden ? "***" : "", at);
+    return out;
+}
+
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap)
 {
+    char shown[HV_REDIS_URL_SHOWN_MAX];
     hv_redis_addr_t a;
     const char *p;
+    hv_redis_url_mask(url, shown, sizeof(shown));
     memset(&a, 0, sizeof(a));
     a.port = 6379; /* also for rediss: Redis has no port of its own for TLS */
     if (strncmp(url, "redis://", 8) == 0) {
@@ -54,7 +73,7 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
         a.tls = 1;
     } else {
         snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL (nor rediss:// for "
-                 "TLS)", url);
+                 "TLS)", shown);
         return -1;
     }
     const char *host_end;
@@ -63,20 +82,20 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
         const char *colon = memchr(p, ':', (size_t)(at - p));
         if (colon == NULL) {
             snprintf(err, errcap, "'%s': the part before '@' needs a ':' (USER:PASSWORD, or "
-                     ":PASSWORD for the default user)", url);
+                     ":PASSWORD for the default user)", shown);
             return -1;
         }
         if (decode(p, colon, a.user, sizeof(a.user)) != 0 ||
             decode(colon + 1, at, a.password, sizeof(a.password)) != 0) {
             snprintf(err, errcap, "'%s': the user or the password has a bad %%-escape, a NUL "
-                     "byte, or is too long (%d and %d bytes at most)", url,
+                     "byte, or is too long (%d and %d bytes at most)", shown,
                      HV_REDIS_USER_MAX - 1, HV_REDIS_PASSWORD_MAX - 1);
             return -1;
         }
         p = at + 1;
     }
     if (strpbrk(p, "?#") != NULL) {
-        snprintf(err, errcap, "'%s': a query or fragment is not supported", url);
+        snprintf(err, errcap, "'%s': a query or fragment is not supported", shown);
         return -1;
     }
     if (*p == '[') {
@@ -115,7 +134,7 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
     *out = a;
     return 0;
 bad:
-    snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL", url);
+    snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL", shown);
     return -1;
 }
 
@@ -215,8 +234,10 @@ int hv_redis_url_load(const char *url, const char *password_file, hv_redis_addr_
         return HV_REDIS_LOAD_PASSWORD_FILE;
     }
     if (out->user[0] != '\0' && out->password[0] == '\0') {
+        char shown[HV_REDIS_URL_SHOWN_MAX];
         snprintf(err, errcap, "'%s': user %s has no password: give it in the URL "
-                 "(USER:PASSWORD@) or in a password file", url, out->user);
+                 "(USER:PASSWORD@) or in a password file",
+                 hv_redis_url_mask(url, shown, sizeof(shown)), out->user);
         return HV_REDIS_LOAD_URL;
     }
     return 0;

@@ -26,8 +26,8 @@
 /* ------------------------------------------------------------------------------ session */
 
 /* A loop of the call's own with one connection on it, run until what is waited for comes.
- * The first failure is kept in `err`, with the server's URL; what fails after it (commands
- * cancelled by the broken connection) is not news. */
+ * The first failure is kept in `err`, with the server's URL (its password masked); what
+ * fails after it (commands cancelled by the broken connection) is not news. */
 typedef struct {
     uv_loop_t loop;
     int loop_open;
@@ -35,18 +35,18 @@ typedef struct {
     hv_conn_stats_t stats;
     hv_conn_env_t env;
     hv_redis_t *r;
-    const char *url;
+    char url[HV_REDIS_URL_SHOWN_MAX]; /* the server's URL as messages show it */
     uint64_t connect_timeout_ms;
     uint64_t reply_timeout_ms;
     int connecting;
     int failed;
-    char err[1600];
+    char err[2700];
 } session_t;
 
 __attribute__((format(printf, 3, 0))) static void session_vfail(session_t *s, int url_said,
                                                                 const char *fmt, va_list ap)
 {
-    char msg[1024];
+    char msg[1600];
     if (s->failed)
         return;
     s->failed = 1;
@@ -202,7 +202,7 @@ static int session_wait(session_t *s)
 static int session_init(session_t *s, const hv_streamctl_server_t *server, char *err, size_t errcap)
 {
     memset(s, 0, sizeof(*s));
-    s->url = server->url;
+    hv_redis_url_mask(server->url, s->url, sizeof(s->url));
     s->connect_timeout_ms = server->timeout_ms != 0 ? server->timeout_ms : CONNECT_TIMEOUT_MS;
     s->reply_timeout_ms = server->timeout_ms != 0 ? server->timeout_ms : REPLY_TIMEOUT_MS;
     int rc = uv_loop_init(&s->loop);

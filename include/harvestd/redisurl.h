@@ -10,6 +10,9 @@
  * password with an '@' or a '/' written as it is still parses. Without a ':' it would be
  * ambiguous (redis-cli reads `redis://X@HOST` as a password, RFC 3986 and most clients as a
  * user name), and is refused.
+ *
+ * The password is a secret: wherever a URL is shown (logs, fatal errors, command messages,
+ * --check-config), it is shown through hv_redis_url_mask(), never as given.
  */
 #ifndef HARVESTD_REDISURL_H
 #define HARVESTD_REDISURL_H
@@ -20,6 +23,9 @@
 /** Room for a user name and for a password, NUL included. */
 #define HV_REDIS_USER_MAX 256
 #define HV_REDIS_PASSWORD_MAX 1024
+/** Room for any URL hv_redis_url_parse() takes, as hv_redis_url_mask() shows it: a user
+ *  percent-encoded, the host, a port and a database (the password is three bytes). */
+#define HV_REDIS_URL_SHOWN_MAX (3 * HV_REDIS_USER_MAX + 256 + 64)
 
 /** Where a Redis server is, and who logs in. */
 typedef struct {
@@ -31,9 +37,19 @@ typedef struct {
     char password[HV_REDIS_PASSWORD_MAX]; /* "": no AUTH */
 } hv_redis_addr_t;
 
-/** Parse `url`: 0, or -1 with a message in `err` (what is wrong, quoting the URL). The redis
- *  and rediss schemes; a user and a password as above (percent-decoded; no NUL byte, at most
- *  HV_REDIS_USER_MAX - 1 and HV_REDIS_PASSWORD_MAX - 1 bytes); no query; DB 0 to 15 999. */
+/** `url` as it may be shown: the password replaced by "***" (redis://alice:***@host:6379/0,
+ *  redis://:***@host), and a user information without a ':' (which redis-cli reads as a
+ *  password) replaced whole (***@host after the scheme). The rest is left as written. Any text will
+ *  do, a URL that does not parse included: the user information is what precedes the last
+ *  '@' after the "://" (or after the start, without one). Writes at most `cap` bytes (`cap`
+ *  > 0), NUL included, cutting what does not fit; the secret is never among what is kept.
+ *  Returns `out`. */
+const char *hv_redis_url_mask(const char *url, char *out, size_t cap);
+
+/** Parse `url`: 0, or -1 with a message in `err` (what is wrong, quoting the URL masked).
+ *  The redis and rediss schemes; a user and a password as above (percent-decoded; no NUL
+ *  byte, at most HV_REDIS_USER_MAX - 1 and HV_REDIS_PASSWORD_MAX - 1 bytes); no query; DB 0
+ *  to 15 999. */
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap);
 
 /** Read the password in the file at `path` into `out` (`cap` bytes, NUL included): its one

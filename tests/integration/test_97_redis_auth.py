@@ -9,6 +9,9 @@ daemon (exit 1) and fails the commands (exit 1), naming AUTH and the server's wo
 password where one is needed is as clear; a password file others may read, or that is not
 there, stops the start (exit 2) naming the file.
 
+No password, of the URL or of a file, ever shows: logs, fatal errors, the commands' messages
+and --check-config show the URL with *** in its place.
+
 Over TLS (rediss://, a redis-server with --tls-port only and a certificate of the test PKI,
 tls.py): the daemon with ca_file = the test CA, the commands with --ca-file; without it the
 certificate is untrusted, with another host name it does not match, and insecure = yes takes
@@ -28,8 +31,15 @@ from test_92_stream import all_records, batch_hash, pending_total, wait_for, xad
 pytestmark = pytest.mark.skipif(not REDIS_SERVER, reason="redis-server is not installed")
 
 # Every character that needs percent-encoding in a URL's user information, and a few more.
+# Each password has "S3cret" in it, and the wrong one "Wr0ng": neither may show anywhere.
 DEFAULT_PW = "dflt S3cret@/:%#;?x"
 ALICE_PW = "alice-S3cret;#@:/"
+WRONG_PW = "Wr0ng-pa55"
+
+
+def assert_no_secret(text):
+    for word in ("S3cret", "Wr0ng"):
+        assert word not in text, text
 
 
 @pytest.fixture
@@ -95,6 +105,9 @@ def test_97_01_the_daemon_logs_in_with_the_urls_password(auth_redis, start_daemo
     assert sorted(client_users(c)) == ["default", "default"]  # the read and write links
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
+    err = d.stderr_text()
+    assert "event=redis_up link=read url=redis://:***@127.0.0.1:%d/1 " % auth_redis.port in err
+    assert_no_secret(err)
     recs = all_records([spool.root], "pw")
     assert sorted(r["line"] for r in recs) == sorted(lines)
     assert all(r["status"] == "ok" for r in recs)
@@ -109,9 +122,12 @@ def test_97_02_the_daemon_logs_in_as_an_acl_user(auth_redis, start_daemon, spool
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
     assert len(all_records([spool.root], "acl")) == 5
+    err = d.stderr_text()
+    assert "event=stream_start url=redis://alice:***@127.0.0.1:%d " % auth_redis.port in err
+    assert_no_secret(err)
 
 
-@pytest.mark.parametrize("user,password", [(None, "wrong"), ("alice", DEFAULT_PW),
+@pytest.mark.parametrize("user,password", [(None, WRONG_PW), ("alice", DEFAULT_PW),
                                            ("bob", ALICE_PW)])
 def test_97_03_a_refused_password_stops_the_daemon(auth_redis, start_daemon, user, password):
     d = start_daemon(ready=False, **stream_config(auth_redis.url_for(user=user, password=password)))
@@ -119,8 +135,11 @@ def test_97_03_a_refused_password_stops_the_daemon(auth_redis, start_daemon, use
     err = d.stderr_text()
     assert "event=fatal" in err
     said = "AUTH as %s refused" % user if user else "AUTH refused"
-    assert said + ": WRONGPASS invalid username-password pair or user is disabled." in err
+    shown = "redis://%s:***@127.0.0.1:%d" % (user or "", auth_redis.port)
+    assert ("redis_url %s: %s: WRONGPASS invalid username-password pair or user is disabled."
+            % (shown, said)) in err
     assert err.count("event=redis_fatal") == 1  # not retried
+    assert_no_secret(err)
 
 
 def test_97_04_no_password_where_one_is_needed_stops_the_daemon(auth_redis, start_daemon):
@@ -153,13 +172,14 @@ def test_97_05_enqueue_and_status_log_in(harvestd, auth_redis, tmp_path):
 def test_97_06_enqueue_and_status_with_a_refused_password_exit_1(harvestd, auth_redis, tmp_path):
     path = write(tmp_path, "urls.txt", "http://a.test/1\n")
     for user in (None, "alice"):
-        url = auth_redis.url_for(user=user, password="wrong")
+        url = auth_redis.url_for(user=user, password=WRONG_PW)
+        shown = "redis://%s:***@127.0.0.1:%d" % (user or "", auth_redis.port)
         for args in (["enqueue", "--redis", url, path], ["status", "--redis", url]):
             done = run(harvestd, *args)
             assert done.returncode == 1, done
             assert done.stdout == ""
-            assert done.stderr.startswith("harvestd: redis: AUTH: WRONGPASS invalid "
-                                          "username-password pair or user is disabled. ("), done
+            assert done.stderr == ("harvestd: redis: AUTH: WRONGPASS invalid username-password "
+                                   "pair or user is disabled. (%s)\n" % shown), done
     with auth_redis.client() as c:
         assert c.call("DBSIZE") == 0
 
@@ -173,13 +193,15 @@ def test_97_07_the_daemon_reads_the_password_file(auth_redis, start_daemon, spoo
     c = auth_redis.client()
     xadd_lines(c, "file", [origin.url("/page?title=f%d" % i) for i in range(5)])
     path = password_file(tmp_path, ALICE_PW)
-    url = auth_redis.url_for(user="alice", password="not-this-one")
+    url = auth_redis.url_for(user="alice", password=WRONG_PW)
     d = start_daemon(**stream_config(url, redis_password_file=path))
     wait_for(lambda: batch_hash(c, "file").get("done", 0) == 5, 30, "5 acknowledgements", [d])
     assert sorted(client_users(c)) == ["alice", "alice"]
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
     assert len(all_records([spool.root], "file")) == 5
+    assert "url=redis://alice:***@127.0.0.1:%d " % auth_redis.port in d.stderr_text()
+    assert_no_secret(d.stderr_text())
     # No user in the URL: the file's password logs in as the default user.
     path = password_file(tmp_path, DEFAULT_PW, name="default-password")
     d = start_daemon(**stream_config(auth_redis.url, redis_password_file=path))
@@ -264,6 +286,8 @@ def test_97_11_the_daemon_over_tls_with_the_test_ca(tls_redis, start_daemon, spo
     assert d.wait() == 0
     assert len(all_records([spool.root], "tls")) == 5
     assert tls_failures(d) == []
+    assert "url=rediss://alice:***@localhost:%d " % tls_redis.port in d.stderr_text()
+    assert_no_secret(d.stderr_text())
     # The default user, its password in a file; the certificate's IP address, no name.
     xadd_lines(c, "tls2", [origin.url("/page?title=u%d" % i) for i in range(5)])
     path = password_file(tmp_path, DEFAULT_PW)
@@ -284,10 +308,12 @@ def test_97_12_without_the_ca_the_certificate_is_untrusted(tls_redis, start_daem
     ev = tls_failures(d)[0]
     assert ev["err"] == "HV_ECERT" and ev["tls_error"] == "certificate_untrusted", ev
     assert ev["level"] == "warning"
+    assert ev["url"] == "rediss://:***@localhost:%d" % tls_redis.port, ev
     assert batch_hash(c, "untrusted").get("done", 0) == 0
     assert "event=redis_up" not in d.stderr_text()
     d.send_signal(signal.SIGTERM)
     assert d.wait() == 0
+    assert_no_secret(d.stderr_text())
 
 
 def test_97_13_another_host_name_does_not_match(tmp_path, pki, start_daemon, origin):
@@ -354,3 +380,48 @@ def test_97_15_a_command_over_a_megabyte_goes_over_tls(harvestd, tls_redis, pki,
     with tls_redis.client() as c:
         got = c.call("XRANGE", "harvestd:urls", "-", "+")
         assert [dict(zip(e[1][0::2], e[1][1::2]))["url"] for e in got] == lines
+
+
+# ---------------------------------------------------------------------------- masking
+
+
+def test_97_16_check_config_shows_the_url_masked(harvestd, spool, tmp_path):
+    os.makedirs(str(spool.root), exist_ok=True)
+    conf = tmp_path / "h.conf"
+    # A URL that does not parse is quoted in the error, its password masked.
+    conf.write_text("spool_dir = %s\nsource = redis\nredis_url = redis://alice:S3cret@h/99999\n"
+                    % spool.root)
+    r = harvestd.command("--check-config", "-c", conf)
+    assert r.returncode == 2, r
+    assert ("%s:3: redis_url: 'redis://alice:***@h/99999' is not a redis://HOST[:PORT][/DB] URL"
+            % conf) in r.stderr
+    assert_no_secret(r.stdout + r.stderr)
+    # Given on the command line too (the directive as an option).
+    r = harvestd.command("--check-config", "-c", conf, "--redis-url", "http://:Wr0ng@h")
+    assert r.returncode == 2, r
+    assert "redis_url: 'http://:***@h' is not a redis://HOST[:PORT][/DB] URL" in r.stderr
+    assert_no_secret(r.stdout + r.stderr)
+    # One without a ':' (a password to redis-cli) is hidden whole.
+    conf.write_text("spool_dir = %s\nsource = redis\nredis_url = rediss://S3cret@h\n"
+                    % spool.root)
+    r = harvestd.command("--check-config", "-c", conf)
+    assert r.returncode == 2, r
+    assert "'rediss://***@h': the part before '@' needs a ':'" in r.stderr
+    assert_no_secret(r.stdout + r.stderr)
+    # A good one: nothing of it shown.
+    conf.write_text("spool_dir = %s\nsource = redis\nredis_url = rediss://alice:S3cret@h:6380/2\n"
+                    % spool.root)
+    r = harvestd.command("--check-config", "-c", conf)
+    assert r.returncode == 0, r
+    assert_no_secret(r.stdout + r.stderr)
+
+
+def test_97_17_command_usage_errors_show_the_url_masked(harvestd, tmp_path):
+    path = write(tmp_path, "u.txt", "http://u.test/\n")
+    for args in (["enqueue", "--redis", "redis://alice:S3cret@h:0", path],
+                 ["status", "--redis", "redis://:S3cret@h?db=1"],
+                 ["status", "--redis", "redis://S3cret@h"]):
+        done = run(harvestd, *args)
+        assert done.returncode == 2, done
+        assert "***@h" in done.stderr, done
+        assert_no_secret(done.stdout + done.stderr)

@@ -1154,3 +1154,62 @@ TEST_IMPL(redis_url_load_takes_the_password_file)
               hv_redis_url_load("redis://:from-url@h", path, &a, err, sizeof(err)));
     ASSERT(strstr(err, "mode 0644") != NULL);
 }
+
+/* ---- showing a URL */
+
+/* The password is shown as ***, the rest as written; a user information without ':' (a
+ * password to redis-cli) is hidden whole; text that is no URL is masked the same way. */
+TEST_IMPL(redis_url_mask_hides_the_password)
+{
+    static const struct {
+        const char *url, *shown;
+    } cases[] = {
+        {"redis://alice:s3cret@host:6379/2", "redis://alice:***@host:6379/2"},
+        {"redis://:s3cret@host", "redis://:***@host"},
+        {"rediss://al%69ce:p%40ss@[::1]:6380", "rediss://al%69ce:***@[::1]:6380"},
+        {"redis://u:p@ss@h/1", "redis://u:***@h/1"},
+        {"redis://u:a:b/c@h", "redis://u:***@h"},
+        {"redis://s3cret@host", "redis://***@host"},
+        {"redis://alice:@host", "redis://alice:@host"},
+        {"redis://host:6379/0", "redis://host:6379/0"},
+        {"redis://host", "redis://host"},
+        {"http://u:s3cret@x:99999/?q", "http://u:***@x:99999/?q"},
+        {"u:s3cret@host", "u:***@host"},
+        {"s3cret@host", "***@host"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        char out[HV_REDIS_URL_SHOWN_MAX];
+        ASSERT(hv_redis_url_mask(cases[i].url, out, sizeof(out)) == out);
+        ASSERT_STR_EQ(cases[i].shown, out);
+    }
+    /* Cut short, it keeps what fits of the shown text: never the password. */
+    char small[12];
+    hv_redis_url_mask("redis://alice:s3cret@host", small, sizeof(small));
+    ASSERT_STR_EQ("redis://ali", small);
+    char tiny[18];
+    hv_redis_url_mask("redis://alice:s3cret@host", tiny, sizeof(tiny));
+    ASSERT_STR_EQ("redis://alice:***", tiny);
+}
+
+/* Every message about a URL shows it masked: the password is nowhere in it. */
+TEST_IMPL(redis_url_errors_show_the_url_masked)
+{
+    static const char *const bad[] = {
+        "redis://alice:s3cret@host:0",      "redis://alice:s3cret@host/99999",
+        "redis://alice:s3cret@host?x=1",    "rediss://alice:s3cret%zz@host",
+        "redis://s3cret@host",              "http://alice:s3cret@host",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        hv_redis_addr_t a;
+        char err[512] = "";
+        ASSERT_EQ(-1, hv_redis_url_parse(bad[i], &a, err, sizeof(err)));
+        if (strstr(err, "s3cret") != NULL || strstr(err, "***@host") == NULL)
+            hv_test_fail(__FILE__, __LINE__, "%s: %s", bad[i], err);
+    }
+    hv_redis_addr_t a;
+    char err[512];
+    ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("redis://alice:@host", NULL, &a, err,
+                                                   sizeof(err)));
+    ASSERT(strstr(err, "'redis://alice:@host'") != NULL);
+}
