@@ -90,13 +90,13 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
             snprintf(err, errcap, "'%s': the user or the password has a bad %%-escape, a NUL "
                      "byte, or is too long (%d and %d bytes at most)", shown,
                      HV_REDIS_USER_MAX - 1, HV_REDIS_PASSWORD_MAX - 1);
-            return -1;
+            goto fail;
         }
         p = at + 1;
     }
     if (strpbrk(p, "?#") != NULL) {
         snprintf(err, errcap, "'%s': a query or fragment is not supported", shown);
-        return -1;
+        goto fail;
     }
     if (*p == '[') {
         host_end = strchr(p, ']');
@@ -132,9 +132,12 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
     if (*p != '\0')
         goto bad;
     *out = a;
+    explicit_bzero(&a, sizeof(a)); /* the password's copy on the stack */
     return 0;
 bad:
     snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL", shown);
+fail:
+    explicit_bzero(&a, sizeof(a));
     return -1;
 }
 
@@ -161,6 +164,8 @@ int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, s
     char buf[HV_REDIS_PASSWORD_MAX + 2];
     struct stat st;
     ssize_t n = 0;
+    size_t len = 0;
+    const char *nl = NULL;
     int rc = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
@@ -190,8 +195,8 @@ int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, s
                  hv_strerror(uv_translate_sys_error((int)-n)));
         goto out;
     }
-    size_t len = (size_t)n;
-    const char *nl = memchr(buf, '\n', len);
+    len = (size_t)n;
+    nl = memchr(buf, '\n', len);
     if (nl != NULL && (size_t)(nl - buf) + 1 < len) {
         snprintf(err, errcap, "the password file %s has more than one line", path);
         goto out;
