@@ -147,7 +147,11 @@ static const directive_t directives[] = {
     {"source", T_SOURCES, F(sources), 0, 0, 0, "spool",
      "where the daemon takes work from: spool, redis, or both (spool, redis)"},
     {"redis_url", T_PATH, F(redis_url), 0, 0, 0, "",
-     "with source = redis: the server, redis://HOST[:PORT][/DB]"},
+     "with source = redis: the server, redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] "
+     "(rediss:// for TLS)"},
+    {"redis_password_file", T_PATH, F(redis_password_file), 0, 0, 0, "",
+     "with source = redis: a file holding the password (one line; readable by its owner "
+     "only), used instead of one in redis_url; empty: none"},
     {"redis_stream", T_PATH, F(redis_stream), 0, 0, 0, HV_STREAM_DEFAULT,
      "the stream the daemon consumes (harvestd enqueue adds to it)"},
     {"redis_group", T_PATH, F(redis_group), 0, 0, 0, HV_STREAM_GROUP_DEFAULT,
@@ -171,9 +175,10 @@ static const directive_t directives[] = {
      "a URL whose stored record is younger than this is answered from the store without a "
      "request (from_cache); 0: always ask the server"},
     {"ca_file", T_PATH, F(ca_file), 0, 0, 0, "",
-     "PEM file of trusted CA certificates (empty: /etc/ssl/certs/ca-certificates.crt)"},
+     "PEM file of trusted CA certificates, for https and rediss (empty: "
+     "/etc/ssl/certs/ca-certificates.crt)"},
     {"insecure", T_BOOL, F(insecure), 0, 1, 0, "no",
-     "do not verify TLS certificates (never do this in production)"},
+     "do not verify TLS certificates, of https and rediss (never do this in production)"},
     {"allow_addresses", T_ADDRESSES, F(allow_addresses), 0, 0, 0, "",
      "address ranges connections may reach although the address guard refuses them "
      "(comma-separated CIDRs: 127.0.0.1/32, fd00::/8); empty: none"},
@@ -1105,9 +1110,17 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
             snprintf(err, errcap, "%s: source = redis needs redis_url (redis://HOST:PORT)", where);
             return UV_EINVAL;
         }
-        if (hv_redis_url_parse(cfg->redis_url, &addr, msg, sizeof(msg)) != 0) {
-            hv_config_where(cfg, "redis_url", where, sizeof(where));
-            snprintf(err, errcap, "%s: redis_url: %s", where, msg);
+        /* The password file is read here too, so that --check-config (and the start) fails
+         * on one that would not do; the daemon reads it again when it opens the stream. */
+        const char *pwfile =
+            cfg->redis_password_file[0] != '\0' ? cfg->redis_password_file : NULL;
+        int rc = hv_redis_url_load(cfg->redis_url, pwfile, &addr, msg, sizeof(msg));
+        explicit_bzero(&addr, sizeof(addr));
+        if (rc != 0) {
+            const char *name = rc == HV_REDIS_LOAD_PASSWORD_FILE ? "redis_password_file"
+                                                                 : "redis_url";
+            hv_config_where(cfg, name, where, sizeof(where));
+            snprintf(err, errcap, "%s: %s: %s", where, name, msg);
             return UV_EINVAL;
         }
         if (cfg->redis_stream[0] == '\0' || cfg->redis_group[0] == '\0') {

@@ -421,19 +421,31 @@ static void on_write_cb(uv_write_t *req, int status)
     c->cbs->on_error(c, status);
 }
 
+/* Plaintext encrypted per flush of the outbound buffer: a few records. */
+#define TLS_WRITE_SLICE (64 * 1024)
+
 int hv_conn_write(hv_conn_t *c, const char *data, size_t len)
 {
     if (c->state != HV_CONN_OPEN)
         return UV_ENOTCONN;
-    if (c->_tls != NULL) {
-        int rc = hv_tls_write(c->_tls, data, len);
+    if (c->_tls == NULL)
+        return write_copy(c, data, len);
+    /* A slice at a time, each flushed before the next: the session's outbound buffer is
+     * bounded (tls.c), and a write may be larger than it (a Redis command of a megabyte). */
+    do {
+        size_t n = HV_MIN(len, (size_t)TLS_WRITE_SLICE);
+        int rc = hv_tls_write(c->_tls, data, n);
         if (rc != 0) {
             c->_error = *hv_tls_fault(c->_tls);
             return rc;
         }
-        return tls_flush(c);
-    }
-    return write_copy(c, data, len);
+        rc = tls_flush(c);
+        if (rc != 0)
+            return rc;
+        data += n;
+        len -= n;
+    } while (len > 0);
+    return 0;
 }
 
 void hv_conn_read_start(hv_conn_t *c)

@@ -433,6 +433,11 @@ const hv_config_t *hv_engine_config(const hv_engine_t *e)
     return e->cfg;
 }
 
+hv_tls_ctx_t *hv_engine_tls(const hv_engine_t *e)
+{
+    return e->tls;
+}
+
 uv_loop_t *hv_engine_loop(const hv_engine_t *e)
 {
     return e->loop;

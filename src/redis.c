@@ -2,17 +2,20 @@
  * redis.c: a Redis connection (see redis.h).
  *
  * The connection is an hv_conn_t (conn.h): it does the lookup (through the dns cache), the
- * connect with its address fallback, the owned writes and the one timer, which serves the
+ * connect with its address fallback, TLS for rediss (conn's, as for https: the handshake
+ * before on_conn_connect, plaintext after it), the owned writes and the one timer, which serves the
  * connect timeout, then the deadline of the oldest command waiting for its reply (replies
  * come in order, so it is the next one due). This file adds the RESP framing and the queue
  * of commands. The hv_redis_t is freed by hv_redis_close(), after the connection is handed
  * back to conn, which frees its own memory once its handles have closed; owner callbacks may
  * close, so state is checked after each.
  *
- * States: CONNECTING (conn's connect, under the connect timeout) -> SELECTING (only for a
- * database other than 0: the SELECT is the one pending command, under its own deadline) ->
- * OPEN (the owner was told, and sends) -> BROKEN (the owner is told once: on_connect while
- * CONNECTING or SELECTING, on_error once OPEN) -> CLOSING (hv_redis_close).
+ * States: CONNECTING (conn's connect, under the connect timeout) -> PREPARING (the commands the
+ * URL asks for before the owner's: AUTH when it has a user or a password, then SELECT for a
+ * database other than 0; each is sent once the one before said yes, and is the one pending
+ * command, under its own deadline) -> OPEN (the owner was told, and sends) -> BROKEN (the
+ * owner is told once: on_connect while CONNECTING or PREPARING, on_error once OPEN) ->
+ * CLOSING (hv_redis_close).
  *
  * The bounds (redis.h) are kept by a scan of the RESP framing that sees every byte before the
  * reader does: it knows where the current reply started, which arrays are open and how many
@@ -34,9 +37,15 @@
 
 #include "harvestd/common.h"
 #include "harvestd/conn.h"
+#include "harvestd/detail.h"
 #include "harvestd/log.h"
 
-typedef enum { ST_CONNECTING, ST_SELECTING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
+typedef enum { ST_CONNECTING, ST_PREPARING, ST_OPEN, ST_BROKEN, ST_CLOSING } state_t;
+
+/* The commands of PREPARING, in the order they are sent. */
+typedef enum { PREP_AUTH, PREP_SELECT, PREP_DONE } prep_t;
+
+static const char *const prep_names[] = {"AUTH", "SELECT"};
 
 /* Where the scan is: at a reply's or element's type byte, in a header's count ($ and *), in a
  * simple line (+ - :), in a bulk string's bytes, or at the CRLF after them. */
@@ -83,13 +92,15 @@ struct hv_redis_s {
     size_t npending;
     int in_callback; /* an owner callback is running: close defers the free */
     int dead;        /* closed during that callback */
-    unsigned db;     /* the database to select after connecting (0: none) */
+    hv_redis_addr_t addr; /* who logs in (AUTH) and the database to select (0: none) */
     uint64_t timeout_ms;
-    int select_failed; /* the connect failed in SELECTING */
-    char *refusal;     /* the server's error reply to SELECT */
+    prep_t prep;               /* PREPARING: the command sent */
+    const char *failed_command; /* the connect failed in PREPARING: that command's name */
+    char *refusal;     /* the server's error reply to it */
     scan_t scan;
     int scan_err;   /* why the scan stopped: HV_ETOOBIG or HV_EPROTO */
     char limit[96]; /* the bound a reply broke (HV_ETOOBIG), or "" */
+    char tls_error[HV_DETAIL_TEXT_MAX]; /* the TLS failure's detail (HV_ETLS, HV_ECERT), or "" */
 };
 
 /* Free once no callback of ours is on the stack. */
@@ -99,6 +110,7 @@ static void maybe_free(hv_redis_t *r)
         return;
     redisReaderFree(r->reader);
     free(r->refusal);
+    explicit_bzero(&r->addr, sizeof(r->addr)); /* the password */
     free(r);
 }
 
@@ -135,11 +147,11 @@ static void arm(hv_redis_t *r)
     hv_conn_set_timer(r->conn, p->deadline > now ? p->deadline - now : 1);
 }
 
-/* The connection cannot go on: fail what waits (while SELECTING, the SELECT, whose callback
+/* The connection cannot go on: fail what waits (while PREPARING, its command, whose callback
  * tells the owner), then tell the owner of an open one. */
 static void broken(hv_redis_t *r, int err)
 {
-    if (r->state != ST_OPEN && r->state != ST_SELECTING)
+    if (r->state != ST_OPEN && r->state != ST_PREPARING)
         return;
     int was_open = r->state == ST_OPEN;
     HV_LOG(HV_LOG_INFO, "event=redis_broken err=%s pending=%zu", hv_err_name(err), r->npending);
@@ -150,15 +162,18 @@ static void broken(hv_redis_t *r, int err)
         CALL(r, r->cbs->on_error(r, err));
 }
 
-/* Write a command and queue its reply's callback, whatever the state (callers check it). */
+/* Write a command and queue its reply's callback, whatever the state (callers check it). A
+ * `secret` command (AUTH) is wiped from our memory once conn has its copy. */
 static int send_command(hv_redis_t *r, int argc, const char **argv, const size_t *argvlen,
-                        uint64_t timeout_ms, hv_redis_reply_cb cb, void *data)
+                        uint64_t timeout_ms, int secret, hv_redis_reply_cb cb, void *data)
 {
     char *cmd;
     int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
     if (len < 0)
         return UV_ENOMEM;
     int rc = hv_conn_write(r->conn, cmd, (size_t)len); /* conn sends its own copy */
+    if (secret)
+        explicit_bzero(cmd, (size_t)len);
     redisFreeCommand(cmd);
     if (rc != 0)
         return rc;
@@ -172,9 +187,53 @@ static int send_command(hv_redis_t *r, int argc, const char **argv, const size_t
     return 0;
 }
 
-/* SELECT's answer ends the connect: the owner hears of it now. A close by the owner (its
- * cancellation) is not news to it. */
-static void on_selected(hv_redis_t *r, void *data, int status, const redisReply *reply)
+static void on_prepared(hv_redis_t *r, void *data, int status, const redisReply *reply);
+
+/* Send the first command of PREPARING from `from` on that the URL asks for; with none left,
+ * the connect is over and the owner hears of it. */
+static void prepare(hv_redis_t *r, prep_t from)
+{
+    for (prep_t p = from; p < PREP_DONE; p++) {
+        char db[16];
+        const char *argv[3];
+        size_t lens[3];
+        int argc = 0;
+        if (p == PREP_AUTH && r->addr.password[0] == '\0' && r->addr.user[0] == '\0')
+            continue;
+        if (p == PREP_SELECT && r->addr.db == 0)
+            continue;
+        argv[argc++] = prep_names[p];
+        if (p == PREP_AUTH) {
+            if (r->addr.user[0] != '\0')
+                argv[argc++] = r->addr.user; /* else the default user */
+            argv[argc++] = r->addr.password;
+        } else {
+            snprintf(db, sizeof(db), "%u", r->addr.db);
+            argv[argc++] = db;
+        }
+        for (int i = 0; i < argc; i++)
+            lens[i] = strlen(argv[i]);
+        r->state = ST_PREPARING;
+        r->prep = p;
+        int rc = send_command(r, argc, argv, lens, r->timeout_ms, p == PREP_AUTH, on_prepared,
+                              NULL);
+        if (rc != 0) {
+            r->state = ST_BROKEN;
+            hv_conn_read_stop(r->conn);
+            hv_conn_set_timer(r->conn, 0);
+            CALL(r, r->cbs->on_connect(r, rc));
+        }
+        return;
+    }
+    r->state = ST_OPEN;
+    if (CALL(r, r->cbs->on_connect(r, 0)))
+        arm(r);
+}
+
+/* The answer to a command of PREPARING: a refusal (or none) ends the connect, and the owner
+ * hears of it now; a yes moves on to the next. A close by the owner (its cancellation) is not
+ * news to it. */
+static void on_prepared(hv_redis_t *r, void *data, int status, const redisReply *reply)
 {
     (void)data;
     if (r->state == ST_CLOSING)
@@ -184,17 +243,24 @@ static void on_selected(hv_redis_t *r, void *data, int status, const redisReply 
         status = HV_EREFUSED;
     }
     if (status != 0) {
-        if (r->state == ST_SELECTING) {
+        if (r->state == ST_PREPARING) {
             r->state = ST_BROKEN;
             hv_conn_read_stop(r->conn);
             hv_conn_set_timer(r->conn, 0);
         }
-        r->select_failed = 1;
+        r->failed_command = prep_names[r->prep];
         CALL(r, r->cbs->on_connect(r, status));
         return;
     }
-    r->state = ST_OPEN;
-    CALL(r, r->cbs->on_connect(r, 0));
+    prepare(r, r->prep + 1);
+}
+
+/* A TLS failure's detail, kept for hv_redis_tls_error(). */
+static void keep_tls_error(hv_redis_t *r, int err)
+{
+    const hv_fault_t *f = hv_conn_error(r->conn);
+    if ((err == HV_ETLS || err == HV_ECERT) && f->code != HV_D_NONE)
+        hv_detail_format(r->tls_error, sizeof(r->tls_error), f->code, f->arg);
 }
 
 static void on_conn_connect(hv_conn_t *c, int status)
@@ -204,28 +270,13 @@ static void on_conn_connect(hv_conn_t *c, int status)
         return; /* the connect timed out first */
     hv_conn_set_timer(c, 0);
     if (status != 0) {
+        keep_tls_error(r, status);
         r->state = ST_BROKEN;
         CALL(r, r->cbs->on_connect(r, status));
         return;
     }
     hv_conn_read_start(c);
-    if (r->db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%u", r->db);
-        const char *argv[] = {"SELECT", db};
-        const size_t lens[] = {6, strlen(db)};
-        r->state = ST_SELECTING;
-        int rc = send_command(r, 2, argv, lens, r->timeout_ms, on_selected, NULL);
-        if (rc != 0) {
-            r->state = ST_BROKEN;
-            hv_conn_read_stop(c);
-            CALL(r, r->cbs->on_connect(r, rc));
-        }
-        return;
-    }
-    r->state = ST_OPEN;
-    if (CALL(r, r->cbs->on_connect(r, 0)))
-        arm(r);
+    prepare(r, PREP_AUTH);
 }
 
 static void on_conn_timeout(hv_conn_t *c)
@@ -241,6 +292,7 @@ static void on_conn_timeout(hv_conn_t *c)
 
 static void on_conn_error(hv_conn_t *c, int err)
 {
+    keep_tls_error(c->data, err);
     broken(c->data, err);
 }
 
@@ -446,15 +498,15 @@ static int deliver(hv_redis_t *r)
         freeReplyObject(reply);
         if (!alive)
             return 0;
-        if (r->state != ST_OPEN)
-            return 0; /* a callback's command broke the connection, or SELECT failed */
+        if (r->state != ST_OPEN && r->state != ST_PREPARING)
+            return 0; /* a callback's command broke the connection, or AUTH or SELECT failed */
     }
 }
 
 static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
 {
     hv_redis_t *r = c->data;
-    if (r->state != ST_OPEN && r->state != ST_SELECTING)
+    if (r->state != ST_OPEN && r->state != ST_PREPARING)
         return;
     size_t within = scan(r, data, len);
     if (within > 0 && redisReaderFeed(r->reader, data, within) != REDIS_OK) {
@@ -473,16 +525,18 @@ static void on_conn_read(hv_conn_t *c, const char *data, size_t len)
 static const hv_conn_cbs_t conn_cbs = {on_conn_connect, on_conn_read, on_conn_error,
                                        on_conn_timeout};
 
-int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t timeout_ms,
-                     const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out)
+int hv_redis_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const hv_redis_addr_t *addr,
+                     uint64_t timeout_ms, const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out)
 {
     *out = NULL;
+    if (addr->tls && tls == NULL)
+        return UV_EINVAL;
     hv_redis_t *r = hv_xcalloc(1, sizeof(*r));
     r->loop = env->loop;
     r->cbs = cbs;
     r->data = data;
     r->state = ST_CONNECTING;
-    r->db = addr->db;
+    r->addr = *addr;
     r->timeout_ms = timeout_ms > 0 ? timeout_ms : 1;
     TAILQ_INIT(&r->pending);
     r->reader = redisReaderCreate();
@@ -493,9 +547,11 @@ int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t t
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     int is_ip = uv_ip4_addr(addr->host, 0, &a4) == 0 || uv_ip6_addr(addr->host, 0, &a6) == 0;
-    int rc = hv_conn_connect(env, NULL, addr->host, is_ip, addr->port, &conn_cbs, r, &r->conn);
+    int rc = hv_conn_connect(env, addr->tls ? tls : NULL, addr->host, is_ip, addr->port,
+                             &conn_cbs, r, &r->conn);
     if (rc != 0) {
         redisReaderFree(r->reader);
+        explicit_bzero(&r->addr, sizeof(r->addr));
         free(r);
         return rc;
     }
@@ -506,12 +562,17 @@ int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t t
 
 const char *hv_redis_failed_command(const hv_redis_t *r)
 {
-    return r->select_failed ? "SELECT" : NULL;
+    return r->failed_command;
 }
 
 const char *hv_redis_refusal(const hv_redis_t *r)
 {
     return r->refusal;
+}
+
+const char *hv_redis_tls_error(const hv_redis_t *r)
+{
+    return r->tls_error[0] != '\0' ? r->tls_error : NULL;
 }
 
 const char *hv_redis_limit(const hv_redis_t *r)
@@ -524,7 +585,7 @@ int hv_redis_command(hv_redis_t *r, int argc, const char **argv, const size_t *a
 {
     if (r->state != ST_OPEN)
         return UV_ENOTCONN;
-    return send_command(r, argc, argv, argvlen, timeout_ms, cb, data);
+    return send_command(r, argc, argv, argvlen, timeout_ms, 0, cb, data);
 }
 
 size_t hv_redis_pending(const hv_redis_t *r)

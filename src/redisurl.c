@@ -1,27 +1,102 @@
-/* redisurl.c: redis:// URLs (see redisurl.h). */
+/* redisurl.c: redis:// and rediss:// URLs, and the password file (see redisurl.h). */
 #include "harvestd/redisurl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "harvestd/common.h"
 
+static int hex_value(unsigned char c)
+{
+    if (hv_ascii_is_digit(c))
+        return c - '0';
+    return hv_ascii_lower(c) - 'a' + 10;
+}
+
+/* Percent-decode [p, end) into out (of `cap` bytes, NUL included): 0, or -1 for a '%' without
+ * two hex digits after it, a NUL byte, or a result that does not fit. */
+static int decode(const char *p, const char *end, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p++;
+        if (c == '%') {
+            if (end - p < 2 || !hv_ascii_is_hex((unsigned char)p[0]) ||
+                !hv_ascii_is_hex((unsigned char)p[1]))
+                return -1;
+            c = (unsigned char)(hex_value((unsigned char)p[0]) * 16 +
+                                hex_value((unsigned char)p[1]));
+            p += 2;
+        }
+        if (c == '\0' || n + 1 >= cap)
+            return -1;
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+const char *hv_redis_url_mask(const char *url, char *out, size_t cap)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *info = scheme_end != NULL ? scheme_end + 3 : url;
+    const char *at = strrchr(info, '@');
+    if (at == NULL) {
+        snprintf(out, cap, "%s", url);
+        return out;
+    }
+    const char *colon = memchr(info, ':', (size_t)(at - info));
+    /* Kept: up to the password (the user's ':' included), or up to the user information. */
+    const char *keep_end = colon != NULL ? colon + 1 : info;
+    int hidden = keep_end < at; /* an empty password hides nothing */
+    snprintf(out, cap, "%.*s%s%s", (int)(keep_end - url), url, hidden ? "***" : "", at);
+    return out;
+}
+
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap)
 {
-    static const char scheme[] = "redis://";
+    char shown[HV_REDIS_URL_SHOWN_MAX];
     hv_redis_addr_t a;
+    const char *p;
+    hv_redis_url_mask(url, shown, sizeof(shown));
     memset(&a, 0, sizeof(a));
-    a.port = 6379;
-    if (strncmp(url, scheme, sizeof(scheme) - 1) != 0) {
-        snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL%s", url,
-                 strncmp(url, "rediss://", 9) == 0 ? " (TLS to Redis is not supported)" : "");
+    a.port = 6379; /* also for rediss: Redis has no port of its own for TLS */
+    if (strncmp(url, "redis://", 8) == 0) {
+        p = url + 8;
+    } else if (strncmp(url, "rediss://", 9) == 0) {
+        p = url + 9;
+        a.tls = 1;
+    } else {
+        snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL (nor rediss:// for "
+                 "TLS)", shown);
         return -1;
     }
-    const char *p = url + sizeof(scheme) - 1;
     const char *host_end;
-    if (strpbrk(p, "@?#") != NULL) {
-        snprintf(err, errcap, "'%s': a user, password, query or fragment is not supported", url);
-        return -1;
+    const char *at = strrchr(p, '@');
+    if (at != NULL) {
+        const char *colon = memchr(p, ':', (size_t)(at - p));
+        if (colon == NULL) {
+            snprintf(err, errcap, "'%s': the part before '@' needs a ':' (USER:PASSWORD, or "
+                     ":PASSWORD for the default user)", shown);
+            return -1;
+        }
+        if (decode(p, colon, a.user, sizeof(a.user)) != 0 ||
+            decode(colon + 1, at, a.password, sizeof(a.password)) != 0) {
+            snprintf(err, errcap, "'%s': the user or the password has a bad %%-escape, a NUL "
+                     "byte, or is too long (%d and %d bytes at most)", shown,
+                     HV_REDIS_USER_MAX - 1, HV_REDIS_PASSWORD_MAX - 1);
+            goto fail;
+        }
+        p = at + 1;
+    }
+    if (strpbrk(p, "?#") != NULL) {
+        snprintf(err, errcap, "'%s': a query or fragment is not supported", shown);
+        goto fail;
     }
     if (*p == '[') {
         host_end = strchr(p, ']');
@@ -57,8 +132,118 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
     if (*p != '\0')
         goto bad;
     *out = a;
+    explicit_bzero(&a, sizeof(a)); /* the password's copy on the stack */
     return 0;
 bad:
-    snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL", url);
+    snprintf(err, errcap, "'%s' is not a redis://HOST[:PORT][/DB] URL", shown);
+fail:
+    explicit_bzero(&a, sizeof(a));
     return -1;
+}
+
+/* The file's first `cap` bytes (all of it when shorter): the byte count, or a negative
+ * errno. */
+static ssize_t read_up_to(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t got = read(fd, buf + n, cap - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0)
+            break;
+        n += (size_t)got;
+    }
+    return (ssize_t)n;
+}
+
+int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, size_t errcap)
+{
+    char buf[HV_REDIS_PASSWORD_MAX + 2];
+    struct stat st;
+    ssize_t n = 0;
+    size_t len = 0;
+    const char *nl = NULL;
+    int rc = -1;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errcap, "cannot read the password file %s: %s", path,
+                 hv_strerror(uv_translate_sys_error(errno)));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errcap, "the password file %s is not a regular file", path);
+        goto out;
+    }
+    if (st.st_mode & (S_IRGRP | S_IROTH)) {
+        snprintf(err, errcap, "the password file %s is readable by %s (mode %04o): let only "
+                 "its owner read it (chmod 600)", path,
+                 (st.st_mode & S_IRGRP) && (st.st_mode & S_IROTH) ? "its group and others"
+                 : (st.st_mode & S_IRGRP)                          ? "its group"
+                                                                   : "others",
+                 (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    /* The longest password and a CR LF, and one byte more to tell a longer file. */
+    cap = HV_MIN(cap, sizeof(buf) - 2);
+    n = read_up_to(fd, buf, cap + 2);
+    if (n < 0) {
+        snprintf(err, errcap, "cannot read the password file %s: %s", path,
+                 hv_strerror(uv_translate_sys_error((int)-n)));
+        goto out;
+    }
+    len = (size_t)n;
+    nl = memchr(buf, '\n', len);
+    if (nl != NULL && (size_t)(nl - buf) + 1 < len) {
+        snprintf(err, errcap, "the password file %s has more than one line", path);
+        goto out;
+    }
+    if (nl != NULL)
+        len = (size_t)(nl - buf);
+    if (len > 0 && buf[len - 1] == '\r')
+        len--;
+    if (len == 0) {
+        snprintf(err, errcap, "the password file %s is empty", path);
+        goto out;
+    }
+    if (len > cap - 1) {
+        snprintf(err, errcap, "the password file %s holds more than %zu bytes", path, cap - 1);
+        goto out;
+    }
+    if (memchr(buf, '\0', len) != NULL) {
+        snprintf(err, errcap, "the password file %s has a NUL byte", path);
+        goto out;
+    }
+    memcpy(out, buf, len);
+    out[len] = '\0';
+    rc = 0;
+out:
+    explicit_bzero(buf, sizeof(buf));
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int hv_redis_url_load(const char *url, const char *password_file, hv_redis_addr_t *out,
+                      char *err, size_t errcap)
+{
+    if (hv_redis_url_parse(url, out, err, errcap) != 0)
+        return HV_REDIS_LOAD_URL;
+    if (password_file != NULL &&
+        hv_redis_password_read(password_file, out->password, sizeof(out->password), err,
+                               errcap) != 0) {
+        explicit_bzero(out->password, sizeof(out->password));
+        return HV_REDIS_LOAD_PASSWORD_FILE;
+    }
+    if (out->user[0] != '\0' && out->password[0] == '\0') {
+        char shown[HV_REDIS_URL_SHOWN_MAX];
+        snprintf(err, errcap, "'%s': user %s has no password: give it in the URL "
+                 "(USER:PASSWORD@) or in a password file",
+                 hv_redis_url_mask(url, shown, sizeof(shown)), out->user);
+        return HV_REDIS_LOAD_URL;
+    }
+    return 0;
 }

@@ -33,6 +33,7 @@
 #include "harvestd/bhost.h"
 #include "harvestd/common.h"
 #include "harvestd/dns.h"
+#include "harvestd/engine.h"
 #include "harvestd/handles.h"
 #include "harvestd/log.h"
 #include "harvestd/redis.h"
@@ -135,7 +136,9 @@ struct hv_stream_s {
     void *ud;
     char out_dir[1024];
     char consumer[256];
+    char url[HV_REDIS_URL_SHOWN_MAX]; /* redis_url as logs show it: no password */
     hv_redis_addr_t addr;
+    hv_tls_ctx_t *tls;     /* the engine's, for rediss:// (NULL for redis://) */
     hv_dns_t *dns;
     hv_conn_stats_t cstats;
     hv_conn_env_t env;
@@ -746,7 +749,7 @@ static void on_group(hv_redis_t *r, void *data, int status, const redisReply *re
         return;
     if (error_is(rep, "WRONGTYPE")) {
         fatal(s, UV_EINVAL, "redis_stream %s at %s is not a stream (the key holds another type)",
-              s->cfg->redis_stream, s->cfg->redis_url);
+              s->cfg->redis_stream, s->url);
         return;
     }
     if (reply_error(rep) != NULL && !error_is(rep, "BUSYGROUP")) {
@@ -805,7 +808,7 @@ static void on_read(hv_redis_t *r, void *data, int status, const redisReply *rep
     }
     if (error_is(rep, "WRONGTYPE")) {
         fatal(s, UV_EINVAL, "redis_stream %s at %s is not a stream (the key holds another type)",
-              s->cfg->redis_stream, s->cfg->redis_url);
+              s->cfg->redis_stream, s->url);
         return;
     }
     if (reply_error(rep) != NULL) {
@@ -1282,7 +1285,7 @@ static void link_down(link_t *l, int err)
     if (was_up) {
         s->stats.reconnects++;
         HV_LOG(HV_LOG_WARNING, "event=redis_down link=%s url=%s err=%s (%s) held=%u "
-               "acks_waiting=%u", l->name, s->cfg->redis_url, hv_err_name(err),
+               "acks_waiting=%u", l->name, s->url, hv_err_name(err),
                hv_strerror(err), s->nheld, s->nacks + s->nacking);
     }
     if ((s->stopping || s->closing) && l == &s->rd)
@@ -1291,7 +1294,7 @@ static void link_down(link_t *l, int err)
     l->backoff_ms = HV_MIN(l->backoff_ms * 2, (uint64_t)BACKOFF_MAX_MS);
     if (!was_up)
         HV_LOG(HV_LOG_INFO, "event=redis_unreachable link=%s url=%s err=%s retry_in_ms=%" PRIu64,
-               l->name, s->cfg->redis_url, hv_err_name(err), delay);
+               l->name, s->url, hv_err_name(err), delay);
     uv_timer_start(&l->retry, on_retry, delay, 0);
     wake(s);
 }
@@ -1304,7 +1307,7 @@ static int retry_not_ready(link_t *l, const char *error)
     if (code == NULL)
         return 0;
     HV_LOG(HV_LOG_WARNING, "event=redis_not_ready link=%s url=%s reply=%s action=reconnect",
-           l->name, l->s->cfg->redis_url, code);
+           l->name, l->s->url, code);
     link_down(l, HV_ENOTREADY);
     return 1;
 }
@@ -1315,21 +1318,32 @@ static void on_link_connect(hv_redis_t *r, int status)
     hv_stream_t *s = l->s;
     if (status == HV_EREFUSED && retry_not_ready(l, hv_redis_refusal(r)))
         return;
-    /* The server refusing the URL's database will not change its mind on a retry. */
-    if (status == HV_EREFUSED)
-        fatal(s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", s->cfg->redis_url,
+    /* The server refusing the URL's user, password or database will not change its mind on a
+     * retry: a configuration error, like a bad URL. */
+    if (status == HV_EREFUSED && strcmp(hv_redis_failed_command(r), "AUTH") == 0)
+        fatal(s, UV_EINVAL, "redis_url %s: AUTH%s%s refused: %s", s->url,
+              s->addr.user[0] != '\0' ? " as " : "", s->addr.user, hv_redis_refusal(r));
+    else if (status == HV_EREFUSED)
+        fatal(s, UV_EINVAL, "redis_url %s: SELECT %u refused: %s", s->url,
               s->addr.db, hv_redis_refusal(r));
     if (status != 0) {
         if (hv_redis_limit(r) != NULL)
             HV_LOG(HV_LOG_WARNING, "event=redis_reply_over_limit link=%s url=%s limit=\"%s\"",
-                   l->name, s->cfg->redis_url, hv_redis_limit(r));
+                   l->name, s->url, hv_redis_limit(r));
+        /* A certificate that does not verify, a handshake the server refuses: retried like
+         * any failed connect (a server's certificate may be replaced while the daemon runs),
+         * but said at every attempt, since nothing works until it is mended. */
+        if (hv_redis_tls_error(r) != NULL)
+            HV_LOG(HV_LOG_WARNING, "event=redis_tls_failed link=%s url=%s err=%s tls_error=%s "
+                   "retry_in_ms=%" PRIu64, l->name, s->url, hv_err_name(status),
+                   hv_redis_tls_error(r), l->backoff_ms);
         link_down(l, status);
         return;
     }
     l->up = 1;
     l->backoff_ms = BACKOFF_MIN_MS;
     HV_LOG(HV_LOG_NOTICE, "event=redis_up link=%s url=%s consumer=%s", l->name,
-           s->cfg->redis_url, s->consumer);
+           s->url, s->consumer);
     if (l == &s->wr)
         ensure_group(s); /* also checks the key's type, at every connect */
     wake(s);
@@ -1341,7 +1355,7 @@ static void on_link_error(hv_redis_t *r, int err)
     /* A reply over a bound of redis.h: a broken or hostile server, named in the log. */
     if (hv_redis_limit(r) != NULL)
         HV_LOG(HV_LOG_WARNING, "event=redis_reply_over_limit link=%s url=%s limit=\"%s\"",
-               l->name, l->s->cfg->redis_url, hv_redis_limit(r));
+               l->name, l->s->url, hv_redis_limit(r));
     link_down(l, err);
 }
 
@@ -1352,7 +1366,8 @@ static void link_connect(link_t *l)
     hv_stream_t *s = l->s;
     if (l->r != NULL || s->closing || ((s->stopping) && l == &s->rd))
         return;
-    int rc = hv_redis_connect(&s->env, &s->addr, CONNECT_TIMEOUT_MS, &link_cbs, l, &l->r);
+    int rc = hv_redis_connect(&s->env, s->tls, &s->addr, CONNECT_TIMEOUT_MS, &link_cbs, l,
+                              &l->r);
     if (rc != 0) {
         l->r = NULL;
         link_down(l, rc);
@@ -1451,6 +1466,7 @@ static void on_handles_closed(hv_handles_t *hs)
     hv_dns_close(s->dns);
     free(s->args);
     free(s->dead_key);
+    explicit_bzero(&s->addr, sizeof(s->addr)); /* the password */
     free(s);
     if (done != NULL)
         done(ud);
@@ -1462,8 +1478,15 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
 {
     hv_redis_addr_t addr;
     *out = NULL;
-    if (hv_redis_url_parse(cfg->redis_url, &addr, err, errcap) != 0)
+    /* The configuration checked the URL and the password file; the file is read now. */
+    const char *pwfile = cfg->redis_password_file[0] != '\0' ? cfg->redis_password_file : NULL;
+    if (hv_redis_url_load(cfg->redis_url, pwfile, &addr, err, errcap) != 0)
         return UV_EINVAL;
+    if (addr.tls && hv_engine_tls(engine) == NULL) {
+        explicit_bzero(&addr, sizeof(addr));
+        return hv_errf(err, errcap, UV_EINVAL, "redis_url: rediss:// needs TLS, and this "
+                       "daemon has no TLS context");
+    }
     hv_stream_t *s = hv_xcalloc(1, sizeof(*s));
     s->loop = loop;
     s->cfg = cfg;
@@ -1472,6 +1495,9 @@ int hv_stream_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     s->cbs = *cbs;
     s->ud = ud;
     s->addr = addr;
+    s->tls = addr.tls ? hv_engine_tls(engine) : NULL;
+    hv_redis_url_mask(cfg->redis_url, s->url, sizeof(s->url));
+    explicit_bzero(&addr, sizeof(addr));
     snprintf(s->out_dir, sizeof(s->out_dir), "%s", out_dir);
     snprintf(s->consumer, sizeof(s->consumer), "%s", cfg->redis_consumer); /* see config */
     s->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4);
@@ -1527,7 +1553,7 @@ static void on_outputs_repaired(void *ud)
     s->next_refresh_ms = now + HV_MAX(s->cfg->redis_claim_idle_ms / 4, 250);
     uv_timer_start(&s->tick, on_tick, TICK_MS, TICK_MS);
     HV_LOG(HV_LOG_NOTICE, "event=stream_start url=%s stream=%s group=%s consumer=%s bound=%u "
-           "claim_idle_ms=%" PRIu64, s->cfg->redis_url, s->cfg->redis_stream,
+           "claim_idle_ms=%" PRIu64, s->url, s->cfg->redis_stream,
            s->cfg->redis_group, s->consumer, bound(s), s->cfg->redis_claim_idle_ms);
     link_connect(&s->wr);
     link_connect(&s->rd);

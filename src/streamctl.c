@@ -26,8 +26,8 @@
 /* ------------------------------------------------------------------------------ session */
 
 /* A loop of the call's own with one connection on it, run until what is waited for comes.
- * The first failure is kept in `err`, with the server's URL; what fails after it (commands
- * cancelled by the broken connection) is not news. */
+ * The first failure is kept in `err`, with the server's URL (its password masked); what
+ * fails after it (commands cancelled by the broken connection) is not news. */
 typedef struct {
     uv_loop_t loop;
     int loop_open;
@@ -35,18 +35,18 @@ typedef struct {
     hv_conn_stats_t stats;
     hv_conn_env_t env;
     hv_redis_t *r;
-    const char *url;
+    char url[HV_REDIS_URL_SHOWN_MAX]; /* the server's URL as messages show it */
     uint64_t connect_timeout_ms;
     uint64_t reply_timeout_ms;
     int connecting;
     int failed;
-    char err[1600];
+    char err[2700];
 } session_t;
 
 __attribute__((format(printf, 3, 0))) static void session_vfail(session_t *s, int url_said,
                                                                 const char *fmt, va_list ap)
 {
-    char msg[1024];
+    char msg[1600];
     if (s->failed)
         return;
     s->failed = 1;
@@ -94,27 +94,31 @@ static void session_fail_status(session_t *s, const char *what, int status)
     session_fail_status_within(s, what, status, s->reply_timeout_ms);
 }
 
-static void session_fail_connect(session_t *s, int status)
+/* A connect that failed with `status` (`tls_error`: the TLS failure's detail, or NULL). */
+static void session_fail_connect(session_t *s, int status, const char *tls_error)
 {
     if (status == UV_ETIMEDOUT)
         session_fail_at(s, "cannot connect to %s: no answer within %" PRIu64 " ms", s->url,
                         s->connect_timeout_ms);
+    else if (tls_error != NULL)
+        session_fail_at(s, "cannot connect to %s: %s: %s (%s)", s->url, hv_strerror(status),
+                        tls_error, hv_err_name(status));
     else
         session_fail_at(s, "cannot connect to %s: %s (%s)", s->url, hv_strerror(status),
                         hv_err_name(status));
 }
 
-/* A failed connect: the connection's, or that of the SELECT made once connected (whose reply
- * is due within the connect timeout). */
+/* A failed connect: the connection's, or that of the AUTH or SELECT made once connected
+ * (whose reply is due within the connect timeout). */
 static void on_session_connect(hv_redis_t *r, int status)
 {
     session_t *s = hv_redis_data(r);
     if (status == HV_EREFUSED)
-        session_fail(s, "SELECT: %s", hv_redis_refusal(r));
+        session_fail(s, "%s: %s", hv_redis_failed_command(r), hv_redis_refusal(r));
     else if (status != 0 && hv_redis_failed_command(r) != NULL)
         session_fail_status_within(s, hv_redis_failed_command(r), status, s->connect_timeout_ms);
     else if (status != 0)
-        session_fail_connect(s, status);
+        session_fail_connect(s, status, hv_redis_tls_error(r));
     s->connecting = 0;
 }
 
@@ -123,6 +127,9 @@ static void on_session_error(hv_redis_t *r, int err)
     session_t *s = hv_redis_data(r);
     if (err == UV_EOF)
         session_fail_at(s, "%s closed the connection", s->url);
+    else if (hv_redis_tls_error(r) != NULL)
+        session_fail_at(s, "connection to %s lost: %s: %s (%s)", s->url, hv_strerror(err),
+                        hv_redis_tls_error(r), hv_err_name(err));
     else if (err == HV_ETOOBIG && hv_redis_limit(r) != NULL)
         session_fail_at(s, "%s sent a reply over harvestd's limit: %s", s->url, hv_redis_limit(r));
     else
@@ -195,7 +202,7 @@ static int session_wait(session_t *s)
 static int session_init(session_t *s, const hv_streamctl_server_t *server, char *err, size_t errcap)
 {
     memset(s, 0, sizeof(*s));
-    s->url = server->url;
+    hv_redis_url_mask(server->url, s->url, sizeof(s->url));
     s->connect_timeout_ms = server->timeout_ms != 0 ? server->timeout_ms : CONNECT_TIMEOUT_MS;
     s->reply_timeout_ms = server->timeout_ms != 0 ? server->timeout_ms : REPLY_TIMEOUT_MS;
     int rc = uv_loop_init(&s->loop);
@@ -210,12 +217,13 @@ static int session_init(session_t *s, const hv_streamctl_server_t *server, char 
     return 0;
 }
 
-/* Connect (on the URL's database). 0, or -1 (recorded). */
-static int session_connect(session_t *s, const hv_redis_addr_t *addr)
+/* Connect (logged in, on the URL's database). 0, or -1 (recorded). */
+static int session_connect(session_t *s, const hv_streamctl_server_t *server)
 {
-    int rc = hv_redis_connect(&s->env, addr, s->connect_timeout_ms, &session_cbs, s, &s->r);
+    int rc = hv_redis_connect(&s->env, server->tls, &server->addr, s->connect_timeout_ms,
+                              &session_cbs, s, &s->r);
     if (rc != 0) {
-        session_fail_connect(s, rc);
+        session_fail_connect(s, rc, NULL);
         return -1;
     }
     s->connecting = 1;
@@ -652,7 +660,7 @@ hv_streamctl_rc_t hv_streamctl_enqueue_open(const hv_streamctl_batch_spec_t *spe
     if (rc != 0)
         return hv_errf(err, errcap, HV_STREAMCTL_USAGE, "cannot open '%s': %s", spec->file,
                        hv_strerror(rc));
-    if (session_connect(&e->s, &spec->server.addr) != 0)
+    if (session_connect(&e->s, &spec->server) != 0)
         return session_failure(&e->s, err, errcap);
     return enqueue_prepare(e, err, errcap);
 }
@@ -1108,7 +1116,7 @@ hv_streamctl_rc_t hv_streamctl_status_read(const hv_streamctl_server_t *server, 
         return hv_errf(err, errcap, HV_STREAMCTL_USAGE, "the stream name is too long");
     if (session_init(&st->s, server, err, errcap) != 0)
         return HV_STREAMCTL_FAILED;
-    if (session_connect(&st->s, &server->addr) != 0 || status_run(st, batches, nbatches) != 0)
+    if (session_connect(&st->s, server) != 0 || status_run(st, batches, nbatches) != 0)
         rc = session_failure(&st->s, err, errcap);
     session_close(&st->s);
     page_free(st);

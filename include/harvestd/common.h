@@ -30,7 +30,7 @@ enum {
     HV_ETLS,            /* TLS handshake or record failure */
     HV_ECERT,           /* the peer's certificate did not verify */
     HV_EBLOCKED,        /* the address guard refused every address of the host */
-    HV_EREFUSED,        /* a server refused a command a connection needs (Redis's SELECT) */
+    HV_EREFUSED,        /* a server refused a command a connection needs (Redis's AUTH, SELECT) */
     HV_ENOTREADY,       /* a server cannot serve now but will (Redis loading its data...) */
     HV_ERR_LAST
 };

@@ -106,7 +106,8 @@ typedef struct {
 
     /* the daemon's sources; the Redis stream (stream.h) */
     unsigned sources;            /* HV_SOURCE_* bits */
-    char redis_url[1024];        /* redis://HOST[:PORT][/DB] */
+    char redis_url[1024];        /* redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] */
+    char redis_password_file[1024]; /* the password, instead of redis_url's; empty: none */
     char redis_stream[256];
     char redis_group[256];
     char redis_consumer[256];    /* empty: HOSTNAME:SPOOL_DIR */

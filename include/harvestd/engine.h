@@ -94,6 +94,9 @@ void hv_engine_use_recrawl(hv_engine_t *e, struct hv_recrawl_s *rc);
 struct hv_recrawl_s *hv_engine_recrawl(const hv_engine_t *e);
 
 const hv_config_t *hv_engine_config(const hv_engine_t *e);
+/** The TLS context the engine was given (NULL if none), for the daemon's other TLS clients:
+ *  the stream's rediss:// connections share its trust store and settings. */
+hv_tls_ctx_t *hv_engine_tls(const hv_engine_t *e);
 uv_loop_t *hv_engine_loop(const hv_engine_t *e);
 
 /** Mark work pending: the engine's pass runs before the loop next sleeps. Cheap; call it

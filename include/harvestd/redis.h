@@ -12,11 +12,17 @@
  * timeout fails the connection: Redis answers in order, so every later reply would be late too.
  *
  * The address is the operator's (redis_url), not a fetched URL's: the connection environment
- * given should have no address guard. A connection is "connected" once it is on the URL's
- * database: when that is not 0, the connection sends SELECT before anything else and reports
- * on_connect only after the server said yes, so that no command of the owner's can reach
- * another database. A refused SELECT is a failed connect (HV_EREFUSED, with the server's
- * words in hv_redis_refusal()).
+ * given should have no address guard. A rediss:// address runs TLS on the connection, as conn
+ * runs it for https (the same hv_tls_* sessions over memory, the owner's shared context: its
+ * trust store, `insecure`): the certificate is checked against the host (a name, also sent as
+ * SNI, or an IP literal against the certificate's addresses), and the handshake is part of the
+ * connect, under the connect timeout. Nothing else here knows which it runs. A connection is "connected" once it is logged in and on
+ * the URL's database: when the address has a user or a password, the connection sends AUTH
+ * ([USER] PASSWORD) before anything else, then, when the database is not 0, SELECT, and reports
+ * on_connect only after the server said yes to both, so that no command of the owner's can
+ * run as another user or reach another database. A refused AUTH or SELECT is a failed connect
+ * (HV_EREFUSED, hv_redis_failed_command() names which, with the server's words in
+ * hv_redis_refusal()). The password is wiped from the connection's memory when it is freed.
  *
  * Every reply is bounded (the HV_REDIS_MAX_* limits below): the framing is scanned as bytes
  * arrive, before hiredis's reader buffers them, so that a header announcing too much is
@@ -38,6 +44,7 @@
 
 #include "harvestd/conn.h"
 #include "harvestd/redisurl.h"
+#include "harvestd/tls.h"
 
 /*
  * The bounds on one reply. The largest reply harvestd asks for is the stream's XREADGROUP: at
@@ -69,10 +76,11 @@ typedef struct hv_redis_s hv_redis_t;
 typedef void (*hv_redis_reply_cb)(hv_redis_t *r, void *data, int status, const redisReply *reply);
 
 typedef struct {
-    /** Connected and on the URL's database (0), or not: a UV_* error (UV_ETIMEDOUT after the
-     *  connect timeout, or when SELECT got no reply in time), HV_EREFUSED when the server
-     *  refused SELECT, HV_ETOOBIG when its reply broke a bound. The owner closes a connection
-     *  that failed. */
+    /** Connected, logged in and on the URL's database (0), or not: a UV_* error
+     *  (UV_ETIMEDOUT after the connect timeout, or when AUTH or SELECT got no reply in time),
+     *  HV_ETLS or HV_ECERT when the TLS handshake failed (see hv_redis_tls_error()),
+     *  HV_EREFUSED when the server refused AUTH or SELECT, HV_ETOOBIG when its reply broke a
+     *  bound. The owner closes a connection that failed. */
     void (*on_connect)(hv_redis_t *r, int status);
     /** The open connection broke (the server closed it, a reply did not parse, a command
      *  timed out, a reply broke a bound: HV_ETOOBIG, see hv_redis_limit()); every pending
@@ -81,20 +89,29 @@ typedef struct {
 } hv_redis_cbs_t;
 
 /** Connect to addr's host (an IP literal, or a name looked up through env's dns cache) and
- *  port within `timeout_ms`, then, when addr->db is not 0, select that database (its reply is
- *  due within `timeout_ms` too). `addr` is copied. 0 with *out set, after which
- *  cbs->on_connect reports (never from inside this call), or a negative error with *out NULL. */
-int hv_redis_connect(hv_conn_env_t *env, const hv_redis_addr_t *addr, uint64_t timeout_ms,
-                     const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out);
+ *  port within `timeout_ms` (for rediss, the TLS handshake with `tls` included; `tls` is not
+ *  used for redis://, and may be NULL then: a rediss address without one is UV_EINVAL), then, when addr->user or addr->password is not empty, log in
+ *  (AUTH as addr->user, or as the default user when that is empty), then, when addr->db is not 0,
+ *  select that database (each reply is due within `timeout_ms` too). `addr` is copied. 0 with
+ *  *out set, after which cbs->on_connect reports (never from inside this call), or a negative
+ *  error with *out NULL. */
+int hv_redis_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const hv_redis_addr_t *addr,
+                     uint64_t timeout_ms, const hv_redis_cbs_t *cbs, void *data, hv_redis_t **out);
 
-/** After on_connect reported a failure: "SELECT" when the connection was made and selecting
- *  the database failed (refused, no reply in time, or the connection broke), NULL when no
- *  connection was made. */
+/** After on_connect reported a failure: "AUTH" or "SELECT" when the connection was made and
+ *  logging in or selecting the database failed (refused, no reply in time, or the connection
+ *  broke), NULL when no connection was made. */
 const char *hv_redis_failed_command(const hv_redis_t *r);
 
-/** After on_connect reported HV_EREFUSED: the server's error reply to SELECT (valid until
- *  hv_redis_close()); NULL otherwise. */
+/** After on_connect reported HV_EREFUSED: the server's error reply to AUTH or SELECT (valid
+ *  until hv_redis_close()); NULL otherwise. */
 const char *hv_redis_refusal(const hv_redis_t *r);
+
+/** After a failure with HV_ETLS or HV_ECERT (on_connect, or on_error for a record that did
+ *  not decrypt): what failed, as records name it ("certificate_untrusted",
+ *  "certificate_hostname_mismatch", "tls_alert_40"), valid until hv_redis_close(). NULL
+ *  otherwise. */
+const char *hv_redis_tls_error(const hv_redis_t *r);
 
 /** After a failure with HV_ETOOBIG (on_error, on_connect, or a command's callback): the bound
  *  the reply broke, as text naming it and its value ("a bulk string longer than 1048576

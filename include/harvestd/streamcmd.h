@@ -15,11 +15,14 @@
 
 #include "harvestd/redis.h"
 
-/** `harvestd enqueue --redis URL [--stream S] [--batch NAME] [--rules NAME] [--timeout D]
- *  FILE|-` */
+/** `harvestd enqueue --redis URL [--redis-password-file FILE] [--ca-file FILE] [--insecure]
+ *  [--stream S] [--batch NAME] [--rules NAME] [--timeout D] FILE|-` */
 typedef struct {
     const char *redis_url;
-    hv_redis_addr_t addr; /* redis_url, parsed */
+    hv_redis_addr_t addr; /* redis_url, parsed (without the password file's password) */
+    const char *password_file; /* --redis-password-file, or NULL */
+    const char *ca_file;  /* --ca-file (rediss://), or NULL: the system's */
+    int insecure;         /* --insecure: the server's certificate is not checked */
     const char *stream;   /* HV_STREAM_DEFAULT unless given */
     const char *batch;    /* --batch, else FILE's base name */
     const char *rules;    /* "" when not given */
@@ -28,11 +31,14 @@ typedef struct {
     int help;             /* --help: nothing else was checked */
 } hv_enqueue_args_t;
 
-/** `harvestd status --redis URL [--stream S] [--group G] [--batch NAME]... [--json]
- *  [--timeout D]` */
+/** `harvestd status --redis URL [--redis-password-file FILE] [--ca-file FILE] [--insecure]
+ *  [--stream S] [--group G] [--batch NAME]... [--json] [--timeout D]` */
 typedef struct {
     const char *redis_url;
     hv_redis_addr_t addr;
+    const char *password_file;
+    const char *ca_file;
+    int insecure;
     const char *stream;   /* HV_STREAM_DEFAULT unless given */
     const char *group;    /* HV_STREAM_GROUP_DEFAULT unless given */
     const char **batches; /* every --batch once, in the order given (owned: see _free) */
@@ -46,7 +52,8 @@ typedef struct {
  * Parse enqueue's arguments (argv[0] is the command's name). 0, or -1 with a usage error in
  * `err` (one line, no "harvestd: " prefix): an unknown option, a missing value or file, a
  * second file, a URL hv_redis_url_parse() refuses, a bad batch name (by
- * hv_streamkeys_batch_name_ok(); standard input needs --batch), a bad duration.
+ * hv_streamkeys_batch_name_ok(); standard input needs --batch), a bad duration. The password
+ * file is not read here: the command reads it (hv_redis_url_load()) before connecting.
  */
 int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, char *err,
                                size_t errcap);

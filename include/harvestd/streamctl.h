@@ -23,7 +23,7 @@
  *
  * Failures come back as an hv_streamctl_rc_t with one line in `err` (no "harvestd: " prefix,
  * no newline). A Redis failure reads "redis: WHAT (URL)", or "redis: WHAT" when WHAT names
- * the server already; it is the first failure only (what fails after it, commands cancelled
+ * the server already, the URL's password shown as *** (hv_redis_url_mask()); it is the first failure only (what fails after it, commands cancelled
  * by a broken connection, is not news).
  */
 #ifndef HARVESTD_STREAMCTL_H
@@ -46,8 +46,9 @@ typedef enum {
 
 /** The server, and the commands' one timeout. */
 typedef struct {
-    const char *url;      /* as given: it names the server in messages */
+    const char *url;      /* as given: it names the server in messages (masked) */
     hv_redis_addr_t addr; /* url, parsed */
+    hv_tls_ctx_t *tls;    /* for a rediss:// addr (outlives the call); NULL for redis:// */
     uint64_t timeout_ms;  /* to connect, and for each reply; 0: 5 s to connect, 10 s per reply */
 } hv_streamctl_server_t;
 

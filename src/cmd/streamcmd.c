@@ -17,15 +17,31 @@
 #include "harvestd/options.h"
 #include "harvestd/streamctl.h"
 #include "harvestd/streamkeys.h"
+#include "harvestd/tls.h"
 
 enum { EXIT_OK = 0, EXIT_REDIS = 1, EXIT_USAGE = 2, EXIT_INCOMPLETE = 3 };
 
 /* ------------------------------------------------------------------------------ options */
 
-enum { O_REDIS, O_STREAM, O_BATCH, O_RULES, O_GROUP, O_JSON, O_TIMEOUT, O_HELP };
+enum {
+    O_REDIS,
+    O_PASSWORD_FILE,
+    O_CA_FILE,
+    O_INSECURE,
+    O_STREAM,
+    O_BATCH,
+    O_RULES,
+    O_GROUP,
+    O_JSON,
+    O_TIMEOUT,
+    O_HELP
+};
 
 static const hv_opt_t enqueue_opts[] = {
     {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS},
+    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE},
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE},
+    {.name = "insecure", .id = O_INSECURE},
     {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
     {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES},
@@ -35,6 +51,9 @@ static const hv_opt_t enqueue_opts[] = {
 
 static const hv_opt_t status_opts[] = {
     {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS},
+    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE},
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE},
+    {.name = "insecure", .id = O_INSECURE},
     {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
     {.name = "group", .kind = HV_OPT_VALUE, .id = O_GROUP},
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
@@ -118,6 +137,15 @@ int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, ch
         case O_REDIS:
             out->redis_url = a.value;
             break;
+        case O_PASSWORD_FILE:
+            out->password_file = a.value;
+            break;
+        case O_CA_FILE:
+            out->ca_file = a.value;
+            break;
+        case O_INSECURE:
+            out->insecure = 1;
+            break;
         case O_STREAM:
             out->stream = a.value;
             break;
@@ -172,6 +200,15 @@ int hv_streamcmd_parse_status(int argc, char **argv, hv_status_args_t *out, char
         case O_REDIS:
             out->redis_url = a.value;
             break;
+        case O_PASSWORD_FILE:
+            out->password_file = a.value;
+            break;
+        case O_CA_FILE:
+            out->ca_file = a.value;
+            break;
+        case O_INSECURE:
+            out->insecure = 1;
+            break;
         case O_STREAM:
             out->stream = a.value;
             break;
@@ -223,6 +260,32 @@ static int usage_error(const char *cmd, const char *msg)
     return EXIT_USAGE;
 }
 
+/* The server's address with its login settled (the password file read), and for rediss://
+ * a TLS context with the trust store (`ca_file`, else the system's) or none (`insecure`), as
+ * the daemon's: 0, or EXIT_USAGE said on stderr (naming the file, or the URL's user without a
+ * password), like a daemon whose configuration cannot start. */
+static int open_server(const char *url, const char *password_file, const char *ca_file,
+                       int insecure, hv_redis_addr_t *addr, hv_tls_ctx_t **tls)
+{
+    char err[2048];
+    *tls = NULL;
+    if (hv_redis_url_load(url, password_file, addr, err, sizeof(err)) != 0)
+        goto fail;
+    if (!addr->tls)
+        return 0;
+    if ((ca_file != NULL && hv_check_readable("CA file", ca_file, err, sizeof(err)) != 0) ||
+        hv_tls_ctx_new(ca_file, insecure, tls, err, sizeof(err)) != 0)
+        goto fail;
+    if (insecure)
+        fprintf(stderr, "harvestd: warning: --insecure: the Redis server's certificate is NOT "
+                        "verified\n");
+    return 0;
+fail:
+    explicit_bzero(addr, sizeof(*addr));
+    fprintf(stderr, "harvestd: %s\n", err);
+    return EXIT_USAGE;
+}
+
 /* A failed call of streamctl's, said on stderr: the exit status. */
 static int failed(const char *cmd, hv_streamctl_rc_t rc, const char *err)
 {
@@ -237,7 +300,7 @@ static int failed(const char *cmd, hv_streamctl_rc_t rc, const char *err)
 static void enqueue_help(FILE *out)
 {
     fprintf(out,
-            "usage: harvestd enqueue --redis redis://HOST[:PORT][/DB] [OPTIONS] FILE|-\n"
+            "usage: harvestd enqueue --redis URL [OPTIONS] FILE|-\n"
             "\n"
             "Adds the URL lines of FILE ('-' for standard input) to a Redis stream as one batch,\n"
             "with the line rules of --once: surrounding whitespace is trimmed, blank lines and\n"
@@ -245,7 +308,14 @@ static void enqueue_help(FILE *out)
             "file. Lines go in atomic chunks: a rerun of an interrupted enqueue adds the rest,\n"
             "and every line of a batch is added exactly once.\n"
             "\n"
-            "  --redis URL         the Redis server (required)\n"
+            "  --redis URL         the Redis server (required):\n"
+            "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
+            "  --redis-password-file FILE\n"
+            "                      the password, instead of the URL's (one line; readable\n"
+            "                      by its owner only)\n"
+            "  --ca-file FILE      rediss://: the CAs the server's certificate is checked\n"
+            "                      against (default: the system's)\n"
+            "  --insecure          rediss://: do not check the server's certificate\n"
             "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
             "  --batch NAME        the batch (default: FILE's base name; needed for '-')\n"
             "  --rules NAME        the [rules \"NAME\"] set the daemons apply to the batch\n"
@@ -255,13 +325,14 @@ static void enqueue_help(FILE *out)
             "\n"
             "Prints one summary line. Exit status: 0 enqueued, 1 Redis failure or a file that\n"
             "changed since the batch was started (what was added stays; a rerun continues),\n"
-            "2 usage error.\n");
+            "2 usage error (or a password file that cannot be used).\n");
 }
 
 int hv_cmd_enqueue(int argc, char **argv)
 {
     hv_enqueue_args_t a;
     hv_streamctl_enqueue_t *e = NULL;
+    hv_tls_ctx_t *tls = NULL;
     hv_streamctl_counts_t n;
     char err[2048];
     int status = EXIT_OK;
@@ -272,11 +343,13 @@ int hv_cmd_enqueue(int argc, char **argv)
         enqueue_help(stdout);
         return EXIT_OK;
     }
+    if (open_server(a.redis_url, a.password_file, a.ca_file, a.insecure, &a.addr, &tls) != 0)
+        return EXIT_USAGE;
     /* A server that goes away must be a failed write, not a killed process. */
     signal(SIGPIPE, SIG_IGN);
 
     hv_streamctl_batch_spec_t spec = {
-        .server = {.url = a.redis_url, .addr = a.addr, .timeout_ms = a.timeout_ms},
+        .server = {.url = a.redis_url, .addr = a.addr, .tls = tls, .timeout_ms = a.timeout_ms},
         .stream = a.stream,
         .batch = a.batch,
         .rules = a.rules,
@@ -299,6 +372,9 @@ int hv_cmd_enqueue(int argc, char **argv)
         status = failed("enqueue", rc, err);
     }
     hv_streamctl_enqueue_free(e);
+    hv_tls_ctx_free(tls);
+    explicit_bzero(&a.addr, sizeof(a.addr));
+    explicit_bzero(&spec.server.addr, sizeof(spec.server.addr));
     return status;
 }
 
@@ -307,14 +383,21 @@ int hv_cmd_enqueue(int argc, char **argv)
 static void status_help(FILE *out)
 {
     fprintf(out,
-            "usage: harvestd status --redis redis://HOST[:PORT][/DB] [OPTIONS]\n"
+            "usage: harvestd status --redis URL [OPTIONS]\n"
             "\n"
             "Shows each batch of a stream (the --batch ones, else every batch enqueued): lines\n"
             "added, its total, entries done (ok and failed), entries pending in the consumer\n"
             "group and which consumers hold them; then the group's pending entries per\n"
             "consumer. A batch is complete when its total is known and every line is done.\n"
             "\n"
-            "  --redis URL         the Redis server (required)\n"
+            "  --redis URL         the Redis server (required):\n"
+            "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
+            "  --redis-password-file FILE\n"
+            "                      the password, instead of the URL's (one line; readable\n"
+            "                      by its owner only)\n"
+            "  --ca-file FILE      rediss://: the CAs the server's certificate is checked\n"
+            "                      against (default: the system's)\n"
+            "  --insecure          rediss://: do not check the server's certificate\n"
             "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
             "  --group NAME        the consumer group (default " HV_STREAM_GROUP_DEFAULT ")\n"
             "  --batch NAME        a batch to show (repeatable)\n"
@@ -324,7 +407,7 @@ static void status_help(FILE *out)
             "  --help              this text\n"
             "\n"
             "Exit status: 0 every batch shown is complete, 3 some are not (or unknown),\n"
-            "1 Redis failure, 2 usage error.\n");
+            "1 Redis failure, 2 usage error (or a password file that cannot be used).\n");
 }
 
 static void print_text(const hv_streamctl_status_t *st)
@@ -427,6 +510,7 @@ int hv_cmd_status(int argc, char **argv)
 {
     hv_status_args_t a;
     hv_streamctl_status_t *st = NULL;
+    hv_tls_ctx_t *tls = NULL;
     char err[2048];
     int status = EXIT_OK;
 
@@ -437,9 +521,14 @@ int hv_cmd_status(int argc, char **argv)
         status_help(stdout);
         return EXIT_OK;
     }
+    if (open_server(a.redis_url, a.password_file, a.ca_file, a.insecure, &a.addr, &tls) != 0) {
+        hv_streamcmd_status_args_free(&a);
+        return EXIT_USAGE;
+    }
     signal(SIGPIPE, SIG_IGN);
 
-    hv_streamctl_server_t server = {.url = a.redis_url, .addr = a.addr, .timeout_ms = a.timeout_ms};
+    hv_streamctl_server_t server = {
+        .url = a.redis_url, .addr = a.addr, .tls = tls, .timeout_ms = a.timeout_ms};
     hv_streamctl_rc_t rc = hv_streamctl_status_read(&server, a.stream, a.group, a.batches,
                                                     a.nbatches, &st, err, sizeof(err));
     if (rc != HV_STREAMCTL_OK) {
@@ -461,5 +550,8 @@ int hv_cmd_status(int argc, char **argv)
 out:
     hv_streamctl_status_free(st);
     hv_streamcmd_status_args_free(&a);
+    hv_tls_ctx_free(tls);
+    explicit_bzero(&a.addr, sizeof(a.addr));
+    explicit_bzero(&server.addr, sizeof(server.addr));
     return status;
 }

@@ -1,18 +1,29 @@
 """A real redis-server for the integration tests, and a minimal client to look at it.
 
-    RedisServer(tmp_dir, appendonly=False, fsync_always=False, options=())
+    RedisServer(tmp_dir, appendonly=False, fsync_always=False, options=(), password=None,
+                users=(), tls=None)
         .start()     redis-server on a free port of 127.0.0.1, its files in tmp_dir; returns
                      once it answers PING (a port taken meanwhile is retried with another)
+                     password: the default user's (--requirepass); users: ACL rules, one
+                     user each ("alice on >secret ~* &* +@all", --user); tls: (cert, key,
+                     ca) PEM paths: the port speaks TLS only (--tls-port, --port 0), clients
+                     need no certificate (--tls-auth-clients no)
         .stop()      SHUTDOWN (NOSAVE unless appendonly) and wait; idempotent
         .kill()      SIGKILL and wait
         .restart()   start again on the same port and directory (after kill or stop)
         .spawn()     the same, without waiting: the server may still be loading its data
                      (answering -LOADING); .wait_ready() waits for its PONG
-        .client()    a RespClient connected to it
-        .port, .url  ("redis://127.0.0.1:PORT")
-    RespClient(port, timeout=10).call(*args) -> str | int | list | None  (RESP2; bulk and
-                     simple strings decoded as UTF-8 with surrogateescape; an error reply
-                     raises RedisError, one inside an array is returned as a RedisError)
+        .client()    a RespClient connected to it (logged in as the default user)
+        .port, .url  ("redis://127.0.0.1:PORT", no user or password; with tls
+                     "rediss://localhost:PORT", the name the test certificates hold)
+        .url_for(user=None, password=None, db=None, host=None)  the URL with them
+                     (percent-encoded), and another host name
+    RespClient(port, timeout=10, user=None, password=None, ca_file=None).call(*args) -> str |
+                     int | list | None  (RESP2; bulk and simple strings decoded as UTF-8 with
+                     surrogateescape; an error reply raises RedisError, one inside an array is
+                     returned as a RedisError); with a password, AUTH [user] password first;
+                     with ca_file, over TLS (the certificate must be of that CA, for any
+                     name)
 
 The `redis_server` fixture (imported by conftest.py) yields a started server in
 tmp_path/"redis" and stops it after the test. Tests are skipped when redis-server is not
@@ -33,10 +44,12 @@ A broken or hostile server, for what no redis-server would send:
 
 import atexit
 import os
+import urllib.parse
 import shutil
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import threading
 import time
@@ -78,10 +91,24 @@ def _encode(arg):
 class RespClient:
     """One blocking RESP2 connection to 127.0.0.1:port."""
 
-    def __init__(self, port, timeout=10):
+    def __init__(self, port, timeout=10, user=None, password=None, ca_file=None):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ca_file is not None:
+            ctx = ssl.create_default_context(cafile=ca_file)
+            ctx.check_hostname = False  # the tests' own look at any server of the test CA
+            try:
+                self.sock = ctx.wrap_socket(self.sock, server_hostname="localhost")
+            except BaseException:
+                self.sock.close()
+                raise
         self.file = self.sock.makefile("rb")
+        if password is not None:
+            try:
+                self.call("AUTH", *([user] if user else []), password)
+            except BaseException:
+                self.close()
+                raise
 
     def call(self, *args):
         out = [b"*%d\r\n" % len(args)]
@@ -140,27 +167,53 @@ class RespClient:
 class RedisServer:
     """A redis-server process of the test's own."""
 
-    def __init__(self, tmp_dir, appendonly=False, fsync_always=False, options=()):
+    def __init__(self, tmp_dir, appendonly=False, fsync_always=False, options=(), password=None,
+                 users=(), tls=None):
         self.dir = str(tmp_dir)
         self.appendonly = appendonly
         self.fsync_always = fsync_always
         self.options = [str(o) for o in options]
+        self.password = password
+        self.users = tuple(users)
+        self.tls = tls
         self.port = free_port()
         self.proc = None
 
     @property
     def url(self):
-        return "redis://127.0.0.1:%d" % self.port
+        return self.url_for()
+
+    def url_for(self, user=None, password=None, db=None, host=None):
+        """The server's URL with a user and a password (percent-encoded), a database, and a
+        host name other than the default (127.0.0.1; localhost with TLS)."""
+        scheme, default_host = ("rediss", "localhost") if self.tls else ("redis", "127.0.0.1")
+        auth = ""
+        if user is not None or password is not None:
+            auth = "%s:%s@" % (urllib.parse.quote(user or "", safe=""),
+                               urllib.parse.quote(password or "", safe=""))
+        return "%s://%s%s:%d%s" % (scheme, auth, host or default_host, self.port,
+                                   "" if db is None else "/%d" % db)
 
     @property
     def log_path(self):
         return os.path.join(self.dir, "redis.log")
 
     def argv(self):
-        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
-                "--save", "", "--appendonly", "yes" if self.appendonly else "no"]
+        if self.tls:
+            cert, key, ca = self.tls
+            argv = [REDIS_SERVER, "--port", "0", "--tls-port", str(self.port),
+                    "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca,
+                    "--tls-auth-clients", "no"]
+        else:
+            argv = [REDIS_SERVER, "--port", str(self.port)]
+        argv += ["--bind", "127.0.0.1", "--dir", self.dir, "--save", "", "--appendonly",
+                 "yes" if self.appendonly else "no"]
         if self.fsync_always:
             argv += ["--appendfsync", "always"]
+        if self.password is not None:
+            argv += ["--requirepass", self.password]
+        for rules in self.users:
+            argv += ["--user"] + rules.split()
         argv += self.options
         argv += ["--daemonize", "no", "--protected-mode", "yes", "--logfile", self.log_path]
         return argv
@@ -219,7 +272,7 @@ class RedisServer:
                 _running.discard(self)
                 break
             try:
-                with RespClient(self.port, timeout=2) as c:
+                with self.client(timeout=2) as c:
                     if c.call("PING") == "PONG":
                         return True
             except (OSError, RedisError):  # not listening yet, or -LOADING
@@ -239,7 +292,7 @@ class RedisServer:
             self._reap()
             return
         try:
-            with RespClient(self.port, timeout=5) as c:
+            with self.client(timeout=5) as c:
                 if self.appendonly:
                     c.call("SHUTDOWN")
                 else:
@@ -275,8 +328,9 @@ class RedisServer:
             raise RuntimeError("restart() of a redis-server that is still running")
         return self.start()
 
-    def client(self):
-        return RespClient(self.port)
+    def client(self, timeout=10):
+        return RespClient(self.port, timeout=timeout, password=self.password,
+                          ca_file=self.tls[2] if self.tls else None)
 
     def __enter__(self):
         return self.start()

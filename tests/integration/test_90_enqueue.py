@@ -314,7 +314,7 @@ def test_90_08_usage_errors(harvestd, redis_server, tmp_path):
         (["enqueue", path], "--redis redis://HOST[:PORT][/DB] is required"),
         (["enqueue", "--redis", "http://127.0.0.1:1", path], "is not a redis://HOST[:PORT][/DB] URL"),
         (["enqueue", "--redis", "redis://127.0.0.1:99999", path], "is not a redis://"),
-        (["enqueue", "--redis", "redis://u:p@127.0.0.1", path], "user, password"),
+        (["enqueue", "--redis", "redis://p@127.0.0.1", path], "the part before '@' needs a ':'"),
         (["enqueue", "--redis", url], "a FILE to enqueue is needed"),
         (["enqueue", "--redis", url, path, path], "one FILE at a time"),
         (["enqueue", "--redis", url, "--frobnicate", path], "unknown option '--frobnicate'"),

@@ -4,8 +4,10 @@
  * The server parses requests with hiredis's reader, as Redis would read them, and answers
  * PING with +PONG and ECHO with its argument; HANG gets no answer (for the timeouts), and
  * QUIT makes it close the connection. SELECT takes databases 0 to 15, as Redis does by
- * default, unless the server was told to leave it unanswered. The address is an IP literal:
- * the dns cache the client is given must end with zero lookups.
+ * default, unless the server was told to leave it unanswered. A server given a password
+ * answers AUTH as Redis does (+OK, or -WRONGPASS), and -NOAUTH to anything before it; it
+ * records the first commands' names and AUTH's arguments. The address is an IP literal: the
+ * dns cache the client is given must end with zero lookups.
  *
  * A hostile or broken server is scripted with a plan: segments of bytes, each repeated a
  * number of times, sent in order as the answer to PLAN (or to SELECT), a piece at a time as
@@ -13,8 +15,10 @@
  * Commands after the plan's are not answered (it may end with their replies).
  */
 #include <hiredis/read.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harvestd/common.h"
 #include "harvestd/dns.h"
@@ -35,9 +39,16 @@ typedef struct {
     int hung;        /* a HANG came: nothing more is answered, as behind a blocking command */
     int hang_select; /* SELECT hangs too */
     int plan_select; /* SELECT is answered with the plan */
+    const char *user;     /* AUTH: the user it takes (NULL: the default user only) ... */
+    const char *password; /* ... and the password (NULL: no AUTH needed) */
+    int hang_auth;        /* AUTH gets no answer */
+    int authed;
+    int auth_argc;        /* AUTH's arguments after its name, as they came */
+    char auth_args[2][64];
+    char names[8][16];    /* the first commands' names, in order */
     int commands;
-    int selected_first; /* the first command was a SELECT ... */
-    unsigned long db;   /* ... of this database */
+    int selected_first; /* the first command was a SELECT */
+    unsigned long db;   /* the database of the last SELECT */
     uint16_t port;
     redisReader *reader;
     segment_t plan[8];
@@ -66,6 +77,11 @@ static void server_send(server_t *s, const char *data, size_t len)
     uv_buf_t b = uv_buf_init(w->data, (unsigned)len);
     if (uv_write(&w->req, (uv_stream_t *)&s->peer, &b, 1, on_swritten) != 0)
         free(w);
+}
+
+static void server_str(server_t *s, const char *str)
+{
+    server_send(s, str, strlen(str));
 }
 
 static void server_close_peer(server_t *s)
@@ -152,12 +168,34 @@ static void on_sread(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         redisReply *q = req;
         ASSERT_EQ(REDIS_REPLY_ARRAY, q->type);
         const char *cmd = q->element[0]->str;
-        if (s->commands++ == 0 && strcmp(cmd, "SELECT") == 0) {
-            s->selected_first = 1;
+        if (s->commands < (int)HV_ARRAY_SIZE(s->names))
+            snprintf(s->names[s->commands], sizeof(s->names[0]), "%s", cmd);
+        if (strcmp(cmd, "SELECT") == 0) {
+            s->selected_first |= s->commands == 0;
             s->db = strtoul(q->element[1]->str, NULL, 10);
         }
+        s->commands++;
         if (s->hung) {
             /* nothing */
+        } else if (strcmp(cmd, "AUTH") == 0 && s->hang_auth) {
+            s->hung = 1;
+        } else if (strcmp(cmd, "AUTH") == 0) {
+            s->auth_argc = (int)q->elements - 1;
+            for (int i = 0; i < s->auth_argc && i < 2; i++)
+                snprintf(s->auth_args[i], sizeof(s->auth_args[i]), "%s", q->element[i + 1]->str);
+            const redisReply *pw = q->element[q->elements - 1];
+            int user_ok = q->elements == 2 ? s->user == NULL
+                                           : s->user != NULL && q->elements == 3 &&
+                                                 strcmp(q->element[1]->str, s->user) == 0;
+            s->authed = user_ok && s->password != NULL && pw->len == strlen(s->password) &&
+                        memcmp(pw->str, s->password, pw->len) == 0;
+            if (s->authed)
+                server_send(s, "+OK\r\n", 5);
+            else
+                server_str(s, "-WRONGPASS invalid username-password pair or user is "
+                              "disabled.\r\n");
+        } else if (s->password != NULL && !s->authed) {
+            server_str(s, "-NOAUTH Authentication required.\r\n");
         } else if (strcmp(cmd, "SELECT") == 0 && s->hang_select) {
             s->hung = 1;
         } else if (strcmp(cmd, "PLAN") == 0 || (strcmp(cmd, "SELECT") == 0 && s->plan_select)) {
@@ -356,11 +394,10 @@ static void on_connect_script(hv_redis_t *r, int status)
 
 static const hv_redis_cbs_t cbs = {on_connect_script, on_error};
 
-static void run_db(fixture_t *f, int which, uint16_t port, unsigned db, uint64_t timeout_ms)
+static void run_addr(fixture_t *f, int which, const hv_redis_addr_t *addr, uint64_t timeout_ms)
 {
-    hv_redis_addr_t addr = {.host = "127.0.0.1", .port = port, .db = db};
     scenario = which;
-    ASSERT_OK(hv_redis_connect(&f->env, &addr, timeout_ms, &cbs, f, &f->r));
+    ASSERT_OK(hv_redis_connect(&f->env, NULL, addr, timeout_ms, &cbs, f, &f->r));
     ASSERT_EQ(0, f->connects); /* reported from the loop */
     uv_run(&f->loop, UV_RUN_DEFAULT);
     ASSERT_EQ(0, hv_dns_stats(f->env.dns)->lookups);
@@ -368,6 +405,12 @@ static void run_db(fixture_t *f, int which, uint16_t port, unsigned db, uint64_t
     uv_run(&f->loop, UV_RUN_DEFAULT);
     redisReaderFree(f->srv.reader);
     ASSERT_LOOP_CLOSE(&f->loop);
+}
+
+static void run_db(fixture_t *f, int which, uint16_t port, unsigned db, uint64_t timeout_ms)
+{
+    hv_redis_addr_t addr = {.host = "127.0.0.1", .port = port, .db = db};
+    run_addr(f, which, &addr, timeout_ms);
 }
 
 static void run(fixture_t *f, int which, uint16_t port)
@@ -457,6 +500,111 @@ TEST_IMPL(redis_select_without_reply_times_out)
     ASSERT_EQ(0, f.refusal[0]);
     ASSERT_LT(uv_now(&f.loop) - t0, 2000);
     ASSERT_EQ(0, f.errors);
+}
+
+/* ---- logging in */
+
+static void run_login(fixture_t *f, const char *user, const char *password, unsigned db,
+                      uint64_t timeout_ms)
+{
+    hv_redis_addr_t addr = {.host = "127.0.0.1", .port = f->srv.port, .db = db};
+    snprintf(addr.user, sizeof(addr.user), "%s", user);
+    snprintf(addr.password, sizeof(addr.password), "%s", password);
+    run_addr(f, 0, &addr, timeout_ms);
+}
+
+/* With a user and a password, AUTH USER PASSWORD goes first, then SELECT, and only then does
+ * the owner hear of the connection: its first command runs logged in, on its database. */
+TEST_IMPL(redis_auth_then_select_come_before_the_owner)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.user = "alice";
+    f.srv.password = "s3cret";
+    run_login(&f, "alice", "s3cret", 3, 2000);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_STR_EQ("AUTH", f.srv.names[0]);
+    ASSERT_EQ(2, f.srv.auth_argc);
+    ASSERT_STR_EQ("alice", f.srv.auth_args[0]);
+    ASSERT_STR_EQ("s3cret", f.srv.auth_args[1]);
+    ASSERT_STR_EQ("SELECT", f.srv.names[1]);
+    ASSERT_EQ(3, f.srv.db);
+    ASSERT_STR_EQ("PING", f.srv.names[2]);
+    ASSERT_EQ(5, f.srv.commands);
+    ASSERT_EQ(3, f.replies);
+    ASSERT_EQ(0, f.status[0] + f.status[1] + f.status[2]);
+    ASSERT_STR_EQ("PONG", f.text[0]);
+    ASSERT_EQ(0, f.errors);
+}
+
+/* A password alone logs in as the default user: AUTH PASSWORD, one argument; database 0
+ * needs no SELECT. */
+TEST_IMPL(redis_auth_with_a_password_alone_is_the_default_user)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.password = "pw";
+    run_login(&f, "", "pw", 0, 2000);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_STR_EQ("AUTH", f.srv.names[0]);
+    ASSERT_EQ(1, f.srv.auth_argc);
+    ASSERT_STR_EQ("pw", f.srv.auth_args[0]);
+    ASSERT_STR_EQ("PING", f.srv.names[1]);
+    ASSERT_EQ(4, f.srv.commands);
+    ASSERT_EQ(3, f.replies);
+    ASSERT_STR_EQ("PONG", f.text[0]);
+}
+
+/* Without a password nothing is sent before the owner's commands, and a server that wants
+ * one answers them with NOAUTH (the owner's to report). */
+TEST_IMPL(redis_no_password_sends_no_auth)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.password = "pw";
+    run_login(&f, "", "", 0, 2000);
+    ASSERT_EQ(0, f.connect_status);
+    ASSERT_STR_EQ("PING", f.srv.names[0]);
+    ASSERT_EQ(0, f.srv.auth_argc);
+    ASSERT_EQ(3, f.replies);
+    ASSERT_EQ(REDIS_REPLY_ERROR, f.type[0]);
+    ASSERT_STR_EQ("NOAUTH Authentication required.", f.text[0]);
+}
+
+/* A refused AUTH is a failed connect naming AUTH, with the server's words; SELECT is not
+ * sent after it, and the owner sends nothing. */
+TEST_IMPL(redis_auth_refused_is_a_failed_connect)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.user = "alice";
+    f.srv.password = "s3cret";
+    run_login(&f, "alice", "wrong", 3, 2000);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(HV_EREFUSED, f.connect_status);
+    ASSERT_STR_EQ("AUTH", f.failed_command);
+    ASSERT_STR_EQ("WRONGPASS invalid username-password pair or user is disabled.", f.refusal);
+    ASSERT_EQ(1, f.srv.commands);
+    ASSERT_EQ(0, f.replies);
+    ASSERT_EQ(0, f.errors);
+}
+
+/* An AUTH without a reply fails the connect within the connect timeout, naming AUTH. */
+TEST_IMPL(redis_auth_without_reply_times_out)
+{
+    fixture_t f;
+    fixture_init(&f);
+    f.srv.password = "pw";
+    f.srv.hang_auth = 1;
+    uint64_t t0 = uv_now(&f.loop);
+    run_login(&f, "", "pw", 1, 100);
+    ASSERT_EQ(1, f.connects);
+    ASSERT_EQ(UV_ETIMEDOUT, f.connect_status);
+    ASSERT_STR_EQ("AUTH", f.failed_command);
+    ASSERT_EQ(0, f.refusal[0]);
+    ASSERT_EQ(1, f.srv.commands);
+    ASSERT_LT(uv_now(&f.loop) - t0, 2000);
 }
 
 TEST_IMPL(redis_a_late_reply_breaks_the_connection)
@@ -780,7 +928,7 @@ TEST_IMPL(redis_url_parse)
     static const char *const bad[] = {
         "", "127.0.0.1:6379", "http://127.0.0.1", "redis://", "redis://:6379", "redis://h:0",
         "redis://h:65536", "redis://h:x", "redis://h/x", "redis://h/16000", "redis://[::1",
-        "redis://h:1/2/3", "redis://user:pw@h", "redis://h?db=1", "rediss://h",
+        "redis://h:1/2/3", "redis://h?db=1", "redisss://h", "rediss:/h",
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
         hv_redis_addr_t a;
@@ -789,8 +937,279 @@ TEST_IMPL(redis_url_parse)
             hv_test_fail(__FILE__, __LINE__, "'%s' parsed", bad[i]);
         ASSERT(strstr(err, bad[i]) != NULL || bad[i][0] == '\0');
     }
+}
+
+/* rediss:// is the same URL over TLS, on the same default port. */
+TEST_IMPL(redis_url_rediss_is_tls)
+{
     hv_redis_addr_t a;
     char err[256];
-    ASSERT_EQ(-1, hv_redis_url_parse("rediss://h", &a, err, sizeof(err)));
-    ASSERT(strstr(err, "TLS") != NULL);
+    ASSERT_OK(hv_redis_url_parse("rediss://queue.internal", &a, err, sizeof(err)));
+    ASSERT_EQ(1, a.tls);
+    ASSERT_STR_EQ("queue.internal", a.host);
+    ASSERT_EQ(6379, a.port);
+    ASSERT_OK(hv_redis_url_parse("rediss://alice:pw@[::1]:6380/4", &a, err, sizeof(err)));
+    ASSERT_EQ(1, a.tls);
+    ASSERT_STR_EQ("alice", a.user);
+    ASSERT_STR_EQ("pw", a.password);
+    ASSERT_STR_EQ("::1", a.host);
+    ASSERT_EQ(6380, a.port);
+    ASSERT_EQ(4, a.db);
+    ASSERT_OK(hv_redis_url_parse("redis://h", &a, err, sizeof(err)));
+    ASSERT_EQ(0, a.tls);
+    ASSERT_EQ(-1, hv_redis_url_parse("http://h", &a, err, sizeof(err)));
+    ASSERT(strstr(err, "(nor rediss:// for TLS)") != NULL);
+}
+
+/* A rediss address needs a TLS context: refused at once without one, nothing connected. */
+TEST_IMPL(redis_rediss_without_a_tls_context_is_refused)
+{
+    fixture_t f;
+    fixture_init(&f);
+    hv_redis_addr_t addr = {.host = "127.0.0.1", .port = f.srv.port, .tls = 1};
+    ASSERT_EQ(UV_EINVAL, hv_redis_connect(&f.env, NULL, &addr, 1000, &cbs, &f, &f.r));
+    ASSERT_NULL(f.r);
+    server_stop(&f.srv);
+    hv_dns_close(f.env.dns);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    redisReaderFree(f.srv.reader);
+    ASSERT_EQ(0, f.srv.accepted);
+    ASSERT_LOOP_CLOSE(&f.loop);
+}
+
+/* The user information: USER:PASSWORD or :PASSWORD, percent-decoded, up to the last '@'. */
+TEST_IMPL(redis_url_user_and_password)
+{
+    static const struct {
+        const char *url, *user, *password, *host;
+        uint16_t port;
+        unsigned db;
+    } good[] = {
+        {"redis://alice:s3cret@h:7000/2", "alice", "s3cret", "h", 7000, 2},
+        {"redis://:pw@127.0.0.1", "", "pw", "127.0.0.1", 6379, 0},
+        {"redis://al%69ce:p%40ss%2Fw%3A%25@[::1]:1/1", "alice", "p@ss/w:%", "::1", 1, 1},
+        {"redis://u:p@ss@h", "u", "p@ss", "h", 6379, 0},
+        {"redis://u:a:b/c@h/3", "u", "a:b/c", "h", 6379, 3},
+        {"redis://u:@h", "u", "", "h", 6379, 0},
+        {"redis://:@h", "", "", "h", 6379, 0},
+        {"redis://h", "", "", "h", 6379, 0},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(good); i++) {
+        hv_redis_addr_t a;
+        char err[256];
+        if (hv_redis_url_parse(good[i].url, &a, err, sizeof(err)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "%s: %s", good[i].url, err);
+        ASSERT_STR_EQ(good[i].user, a.user);
+        ASSERT_STR_EQ(good[i].password, a.password);
+        ASSERT_STR_EQ(good[i].host, a.host);
+        ASSERT_EQ(good[i].port, a.port);
+        ASSERT_EQ(good[i].db, a.db);
+    }
+    static const struct {
+        const char *url, *says;
+    } bad[] = {
+        {"redis://secret@h", "needs a ':'"},
+        {"redis://@h", "needs a ':'"},
+        {"redis://u:%zz@h", "bad %-escape"},
+        {"redis://u:%4@h", "bad %-escape"},
+        {"redis://u:a%00b@h", "NUL"},
+        {"redis://u:p@h?x=1", "query"},
+        {"redis://u:p@", "is not a redis://"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        hv_redis_addr_t a;
+        char err[256] = "";
+        if (hv_redis_url_parse(bad[i].url, &a, err, sizeof(err)) == 0)
+            hv_test_fail(__FILE__, __LINE__, "'%s' parsed", bad[i].url);
+        if (strstr(err, bad[i].says) == NULL)
+            hv_test_fail(__FILE__, __LINE__, "%s: %s", bad[i].url, err);
+    }
+    /* The longest user and password fit; one byte more does not. */
+    char url[HV_REDIS_USER_MAX + HV_REDIS_PASSWORD_MAX + 32], err[256];
+    hv_redis_addr_t a;
+    snprintf(url, sizeof(url), "redis://%0*d:%0*d@h", HV_REDIS_USER_MAX - 1, 0,
+             HV_REDIS_PASSWORD_MAX - 1, 0);
+    ASSERT_OK(hv_redis_url_parse(url, &a, err, sizeof(err)));
+    ASSERT_EQ(HV_REDIS_USER_MAX - 1, strlen(a.user));
+    ASSERT_EQ(HV_REDIS_PASSWORD_MAX - 1, strlen(a.password));
+    snprintf(url, sizeof(url), "redis://%0*d:x@h", HV_REDIS_USER_MAX, 0);
+    ASSERT_EQ(-1, hv_redis_url_parse(url, &a, err, sizeof(err)));
+    snprintf(url, sizeof(url), "redis://:%0*d@h", HV_REDIS_PASSWORD_MAX, 0);
+    ASSERT_EQ(-1, hv_redis_url_parse(url, &a, err, sizeof(err)));
+}
+
+/* ---- the password file */
+
+/* A file in the test's directory holding `len` bytes of `data`, with mode `mode`. */
+static const char *pw_file(const char *name, const char *data, size_t len, mode_t mode)
+{
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/%s", hv_test_tmpdir(), name);
+    FILE *f = fopen(path, "wb");
+    ASSERT_NOT_NULL(f);
+    ASSERT_EQ(len, fwrite(data, 1, len, f));
+    ASSERT_OK(fclose(f));
+    ASSERT_OK(chmod(path, mode));
+    return path;
+}
+
+/* One line, its newline (and a CR before it) not part of the password. */
+TEST_IMPL(redis_password_file_is_one_line)
+{
+    static const struct {
+        const char *data, *password;
+    } good[] = {
+        {"s3cret\n", "s3cret"}, {"s3cret\r\n", "s3cret"}, {"s3cret", "s3cret"},
+        {" spaced out \n", " spaced out "}, {"a\rb\n", "a\rb"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(good); i++) {
+        char out[HV_REDIS_PASSWORD_MAX], err[512];
+        const char *path = pw_file("pw", good[i].data, strlen(good[i].data), 0600);
+        if (hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "'%s': %s", good[i].data, err);
+        ASSERT_STR_EQ(good[i].password, out);
+    }
+    /* 0400 does as well as 0600; the longest password fits, with its CR LF. */
+    char big[HV_REDIS_PASSWORD_MAX + 2], out[HV_REDIS_PASSWORD_MAX], err[512];
+    memset(big, 'x', sizeof(big));
+    memcpy(big + HV_REDIS_PASSWORD_MAX - 1, "\r\n", 2);
+    const char *path = pw_file("big", big, HV_REDIS_PASSWORD_MAX + 1, 0400);
+    ASSERT_OK(hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
+    ASSERT_EQ(HV_REDIS_PASSWORD_MAX - 1, strlen(out));
+}
+
+/* What is refused, each naming the file. */
+TEST_IMPL(redis_password_file_refusals)
+{
+    char big[HV_REDIS_PASSWORD_MAX + 8];
+    memset(big, 'x', sizeof(big));
+    static const struct {
+        const char *data;
+        size_t len;
+        mode_t mode;
+        const char *says;
+    } bad[] = {
+        {"pw\n", 3, 0644, "is readable by its group and others (mode 0644): let only its owner "
+                          "read it (chmod 600)"},
+        {"pw\n", 3, 0640, "is readable by its group (mode 0640)"},
+        {"pw\n", 3, 0604, "is readable by others (mode 0604)"},
+        {"", 0, 0600, "is empty"},
+        {"\n", 1, 0600, "is empty"},
+        {"\r\n", 2, 0600, "is empty"},
+        {"pw\nmore\n", 8, 0600, "has more than one line"},
+        {"pw\n\n", 4, 0600, "has more than one line"},
+        {"p\0w\n", 4, 0600, "has a NUL byte"},
+        {NULL, HV_REDIS_PASSWORD_MAX, 0600, "holds more than 1023 bytes"},
+        {NULL, HV_REDIS_PASSWORD_MAX + 8, 0600, "holds more than 1023 bytes"},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        char out[HV_REDIS_PASSWORD_MAX] = "", err[512] = "", want[600];
+        const char *path = pw_file("pw", bad[i].data != NULL ? bad[i].data : big, bad[i].len,
+                                   bad[i].mode);
+        ASSERT_EQ(-1, hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
+        snprintf(want, sizeof(want), "the password file %s %s", path, bad[i].says);
+        if (strncmp(err, want, strlen(want)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "case %zu: '%s' does not start '%s'", i, err, want);
+        ASSERT_STR_EQ("", out);
+    }
+    char out[64], err[512], want[600], path[512];
+    snprintf(path, sizeof(path), "%s/missing", hv_test_tmpdir());
+    ASSERT_EQ(-1, hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
+    snprintf(want, sizeof(want), "cannot read the password file %s: no such file or directory",
+             path);
+    ASSERT_STR_EQ(want, err);
+    ASSERT_EQ(-1, hv_redis_password_read(hv_test_tmpdir(), out, sizeof(out), err, sizeof(err)));
+    snprintf(want, sizeof(want), "the password file %s is not a regular file", hv_test_tmpdir());
+    ASSERT_STR_EQ(want, err);
+}
+
+/* The file's password wins over the URL's, which may still name the user; a user left
+ * without a password is refused, as is a file that will not do. */
+TEST_IMPL(redis_url_load_takes_the_password_file)
+{
+    hv_redis_addr_t a;
+    char err[512];
+    const char *path = pw_file("pw", "from-file\n", 10, 0600);
+    ASSERT_OK(hv_redis_url_load("redis://alice:from-url@h/2", path, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("alice", a.user);
+    ASSERT_STR_EQ("from-file", a.password);
+    ASSERT_EQ(2, a.db);
+    ASSERT_OK(hv_redis_url_load("redis://alice:@h", path, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("alice", a.user);
+    ASSERT_STR_EQ("from-file", a.password);
+    ASSERT_OK(hv_redis_url_load("redis://h", path, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("", a.user);
+    ASSERT_STR_EQ("from-file", a.password);
+    ASSERT_OK(hv_redis_url_load("redis://:pw@h", NULL, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("pw", a.password);
+    ASSERT_OK(hv_redis_url_load("redis://h", NULL, &a, err, sizeof(err)));
+    ASSERT_STR_EQ("", a.password);
+
+    ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("redis://alice:@h", NULL, &a, err,
+                                                   sizeof(err)));
+    ASSERT(strstr(err, "user alice has no password") != NULL);
+    ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("http://h", path, &a, err, sizeof(err)));
+    path = pw_file("pw", "from-file\n", 10, 0644);
+    ASSERT_EQ(HV_REDIS_LOAD_PASSWORD_FILE,
+              hv_redis_url_load("redis://:from-url@h", path, &a, err, sizeof(err)));
+    ASSERT(strstr(err, "mode 0644") != NULL);
+}
+
+/* ---- showing a URL */
+
+/* The password is shown as ***, the rest as written; a user information without ':' (a
+ * password to redis-cli) is hidden whole; text that is no URL is masked the same way. */
+TEST_IMPL(redis_url_mask_hides_the_password)
+{
+    static const struct {
+        const char *url, *shown;
+    } cases[] = {
+        {"redis://alice:s3cret@host:6379/2", "redis://alice:***@host:6379/2"},
+        {"redis://:s3cret@host", "redis://:***@host"},
+        {"rediss://al%69ce:p%40ss@[::1]:6380", "rediss://al%69ce:***@[::1]:6380"},
+        {"redis://u:p@ss@h/1", "redis://u:***@h/1"},
+        {"redis://u:a:b/c@h", "redis://u:***@h"},
+        {"redis://s3cret@host", "redis://***@host"},
+        {"redis://alice:@host", "redis://alice:@host"},
+        {"redis://host:6379/0", "redis://host:6379/0"},
+        {"redis://host", "redis://host"},
+        {"http://u:s3cret@x:99999/?q", "http://u:***@x:99999/?q"},
+        {"u:s3cret@host", "u:***@host"},
+        {"s3cret@host", "***@host"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(cases); i++) {
+        char out[HV_REDIS_URL_SHOWN_MAX];
+        ASSERT(hv_redis_url_mask(cases[i].url, out, sizeof(out)) == out);
+        ASSERT_STR_EQ(cases[i].shown, out);
+    }
+    /* Cut short, it keeps what fits of the shown text: never the password. */
+    char small[12];
+    hv_redis_url_mask("redis://alice:s3cret@host", small, sizeof(small));
+    ASSERT_STR_EQ("redis://ali", small);
+    char tiny[18];
+    hv_redis_url_mask("redis://alice:s3cret@host", tiny, sizeof(tiny));
+    ASSERT_STR_EQ("redis://alice:***", tiny);
+}
+
+/* Every message about a URL shows it masked: the password is nowhere in it. */
+TEST_IMPL(redis_url_errors_show_the_url_masked)
+{
+    static const char *const bad[] = {
+        "redis://alice:s3cret@host:0",      "redis://alice:s3cret@host/99999",
+        "redis://alice:s3cret@host?x=1",    "rediss://alice:s3cret%zz@host",
+        "redis://s3cret@host",              "http://alice:s3cret@host",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        hv_redis_addr_t a;
+        char err[512] = "";
+        ASSERT_EQ(-1, hv_redis_url_parse(bad[i], &a, err, sizeof(err)));
+        if (strstr(err, "s3cret") != NULL || strstr(err, "***@host") == NULL)
+            hv_test_fail(__FILE__, __LINE__, "%s: %s", bad[i], err);
+    }
+    hv_redis_addr_t a;
+    char err[512];
+    ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("redis://alice:@host", NULL, &a, err,
+                                                   sizeof(err)));
+    ASSERT(strstr(err, "'redis://alice:@host'") != NULL);
 }

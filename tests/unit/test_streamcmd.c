@@ -89,6 +89,42 @@ TEST_IMPL(streamcmd_enqueue_every_option)
     ASSERT_EQ(3000, a.timeout_ms);
 }
 
+/* The login and TLS options: kept for the command, which reads the password file and makes
+ * the TLS context before connecting; the URL's own user and password are parsed here. */
+TEST_IMPL(streamcmd_login_and_tls_options)
+{
+    const char *argv[] = {"enqueue",    "--redis",       "rediss://alice:pw@q.internal:6380",
+                          "--ca-file",  "/etc/ca.pem",   "--insecure",
+                          "--redis-password-file=/run/pw", "f"};
+    hv_enqueue_args_t a;
+    ASSERT_OK(enqueue_args(ARGC(argv), argv, &a));
+    ASSERT_EQ(1, a.addr.tls);
+    ASSERT_STR_EQ("alice", a.addr.user);
+    ASSERT_STR_EQ("pw", a.addr.password);
+    ASSERT_STR_EQ("q.internal", a.addr.host);
+    ASSERT_EQ(6380, a.addr.port);
+    ASSERT_STR_EQ("/etc/ca.pem", a.ca_file);
+    ASSERT_EQ(1, a.insecure);
+    ASSERT_STR_EQ("/run/pw", a.password_file);
+
+    const char *st[] = {"status", "--redis=rediss://h", "--ca-file=/ca.pem",
+                        "--redis-password-file", "/pw"};
+    hv_status_args_t b;
+    ASSERT_OK(status_args(ARGC(st), st, &b));
+    ASSERT_EQ(1, b.addr.tls);
+    ASSERT_STR_EQ("/ca.pem", b.ca_file);
+    ASSERT_EQ(0, b.insecure);
+    ASSERT_STR_EQ("/pw", b.password_file);
+    hv_streamcmd_status_args_free(&b);
+
+    const char *plain[] = {"status", "--redis=redis://h"};
+    ASSERT_OK(status_args(ARGC(plain), plain, &b));
+    ASSERT_EQ(0, b.addr.tls);
+    ASSERT_NULL(b.ca_file);
+    ASSERT_NULL(b.password_file);
+    hv_streamcmd_status_args_free(&b);
+}
+
 TEST_IMPL(streamcmd_enqueue_help_needs_nothing_else)
 {
     const char *argv[] = {"enqueue", "--help"};
@@ -105,7 +141,11 @@ TEST_IMPL(streamcmd_enqueue_usage_errors)
 
     ASSERT_ENQUEUE_USAGE("--redis redis://HOST[:PORT][/DB] is required", "f");
     ASSERT_ENQUEUE_USAGE("is not a redis://", "--redis", "localhost:6379", "f");
-    ASSERT_ENQUEUE_USAGE("TLS to Redis is not supported", "--redis", "rediss://h", "f");
+    ASSERT_ENQUEUE_USAGE("(nor rediss:// for TLS)", "--redis", "redisx://h", "f");
+    ASSERT_ENQUEUE_USAGE("needs a ':'", "--redis", "rediss://secret@h", "f");
+    ASSERT_ENQUEUE_USAGE("option '--ca-file' needs a value", "--redis", "rediss://h", "f",
+                         "--ca-file");
+    ASSERT_ENQUEUE_USAGE("takes no value", "--redis", "rediss://h", "--insecure=yes", "f");
     ASSERT_ENQUEUE_USAGE("a FILE to enqueue is needed", "--redis", "redis://h");
     ASSERT_ENQUEUE_USAGE("one FILE at a time ('g' is a second)", "--redis", "redis://h", "f", "g");
     ASSERT_ENQUEUE_USAGE("standard input needs --batch NAME", "--redis", "redis://h", "-");
