@@ -119,6 +119,17 @@ static const directive_t directives[] = {
      "how long a host's robots.txt is reused"},
     {"robots_max_bytes", T_SIZE, F(robots_max_bytes), 1024, 16 * MIB, 0, "500k",
      "largest robots.txt read (the rest is ignored)"},
+    {"block_detection", T_BOOL, F(block_detection), 0, 1, 0, "yes",
+     "watch each host for block pages (one body for many URLs, bursts of 403/429, pages that "
+     "shrink); a blocked host's pages fail with Blocked instead of being written ok"},
+    {"block_same_body", T_UINT, F(block_same_body), 2, 8, 0, "3",
+     "distinct URLs of one host answering with one body that make it suspect"},
+    {"block_probe_delay", T_DURATION, F(block_probe_delay_ms), 100, HOUR_MS, 1000, "5s",
+     "pause before a suspect host is probed, and before a blocked host's first re-probe"},
+    {"block_probe_max_delay", T_DURATION, F(block_probe_max_delay_ms), 100, 24 * HOUR_MS, 1000,
+     "10m", "a blocked host is probed again after a pause that doubles up to this"},
+    {"record_digest", T_BOOL, F(record_digest), 0, 1, 0, "no",
+     "records of parsed pages carry body_digest, 16 hex digits of their decoded body's XXH3-64"},
     {"retries", T_UINT, F(retries), 0, 20, 0, "3",
      "further attempts after a transient failure (429/5xx in retry_statuses, connect errors, "
      "resets, timeouts)"},
@@ -761,6 +772,7 @@ static const section_key_t host_keys[] = {
     HOST_KEY("per_host", per_host, per_host_set),
     HOST_KEY("host_delay", delay_ms, delay_set),
     HOST_KEY("host_delay_jitter", jitter, jitter_set),
+    HOST_KEY("block_detection", block_detection, block_detection_set),
 };
 
 static const section_t sections[] = {
@@ -932,8 +944,9 @@ static char *ini_read_line(char *str, int num, void *stream)
     return str;
 }
 
-void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
-                           uint64_t *delay_ms, double *jitter)
+/* The [host] section for `host`: the one that names it exactly, else the longest "*.suffix"
+ * that matches; NULL: none. */
+static const hv_host_rule_t *host_rule(const hv_config_t *cfg, const char *host)
 {
     const hv_host_rule_t *exact = NULL, *wild = NULL;
     size_t hlen = strlen(host), best = 0;
@@ -949,10 +962,22 @@ void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *p
             }
         }
     }
-    const hv_host_rule_t *r = exact != NULL ? exact : wild;
+    return exact != NULL ? exact : wild;
+}
+
+void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
+                           uint64_t *delay_ms, double *jitter)
+{
+    const hv_host_rule_t *r = host_rule(cfg, host);
     *per_host = r != NULL && r->per_host_set ? r->per_host : cfg->per_host;
     *delay_ms = r != NULL && r->delay_set ? r->delay_ms : cfg->host_delay_ms;
     *jitter = r != NULL && r->jitter_set ? r->jitter : cfg->host_delay_jitter;
+}
+
+int hv_config_host_block_detection(const hv_config_t *cfg, const char *host)
+{
+    const hv_host_rule_t *r = host_rule(cfg, host);
+    return r != NULL && r->block_detection_set ? r->block_detection : cfg->block_detection;
 }
 
 int hv_config_add_rule(hv_config_t *cfg, const char *set, const char *key, const char *value,

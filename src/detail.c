@@ -118,6 +118,12 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_ATTRIBUTE_COMPARISONS_EXCEED] = "attribute_comparisons_exceed_<n>",
     [HV_D_FIELDS_EXCEED] = "fields_exceed_<size>",
     [HV_D_RECORD_EXCEEDS] = "record_exceeds_<size>",
+
+    [HV_D_BLOCK_SAME_BODY] = "same_body_as_<n>_urls",
+    [HV_D_BLOCK_STATUS_BURST] = "status_burst_<status>",
+    [HV_D_BLOCK_SIZE_COLLAPSE] = "size_collapse",
+    [HV_D_BLOCK_ONE_TITLE] = "one_title",
+    [HV_D_BLOCK_RATIO_TURN] = "ratio_turn",
 };
 
 const char *hv_detail_str(hv_detail_t d)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/queue.h>
 
+#include "harvestd/block.h"
 #include "harvestd/common.h"
 #include "harvestd/handles.h"
 #include "harvestd/job.h"
@@ -43,6 +44,13 @@ struct hv_engine_flow_s {
     TAILQ_ENTRY(hv_engine_flow_s) link;
 };
 
+/* A record the block detector holds until its host's verdict (in the engine's `held`). */
+typedef struct held_s {
+    hv_record_t *rec;
+    hv_engine_flow_t *f;
+    TAILQ_ENTRY(held_s) link;
+} held_t;
+
 struct hv_engine_s {
     uv_loop_t *loop;
     const hv_config_t *cfg;
@@ -52,8 +60,11 @@ struct hv_engine_s {
     hv_sched_t *sched;
     hv_fetch_t *fetch;
     hv_parse_t *parse;
-    hv_flow_t *robots_flow;    /* robots.txt requests: privileged, no batch */
+    hv_flow_t *robots_flow;    /* robots.txt requests and block probes: privileged, no batch */
     hv_recrawl_t *recrawl;     /* NULL: re-crawling off */
+    hv_block_t *block;         /* the block detector; NULL: off everywhere */
+    TAILQ_HEAD(, held_s) held; /* records waiting for their host's verdict */
+    unsigned nheld;
 
     hv_pages_t *pages;
     uv_idle_t pass;            /* active exactly while work is pending */
@@ -159,6 +170,16 @@ static void on_start(void *ud, hv_job_t *job)
     if (job->started_ms == 0)
         job->started_ms = now;
     job->attempt_ms = now;
+    hv_fault_t why;
+    if (job->kind == HV_JOB_PAGE && e->block != NULL &&
+        hv_block_refuses(e->block, job->host->key, &why)) {
+        /* The host is blocked: no request goes out; the record says which sign. The host's
+         * pacing slot stays taken, so that its jobs fail at its pace, not all at once. */
+        hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, HV_ET_BLOCKED, why.code, why.arg);
+        hv_sched_done(e->sched, job);
+        hv_fetch_end_unsent(e->fetch, job);
+        return;
+    }
     if (job->kind == HV_JOB_PAGE) {
         int robots_retry;
         hv_hostpol_t *pol = hv_polite_admit(e->polite, job->host->pol, job, now, &robots_retry);
@@ -175,9 +196,34 @@ static void on_start(void *ud, hv_job_t *job)
     hv_fetch_start(e->fetch, job);
 }
 
-/* How the attempt went, for the host's throttle. */
+static void block_changed(hv_engine_t *e, const char *key, hv_block_change_t change);
+
+/* Whether the block detector watches the host of `job`'s attempt (its last hop's). */
+static int block_watches(const hv_engine_t *e, const hv_job_t *job)
+{
+    return e->block != NULL && job->pol != NULL &&
+           (e->cfg->nhost_rules == 0 ? e->cfg->block_detection
+                                     : hv_config_host_block_detection(e->cfg, job->url.host));
+}
+
+/* How the attempt went, for the host's throttle and the block detector. */
 static void feedback(hv_engine_t *e, hv_job_t *job)
 {
+    if (block_watches(e, job)) {
+        uint64_t now = uv_now(e->loop);
+        const hv_record_t *rec = job->rec;
+        int64_t bytes = job->end == HV_JOB_GOT_PAGE ? (int64_t)job->body_len : -1;
+        /* A failure of ours, or of the connection, is no answer of the host's. */
+        int status = job->end == HV_JOB_GOT_PAGE || rec->error_type == HV_ET_HTTP_STATUS
+                         ? rec->http_status : 0;
+        hv_block_change_t c = hv_block_attempt(e->block, job->pol->key, status, bytes,
+                                               now > job->attempt_ms ? now - job->attempt_ms : 0,
+                                               now);
+        if (c != HV_BLOCK_UNCHANGED)
+            block_changed(e, job->pol->key, c);
+        if (job->end == HV_JOB_GOT_PAGE)
+            job->rec->host_key = hv_xstrdup(job->pol->key);
+    }
     const char *key;
     int changed = hv_polite_attempt_ended(e->polite, job, uv_now(e->loop), &key);
     job->pol = NULL; /* its reference went with the attempt */
@@ -216,6 +262,206 @@ static void robots_ended(hv_engine_t *e, hv_job_t *job)
     drop_job(e, job);
 }
 
+/* ---- block detection (block.h) ---- */
+
+/* Hand a record the detector let through (or cleared) to its flow. */
+static void pass_record(hv_engine_flow_t *f, hv_record_t *rec)
+{
+    if (f->e->recrawl != NULL)
+        hv_recrawl_parsed(f->e->recrawl, rec);
+    f->cbs->on_record(f->ud, rec);
+}
+
+/* A page of a blocked host: its record fails, without what the block page said. */
+static void fail_blocked(hv_record_t *rec, hv_fault_t why)
+{
+    hv_record_fail(rec, HV_STAGE_DOWNLOAD, HV_ET_BLOCKED, why.code, why.arg);
+    free(rec->title);
+    rec->title = NULL;
+    free(rec->fields);
+    rec->fields = NULL;
+}
+
+/* The host of `key`'s polite entry holds its jobs while it is suspect (sched.h's host_open),
+ * and keeps a reference meanwhile so that the entry, and the hold, outlive its jobs. */
+static void hold_host(hv_engine_t *e, const char *key, int hold)
+{
+    hv_url_t u;
+    char root[HV_URL_MAX + 8];
+    snprintf(root, sizeof(root), "%s/", key);
+    if (hv_url_parse(&u, root, strlen(root), NULL) != 0)
+        return;
+    hv_hostpol_t *pol = hv_polite_get(e->polite, key, u.host);
+    hv_url_free(&u);
+    if (hold && !pol->held) {
+        pol->held = 1; /* the reference stays with the hold */
+    } else {
+        if (!hold && pol->held) {
+            pol->held = 0;
+            hv_polite_put(e->polite, pol); /* the hold's */
+        }
+        hv_polite_put(e->polite, pol);
+    }
+    hv_host_t *h = hv_sched_host_find(e->sched, key);
+    if (h != NULL)
+        hv_sched_host_changed(e->sched, h);
+}
+
+/* The detector changed its mind about host `key`: act on its jobs and held records. */
+static void block_changed(hv_engine_t *e, const char *key, hv_block_change_t change)
+{
+    hv_fault_t why = hv_block_why(e->block, key);
+    char text[HV_DETAIL_TEXT_MAX];
+    hv_detail_format(text, sizeof(text), why.code, why.arg);
+    switch (change) {
+    case HV_BLOCK_BECAME_SUSPECT:
+        HV_LOG(HV_LOG_NOTICE, "event=host_suspect host=%s sign=%s", key, text);
+        hold_host(e, key, 1);
+        return;
+    case HV_BLOCK_BECAME_BLOCKED:
+        HV_LOG(HV_LOG_WARNING, "event=host_blocked host=%s sign=%s held=%u", key, text, e->nheld);
+        break;
+    case HV_BLOCK_BECAME_CLEAR:
+        HV_LOG(HV_LOG_NOTICE, "event=host_cleared host=%s", key);
+        break;
+    default:
+        return;
+    }
+    hold_host(e, key, 0);
+    held_t *hd, *next;
+    for (hd = TAILQ_FIRST(&e->held); hd != NULL; hd = next) {
+        next = TAILQ_NEXT(hd, link);
+        if (strcmp(hd->rec->host_key, key) != 0)
+            continue;
+        TAILQ_REMOVE(&e->held, hd, link);
+        e->nheld--;
+        hd->f->pages--;
+        if (change == HV_BLOCK_BECAME_BLOCKED) {
+            fail_blocked(hd->rec, why);
+            hd->f->cbs->on_record(hd->f->ud, hd->rec);
+        } else {
+            pass_record(hd->f, hd->rec);
+        }
+        free(hd);
+    }
+    hv_engine_wake(e);
+}
+
+/* A parsed record of flow `f`: on to its flow, held for its host's verdict, or failed. */
+static void block_verdict(hv_engine_flow_t *f, hv_record_t *rec)
+{
+    hv_engine_t *e = f->e;
+    hv_block_change_t change;
+    hv_fault_t why;
+    const hv_record_state_t *st = rec->state;
+    hv_block_page_t pg = {
+        .url = rec->requested_url,
+        .final_url = rec->url,
+        .http_status = rec->http_status,
+        .digest = rec->body_digest,
+        .bytes = rec->bytes,
+        .title = rec->title,
+        .stored_bytes = st != NULL && st->prev.fetched_at_ms != 0 ? st->prev.bytes : -1,
+        .stored_title = st != NULL && st->prev.fetched_at_ms != 0 ? st->prev.title : NULL,
+    };
+    hv_block_verdict_t v = hv_block_page(e->block, rec->host_key, &pg, uv_now(e->loop), &change,
+                                         &why);
+    if (change != HV_BLOCK_UNCHANGED)
+        block_changed(e, rec->host_key, change);
+    switch (v) {
+    case HV_BLOCK_HOLD: {
+        if (e->stopping) {
+            /* No verdict will come in time: its line is fetched again on resume. */
+            hv_record_free(rec);
+            break;
+        }
+        held_t *hd = hv_xcalloc(1, sizeof(*hd));
+        hd->rec = rec;
+        hd->f = f;
+        /* Still the flow's work. Not the page queue's: the probe that frees it must be read
+         * even while the queue is full. The host's jobs wait meanwhile, so what is held is at
+         * most what was in flight and queued for it when it became suspect. */
+        f->pages++;
+        TAILQ_INSERT_TAIL(&e->held, hd, link);
+        e->nheld++;
+        break;
+    }
+    case HV_BLOCK_FAIL:
+        fail_blocked(rec, why);
+        f->cbs->on_record(f->ud, rec);
+        break;
+    default:
+        pass_record(f, rec);
+        break;
+    }
+}
+
+/* Probes that are due: each an ordinary request on the privileged flow, which a held host
+ * lets through. */
+static void start_probes(hv_engine_t *e)
+{
+    const char *key, *text;
+    while ((key = hv_block_probe_due(e->block, uv_now(e->loop), &text)) != NULL) {
+        hv_url_t url;
+        if (hv_url_parse(&url, text, strlen(text), NULL) != 0) {
+            hv_block_change_t c = hv_block_probe_ended(e->block, key, 0, 0, 0, 0, 0,
+                                                       uv_now(e->loop));
+            if (c != HV_BLOCK_UNCHANGED)
+                block_changed(e, key, c);
+            continue;
+        }
+        hv_record_t *rec = hv_record_new(text, strlen(text));
+        rec->host_key = hv_xstrdup(key);
+        HV_LOG(HV_LOG_INFO, "event=host_probe host=%s url=\"%s\"", key, text);
+        hv_sched_submit(e->sched, e->robots_flow, hv_job_new(++e->next_job_id, HV_JOB_PROBE,
+                                                            rec, &url), 1);
+    }
+}
+
+static void probe_ended(hv_engine_t *e, hv_job_t *job)
+{
+    if (job->end == HV_JOB_REDIRECTED) {
+        hv_sched_submit(e->sched, job->flow, job, 1);
+        return;
+    }
+    const hv_record_t *rec = job->rec;
+    int got = job->end == HV_JOB_GOT_PAGE;
+    int status = got || rec->error_type == HV_ET_HTTP_STATUS ? rec->http_status : 0;
+    /* One page, on the loop: a probe is rare, and its body is bounded by max_bytes. */
+    uint64_t digest = got ? hv_record_body_digest(job->body, job->body_len) : 0;
+    if (e->block != NULL && job->end != HV_JOB_CANCELLED) {
+        hv_block_change_t c = hv_block_probe_ended(e->block, rec->host_key, status, got, digest,
+                                                   got ? (int64_t)job->body_len : -1,
+                                                   (double)random() / (double)RAND_MAX,
+                                                   uv_now(e->loop));
+        HV_LOG(HV_LOG_INFO, "event=host_probe_ended host=%s http_status=%d bytes=%" PRId64
+               " verdict=%s", rec->host_key, status, got ? (int64_t)job->body_len : (int64_t)-1,
+               c == HV_BLOCK_BECAME_CLEAR ? "cleared" : c == HV_BLOCK_BECAME_BLOCKED ? "blocked"
+               : hv_block_state(e->block, rec->host_key) == HV_BLOCK_BLOCKED ? "still_blocked"
+               : "retry");
+        if (c != HV_BLOCK_UNCHANGED)
+            block_changed(e, rec->host_key, c);
+    }
+    hv_job_free(job);
+}
+
+/* Drop the held records of `f` (NULL: of every flow), for a flow stopped at once or a
+ * stopping engine: their lines get no record now, and are fetched again on resume. */
+static void drop_held(hv_engine_t *e, hv_engine_flow_t *f)
+{
+    held_t *hd, *next;
+    for (hd = TAILQ_FIRST(&e->held); hd != NULL; hd = next) {
+        next = TAILQ_NEXT(hd, link);
+        if (f != NULL && hd->f != f)
+            continue;
+        TAILQ_REMOVE(&e->held, hd, link);
+        e->nheld--;
+        hd->f->pages--;
+        hv_record_free(hd->rec);
+        free(hd);
+    }
+}
+
 /* What follows a download that ended: the pass's first step. */
 static void job_ended(hv_engine_t *e, hv_job_t *job)
 {
@@ -223,6 +469,10 @@ static void job_ended(hv_engine_t *e, hv_job_t *job)
         hv_sched_done(e->sched, job);
     if (job->kind == HV_JOB_ROBOTS) {
         robots_ended(e, job);
+        return;
+    }
+    if (job->kind == HV_JOB_PROBE) {
+        probe_ended(e, job);
         return;
     }
     hv_engine_flow_t *f = hv_sched_flow_data(job->flow);
@@ -278,10 +528,10 @@ static void hand_over(hv_engine_flow_t *f, int drop)
         f->pages--;
         if (drop) {
             hv_record_free(rec);
+        } else if (f->e->block != NULL && rec->host_key != NULL && rec->digest_known) {
+            block_verdict(f, rec);
         } else {
-            if (f->e->recrawl != NULL)
-                hv_recrawl_parsed(f->e->recrawl, rec);
-            f->cbs->on_record(f->ud, rec);
+            pass_record(f, rec);
         }
     }
 }
@@ -312,6 +562,9 @@ static void on_pass(uv_idle_t *idle)
             hv_sched_host_changed(e->sched, h);
         }
     }
+
+    if (e->block != NULL)
+        start_probes(e);
 
     while (hv_parse_busy(e->parse) < e->cfg->parse_jobs && submit_group(e))
         ;
@@ -366,6 +619,9 @@ static void on_wake_timer(uv_timer_t *t)
 static void arm_wake_timer(hv_engine_t *e)
 {
     uint64_t at = hv_sched_next_wakeup(e->sched);
+    uint64_t probe = e->block != NULL ? hv_block_next_due(e->block) : 0;
+    if (probe != 0 && (at == 0 || probe < at))
+        at = probe;
     if (at == 0) {
         uv_timer_stop(&e->wake_timer);
         return;
@@ -399,6 +655,17 @@ hv_engine_t *hv_engine_new(uv_loop_t *loop, const hv_config_t *cfg, hv_tls_ctx_t
     e->tls = tls;
     e->records = records;
     TAILQ_INIT(&e->ended);
+    TAILQ_INIT(&e->held);
+    /* On for some host: the global switch, or a [host] section's. */
+    int block = cfg->block_detection;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        block |= cfg->host_rules[i].block_detection_set && cfg->host_rules[i].block_detection;
+    if (block) {
+        hv_block_params_t bp = {.same_body = cfg->block_same_body,
+                                .probe_delay_ms = cfg->block_probe_delay_ms,
+                                .probe_max_delay_ms = cfg->block_probe_max_delay_ms};
+        e->block = hv_block_new(&bp);
+    }
     e->pages = hv_pages_new(cfg->page_queue, cfg->page_queue_bytes);
     TAILQ_INIT(&e->flows);
     e->dns = hv_dns_new(loop, cfg->dns_ttl_ms, 4096);
@@ -472,6 +739,7 @@ hv_engine_flow_t *hv_engine_flow_new(hv_engine_t *e, const hv_engine_flow_cbs_t 
 hv_record_t *hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *url)
 {
     hv_engine_t *e = f->e;
+    rec->digest_shown = e->cfg->record_digest;
     if (e->recrawl != NULL &&
         hv_recrawl_prepare(e->recrawl, rec, url, f->rules_fp) == HV_RECRAWL_ANSWERED) {
         hv_url_free(url);
@@ -501,6 +769,7 @@ void hv_engine_flow_drop(hv_engine_flow_t *f, int force)
         f->pages -= hv_pages_drop(e->pages, f);
         hv_parse_cancel_pending(e->parse, f);
         hand_over(f, 1);
+        drop_held(e, f);
     }
     hv_engine_wake(e);
 }
@@ -545,6 +814,8 @@ void hv_engine_stop(hv_engine_t *e, int force)
         uv_timer_start(&e->drain_timer, on_drain_timeout, e->cfg->drain_timeout_ms, 0);
     }
     e->stopping = 1;
+    /* No verdict will come in time: the held records' lines are fetched again on resume. */
+    drop_held(e, NULL);
     hv_engine_flow_t *f, *next;
     for (f = TAILQ_FIRST(&e->flows); f != NULL; f = next) {
         next = TAILQ_NEXT(f, link);
@@ -572,6 +843,10 @@ void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out)
     out->dns = *hv_dns_stats(e->dns);
     out->polite = *hv_polite_stats(e->polite);
     out->has_tls = e->tls != NULL;
+    if (e->block != NULL) {
+        out->block = *hv_block_stats(e->block);
+        out->block_held = e->nheld;
+    }
     if (e->tls != NULL)
         out->tls = *hv_tls_ctx_stats(e->tls);
 }
@@ -623,6 +898,7 @@ void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
     end_jobs(e);
     hv_fetch_free(e->fetch);
     hv_sched_drop(e->sched, e->robots_flow, drop_job, e);
+    hv_block_free(e->block);
     hv_sched_flow_free(e->sched, e->robots_flow);
     hv_sched_free(e->sched);
     hv_polite_free(e->polite);

@@ -177,6 +177,8 @@ static const cli_option_t cli_options[] = {
      .usage = "-v                     more logging (-vv for debug); -q for warnings only"},
     {{.letter = "vv"}, .fixed = "debug", .later = set_directive, .target = "log_level"},
     {{.letter = "q"}, .fixed = "warning", .later = set_directive, .target = "log_level"},
+    {{.name = "digest"}, .fixed = "yes", .later = set_directive, .target = "record_digest",
+     .usage = "--digest               records carry body_digest (record_digest = yes)"},
     {{.name = "help", .letter = "h"}, .now = opt_help, .usage = "--help, --version"},
     {{.name = "version"}, .now = opt_version},
     {{.name = "once", .kind = HV_OPT_VALUE}, .now = opt_once},

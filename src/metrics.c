@@ -109,6 +109,21 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                      s->polite.throttled);
     counter(out, "harvestd_dns_cache_hits_total",
                        "Lookups answered by the cache or a lookup in flight.", d->hits);
+    /* The block detector's (zero when it is off: the series exist either way). */
+    appendf(out,
+            "# HELP harvestd_block_hosts Hosts the block detector suspects or found blocked.\n"
+            "# TYPE harvestd_block_hosts gauge\n"
+            "harvestd_block_hosts{state=\"suspect\"} %u\n"
+            "harvestd_block_hosts{state=\"blocked\"} %u\n"
+            "# HELP harvestd_block_verdicts_total Probes that confirmed or cleared a block.\n"
+            "# TYPE harvestd_block_verdicts_total counter\n"
+            "harvestd_block_verdicts_total{verdict=\"blocked\"} %" PRIu64 "\n"
+            "harvestd_block_verdicts_total{verdict=\"cleared\"} %" PRIu64 "\n",
+            s->block.suspect, s->block.blocked, s->block.verdicts_blocked,
+            s->block.verdicts_cleared);
+    counter(out, "harvestd_block_probes_total", "Block probes requested.", s->block.probes);
+    gauge(out, "harvestd_block_records_held",
+          "Records held until their host's block verdict.", s->block_held);
     if (s->has_tls) {
         appendf(out,
                 "# HELP harvestd_tls_handshakes_total TLS handshakes completed.\n"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <xxhash.h>
 
 #include "harvestd/common.h"
 #include "harvestd/utf8.h"
@@ -38,6 +39,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_BLOCKED_ADDRESS] = "BlockedAddress",
     [HV_ET_INVALID_ENTRY] = "InvalidEntry",
     [HV_ET_POISONED] = "Poisoned",
+    [HV_ET_BLOCKED] = "Blocked",
 };
 
 /* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that
@@ -99,6 +101,11 @@ void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, hv_d
     }
 }
 
+uint64_t hv_record_body_digest(const void *data, size_t len)
+{
+    return XXH3_64bits(data, len);
+}
+
 void hv_record_free(hv_record_t *r)
 {
     if (r == NULL)
@@ -112,6 +119,7 @@ void hv_record_free(hv_record_t *r)
     free(r->charset);
     free(r->fields);
     free(r->error);
+    free(r->host_key);
     if (r->state != NULL) {
         free(r->state->key);
         hv_store_entry_clear(&r->state->prev);
@@ -265,6 +273,11 @@ static char *hv_record_print(const hv_record_t *r)
         hv_record_add_string(obj, "charset", r->charset);
     if (r->bytes >= 0)
         hv_record_add_int(obj, "bytes", r->bytes);
+    if (r->digest_known && r->digest_shown) {
+        char hex[17];
+        snprintf(hex, sizeof(hex), "%016" PRIx64, r->body_digest);
+        hv_record_add_string(obj, "body_digest", hex);
+    }
     if (r->redirects >= 0)
         hv_record_add_int(obj, "redirects", r->redirects);
     if (r->attempts >= 0)

@@ -138,14 +138,18 @@ static void flow_ready_update(hv_sched_t *s, hv_flow_t *f)
     f->in_ready = ready;
 }
 
-/* Whether `h` may start a request for flow `f` now. A host held back only by its pacing
- * delay goes on the paced list, which hv_sched_tick() releases. */
-static int host_open(hv_sched_t *s, hv_host_t *h, const hv_flow_t *f)
+/* Whether `h` may start a request for flow `f`, whose next job is `next`, now. A host held
+ * back only by its pacing delay goes on the paced list, which hv_sched_tick() releases. A
+ * held host (polite.h) lets through the jobs already under way (a redirect's next hop, a
+ * retry), whose deadline runs, and the privileged flow's. */
+static int host_open(hv_sched_t *s, hv_host_t *h, const hv_flow_t *f, const hv_job_t *next)
 {
     const hv_hostpol_t *pol = h->pol;
     if (h->inflight >= pol->limit)
         return 0;
     if (s->robots && !f->privileged && pol->robots == NULL)
+        return 0;
+    if (pol->held && !f->privileged && (next == NULL || next->started_ms == 0))
         return 0;
     if (pol->delay_ms > 0 && now_ms(s) < pol->next_start_ms) {
         if (!h->_paced) {
@@ -159,7 +163,8 @@ static int host_open(hv_sched_t *s, hv_host_t *h, const hv_flow_t *f)
 
 static void fhost_ready_update(hv_sched_t *s, hv_fhost_t *fh)
 {
-    int ready = fh->nwaiting > 0 && host_open(s, fh->host, fh->flow);
+    int ready = fh->nwaiting > 0 &&
+                host_open(s, fh->host, fh->flow, TAILQ_FIRST(&fh->waiting));
     if (ready && !fh->ready)
         TAILQ_INSERT_TAIL(&fh->flow->ready, fh, ready_link);
     else if (!ready && fh->ready)
@@ -292,8 +297,8 @@ void hv_sched_done(hv_sched_t *s, hv_job_t *job)
     host_gc(s, h);
 }
 
-/* The ready flow with an open gate and the fewest requests in flight; among equals the one
- * that has waited longest (list order). Least-loaded first is what keeps a batch that arrives
+/* A ready privileged flow, else the ready flow with an open gate and the fewest requests in
+ * flight; among equals the one that has waited longest (list order). Least-loaded first is what keeps a batch that arrives
  * late from waiting behind a busy one, even when both want the same host. */
 static hv_flow_t *next_flow(hv_sched_t *s)
 {
@@ -302,6 +307,10 @@ static hv_flow_t *next_flow(hv_sched_t *s)
     for (unsigned i = 0; f != NULL && i < s->nready; i++, f = TAILQ_NEXT(f, ready_link)) {
         if (f->gate != NULL && !f->gate(f->ud))
             continue;
+        /* The privileged flow's few requests (robots.txt, block probes) are what other jobs
+         * of their host wait for: they go first. */
+        if (f->privileged)
+            return f;
         if (best == NULL || f->inflight < best->inflight)
             best = f;
     }

@@ -27,6 +27,8 @@ typedef struct {
     int delay_set;
     double jitter;
     int jitter_set;
+    int block_detection;
+    int block_detection_set;
 } hv_host_rule_t;
 
 /** Where the daemon takes work from (a set). */
@@ -76,6 +78,11 @@ typedef struct {
     double host_delay_jitter;    /* random extra delay, up to this fraction of it */
     int adaptive;                /* AIMD per-host concurrency and delay */
     int obey_robots;             /* fetch and obey robots.txt */
+    int block_detection;         /* watch hosts for block pages (block.h) */
+    unsigned block_same_body;    /* distinct URLs with one body that make a host suspect */
+    uint64_t block_probe_delay_ms;     /* pause before a suspect host's probe */
+    uint64_t block_probe_max_delay_ms; /* a blocked host's re-probes: the longest pause */
+    int record_digest;           /* records carry body_digest */
     uint64_t robots_ttl_ms;
     uint64_t robots_max_bytes;
     hv_host_rule_t host_rules[HV_HOST_RULES_MAX];
@@ -149,6 +156,10 @@ int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t er
  * names it exactly, else one whose "*.suffix" matches, else the global values. */
 void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
                            uint64_t *delay_ms, double *jitter);
+
+/** Whether block detection watches host name `host`: its [host] section's block_detection
+ *  (exact name, else the longest "*.suffix"), else the global one. */
+int hv_config_host_block_detection(const hv_config_t *cfg, const char *host);
 
 /** "file:line" or "command line" or "default" for where `name` got its value. */
 void hv_config_where(const hv_config_t *cfg, const char *name, char *out, size_t cap);

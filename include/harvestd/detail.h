@@ -142,6 +142,13 @@ typedef enum {
     HV_D_FIELDS_EXCEED,           /* fields_exceed_<size>: the extracted fields, printed */
     HV_D_RECORD_EXCEEDS,          /* record_exceeds_<size>: the whole record, printed */
 
+    /* the block detector (block.h): the sign that made the host's pages block pages */
+    HV_D_BLOCK_SAME_BODY,         /* same_body_as_<n>_urls */
+    HV_D_BLOCK_STATUS_BURST,      /* status_burst_<status> */
+    HV_D_BLOCK_SIZE_COLLAPSE,
+    HV_D_BLOCK_ONE_TITLE,
+    HV_D_BLOCK_RATIO_TURN,
+
     HV_D__COUNT
 } hv_detail_t;
 

@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "harvestd/block.h"
 #include "harvestd/config.h"
 #include "harvestd/dns.h"
 #include "harvestd/extract.h"
@@ -80,6 +81,8 @@ typedef struct hv_engine_stats_s {
     hv_polite_stats_t polite;
     int has_tls;
     hv_tls_stats_t tls;
+    hv_block_stats_t block;     /* the block detector's (zero while it is off) */
+    unsigned block_held;        /* records waiting for their host's verdict */
 } hv_engine_stats_t;
 
 /** `tls` (shared, outlives the engine) serves https URLs; every record handed to a batch's

@@ -35,6 +35,7 @@ struct hv_hostpol_s;
 typedef enum {
     HV_JOB_PAGE = 0,  /* an input URL: ends as a record */
     HV_JOB_ROBOTS,    /* a host's /robots.txt, fetched for the host's other jobs */
+    HV_JOB_PROBE,     /* a URL fetched again for the block detector's verdict (block.h) */
 } hv_job_kind_t;
 
 /** How fetch ended a job (set by fetch, consumed by the engine's pass). */

@@ -67,6 +67,9 @@ typedef struct hv_hostpol_s {
                                          same failure for good, its type (else HV_ET_NONE) */
     hv_fault_t robots_fault;          /* ... and detail, which such pages report */
     uint64_t robots_expires_ms;
+    /* block detection: set by the engine while the host is suspect (block.h); its jobs wait,
+     * as for robots.txt, but for privileged ones (the probe) */
+    int held;
     /* private */
     unsigned _refs;
     TAILQ_ENTRY(hv_hostpol_s) _lru;

@@ -5,10 +5,11 @@
  * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
  * and absent fields are omitted:
  *   requested_url, batch, line, url, status, http_status, title, fields, content_type,
- *   charset, bytes, redirects, attempts, elapsed_ms, fetched_at, modified_at, not_modified,
+ *   charset, bytes, body_digest, redirects, attempts, elapsed_ms, fetched_at, modified_at, not_modified,
  *   unchanged, from_cache, stage, error_type, error
  * (batch and line only on records of stream entries, whose output mixes no other batch;
- * modified_at and the three flags only with re-crawling, recrawl.h).
+ * modified_at and the three flags only with re-crawling, recrawl.h; body_digest only when
+ * asked for, record_digest).
  *
  * A failure is an error_type (the broad class) and a detail (detail.h): code and text are set
  * together by hv_record_fail(). Policy decides on the code; `error`, its text, is only output.
@@ -59,6 +60,7 @@ typedef enum {
     HV_ET_BLOCKED_ADDRESS,
     HV_ET_INVALID_ENTRY,
     HV_ET_POISONED,
+    HV_ET_BLOCKED,
     HV_ET__COUNT
 } hv_error_type_t;
 
@@ -99,7 +101,12 @@ typedef struct hv_record_s {
     int not_modified;       /* the answer was 304 Not Modified: content is the stored one */
     int unchanged;          /* a 200 whose body is the stored one */
     int from_cache;         /* answered from the store, no request made */
+    uint64_t body_digest;   /* hv_record_body_digest() of the decoded body, by the parser */
+    int digest_known;       /* ... when it hashed one */
+    int digest_shown;       /* ... output as body_digest (record_digest = yes) */
     hv_record_state_t *state; /* re-crawling's (not output); NULL: none */
+    char *host_key;         /* the block detector's host, scheme://host:port of the last
+                               attempt (not output); NULL: not watched */
     uint64_t parse_ns;      /* what the parser took; 0: not parsed (not output) */
     hv_stage_t stage;       /* HV_STAGE_NONE when ok */
     hv_error_type_t error_type;
@@ -121,6 +128,10 @@ void hv_record_fail(hv_record_t *r, hv_stage_t stage, hv_error_type_t type, hv_d
 
 /** Give `r` an empty re-crawling state for store key `key` (copied); returns it. */
 hv_record_state_t *hv_record_state_new(hv_record_t *r, const char *key);
+
+/** The 64-bit digest of a decoded body (XXH3-64): what records carry as body_digest (16 hex
+ *  digits) and the block detector compares across URLs. */
+uint64_t hv_record_body_digest(const void *data, size_t len);
 
 /** Free the record and its strings (NULL is fine). */
 void hv_record_free(hv_record_t *r);

@@ -1,0 +1,226 @@
+"""Block pages: the per-host block detector against sites that start refusing the crawler.
+
+Each Site is a stdlib HTTP/1.1 server of its own on 127.0.0.1 (a host of its own to harvestd:
+another port). It serves real pages, each with its own title and text, until `switch_after`
+requests have been answered; then it refuses in the way it was given (one fast "Access
+denied" page for every URL, a 403 or 429, or a small page with a request id) for `block_for`
+requests (None: for good), then serves real pages again. Every record of a line is checked:
+exactly one per line, at most two block pages written `ok` per host, the rest `Blocked`.
+"""
+
+import http.server
+import json
+import threading
+
+import pytest
+
+BLOCK_PAGE = (b"<!doctype html><html><head><title>Access denied</title></head>"
+              b"<body><h1>Access denied</h1><p>You don't have permission.</p></body></html>")
+
+FAST = ("--block-probe-delay", "300ms")
+
+
+class Site:
+    def __init__(self, switch_after=None, mode="same_body", block_for=None, soft404=(),
+                 same_for_all=False, page_bytes=6000):
+        self.switch_after = switch_after
+        self.mode = mode
+        self.block_for = block_for
+        self.soft404 = set(soft404)
+        self.same_for_all = same_for_all
+        self.page_bytes = page_bytes
+        self.lock = threading.Lock()
+        self.served = 0
+        self.blocked_served = 0
+        self.log = []
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                status, body = site._answer(self.path)
+                self.send_response(status)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def _real(self, path):
+        if self.same_for_all:
+            path = path.split("?")[0]  # a parameter the site ignores
+        if path.split("?")[0] in self.soft404:
+            return (b"<html><head><title>Not here</title></head><body>"
+                    b"<p>We could not find that page.</p></body></html>")
+        text = ("<p>%s</p>" % path) * (self.page_bytes // (len(path) + 7) + 1)
+        return ("<html><head><title>Page %s</title></head><body>%s</body></html>"
+                % (path, text)).encode()
+
+    def _answer(self, path):
+        with self.lock:
+            self.served += 1
+            n = self.served
+            self.log.append(path)
+            blocking = (self.switch_after is not None and n > self.switch_after and
+                        (self.block_for is None or self.blocked_served < self.block_for))
+            if blocking:
+                self.blocked_served += 1
+        if not blocking:
+            return 200, self._real(path)
+        if self.mode == "same_body":
+            return 200, BLOCK_PAGE
+        if self.mode in ("403", "429"):
+            return int(self.mode), BLOCK_PAGE
+        # "ratio": a small challenge page with its own request id each time.
+        return 200, (b"<html><head><title>Just a moment...</title></head><body>ray %d"
+                     b"</body></html>" % n)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def sites():
+    made = []
+
+    def make(**kw):
+        s = Site(**kw)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.stop()
+
+
+def interleave(*lists):
+    out = []
+    for i in range(max(len(x) for x in lists)):
+        for x in lists:
+            if i < len(x):
+                out.append(x[i])
+    return out
+
+
+def one_per_line(run, urls):
+    assert run.rc == 0, run.stderr
+    assert sorted(r["requested_url"] for r in run.records) == sorted(urls)
+
+
+def by_site(run, site):
+    prefix = site.url("/")
+    return [r for r in run.records if r["requested_url"].startswith(prefix)]
+
+
+def test_98_01_same_body_for_every_url_blocks_the_host_and_spares_the_others(
+        run_harvestd, sites):
+    bad = sites(switch_after=10)
+    good = [sites(), sites()]
+    urls = interleave(*[[s.url("/p%d" % i) for i in range(60)] for s in [bad] + good])
+    run = run_harvestd(urls, *FAST, "--per-host", "2")
+    one_per_line(run, urls)
+    recs = by_site(run, bad)
+    denied_ok = [r for r in recs if r["status"] == "ok" and r.get("title") == "Access denied"]
+    assert len(denied_ok) <= 2, denied_ok
+    blocked = [r for r in recs if r.get("error_type") == "Blocked"]
+    real = [r for r in recs if r["status"] == "ok" and r["title"].startswith("Page ")]
+    assert len(real) == 10
+    assert len(real) + len(denied_ok) + len(blocked) == 60, recs
+    assert all(r["stage"] == "download" and r["error"] == "same_body_as_3_urls"
+               and "title" not in r for r in blocked), blocked
+    # Blocked lines after the verdict made no request: the host saw the probe and the pages
+    # in flight, not 60.
+    assert bad.served < 10 + 2 + 1 + 2 * 2 + 4, bad.served
+    for s in good:
+        assert all(r["status"] == "ok" for r in by_site(run, s))
+    assert "Blocked" in run.summary.get("error_types", {}) or \
+        "error_type.Blocked" in run.stderr
+
+
+@pytest.mark.parametrize("mode", ["403", "429"])
+def test_98_02_a_burst_of_refusals_blocks_the_host(run_harvestd, sites, mode):
+    bad = sites(switch_after=10, mode=mode)
+    good = sites()
+    urls = interleave([bad.url("/p%d" % i) for i in range(60)],
+                      [good.url("/p%d" % i) for i in range(30)])
+    run = run_harvestd(urls, *FAST, "--per-host", "1")
+    one_per_line(run, urls)
+    recs = by_site(run, bad)
+    assert sum(r["status"] == "ok" for r in recs) == 10
+    refused = [r for r in recs if r.get("error_type") == "HttpStatus"]
+    blocked = [r for r in recs if r.get("error_type") == "Blocked"]
+    # Five refusals in the last eight attempts make the burst; the rest never went out.
+    assert len(refused) == 5, refused
+    assert len(blocked) == 45 and all(r["error"] == "status_burst_%s" % mode for r in blocked)
+    assert bad.served <= 10 + 5 + 2, bad.served  # and the probe, and one re-probe
+    assert all(r["status"] == "ok" for r in by_site(run, good))
+
+
+def test_98_03_identical_pages_of_a_site_are_not_a_block(run_harvestd, sites):
+    """Soft 404s next to real pages, and a site that ignores a parameter: the probe gets a
+    real page back, and every record is ok."""
+    soft = sites(soft404=["/gone%d" % i for i in range(30)])
+    params = sites(same_for_all=True)
+    urls = interleave([soft.url("/p%d" % i) for i in range(20)],
+                      [soft.url("/gone%d" % i) for i in range(30)],
+                      [params.url("/item?utm=%d" % i) for i in range(40)])
+    run = run_harvestd(urls, *FAST)
+    one_per_line(run, urls)
+    assert all(r["status"] == "ok" for r in run.records), \
+        [r for r in run.records if r["status"] != "ok"][:3]
+    assert sum(r["title"] == "Not here" for r in run.records) == 30
+
+
+def test_98_04_template_pages_that_differ_are_never_suspect(run_harvestd, sites):
+    site = sites(page_bytes=3000)
+    urls = [site.url("/article/%d" % i) for i in range(2000)]
+    run = run_harvestd(urls, "--log-level", "info", timeout=120)
+    one_per_line(run, urls)
+    assert all(r["status"] == "ok" for r in run.records)
+    assert "event=host_suspect" not in run.stderr
+    assert site.served == 2000  # no probe
+
+
+def test_98_05_a_host_that_recovers_is_fetched_again(run_harvestd, sites):
+    """The block lifts after the first probes: later URLs of the host are ok again."""
+    site = sites(switch_after=8, block_for=6)
+    urls = [site.url("/p%d" % i) for i in range(80)]
+    run = run_harvestd(urls, *FAST, "--per-host", "1", "--host-delay", "100ms",
+                       "--log-level", "info")
+    one_per_line(run, urls)
+    recs = {r["requested_url"]: r for r in run.records}
+    seq = [recs[u] for u in urls]
+    blocked = [i for i, r in enumerate(seq) if r.get("error_type") == "Blocked"]
+    assert blocked, "the host was never blocked"
+    after = seq[blocked[-1] + 1:]
+    assert len(after) >= 10 and all(r["status"] == "ok" and r["title"].startswith("Page ")
+                                    for r in after), after[:3]
+    assert "event=host_cleared" in run.stderr
+    denied_ok = [r for r in seq if r["status"] == "ok" and r["title"] == "Access denied"]
+    assert len(denied_ok) <= 2
+
+
+def test_98_06_digest_on_request_and_detection_off(run_harvestd, sites):
+    bad = sites(switch_after=2)
+    urls = [bad.url("/p%d" % i) for i in range(12)]
+    off = run_harvestd(urls, "--block-detection=no", "--digest")
+    one_per_line(off, urls)
+    assert all(r["status"] == "ok" for r in off.records)
+    digests = {r["title"]: r["body_digest"] for r in off.records}
+    assert len(digests["Access denied"]) == 16 and int(digests["Access denied"], 16) >= 0
+    assert sum(r["title"] == "Access denied" for r in off.records) == 10
+    assert len(set(r["body_digest"] for r in off.records)) == 3
+    on = run_harvestd([bad.url("/q%d" % i) for i in range(5)], *FAST)
+    assert all("body_digest" not in r for r in on.records)
