@@ -93,6 +93,8 @@ typedef struct hv_record_s {
     int64_t bytes;          /* decoded body bytes; -1: absent */
     int redirects;          /* -1: absent */
     int attempts;           /* download attempts made (retries + 1); -1: absent */
+    unsigned requests;      /* requests sent for it: every attempt, redirect hop and stale
+                               connection retry (not output; 0: none, e.g. from_cache) */
     int64_t elapsed_ms;     /* -1: absent */
     int64_t fetched_at_ms;  /* Unix ms; -1: absent */
     int64_t modified_at_ms; /* Unix ms: when the content was last seen to change; -1: absent */
