@@ -1,7 +1,10 @@
 /* Run health: the size distribution and its median, the table of failing hosts, the last
- * minute's ring on a fake clock. */
+ * minute's ring on a fake clock, and what the summaries and /metrics make of them. */
+#include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/health.h"
+#include "harvestd/metrics.h"
+#include "harvestd/record.h"
 #include "test.h"
 
 #include <math.h>
@@ -324,4 +327,92 @@ TEST_IMPL(health_minute_every_second_of_a_minute)
         now += 1000;
     }
     hv_minute_free(m);
+}
+
+/* ---- records counted, and the page ---- */
+
+static hv_record_t *page(int status, int64_t bytes)
+{
+    hv_record_t *r = hv_record_new("http://h/", 9);
+    r->http_status = status;
+    r->bytes = bytes;
+    r->requests = 1;
+    return r;
+}
+
+TEST_IMPL(health_record_counts_feed_sizes_and_the_minute)
+{
+    uint64_t now = 1000;
+    hv_record_counts_t c;
+    memset(&c, 0, sizeof(c));
+    c.minute = hv_minute_new(fake_clock, &now);
+
+    hv_record_t *recs[5];
+    recs[0] = page(200, 4864); /* the middle of its bucket, as 100 is: the median is exact */
+    recs[1] = page(200, 100);
+    recs[2] = page(200, 9000);
+    recs[2]->not_modified = 1; /* a 304: the stored page's size, not a download */
+    recs[3] = page(503, 300);
+    hv_record_fail(recs[3], HV_STAGE_DOWNLOAD, HV_ET_HTTP_STATUS, HV_D_HTTP_STATUS, "503");
+    recs[4] = page(200, 20000);
+    recs[4]->from_cache = 1;
+    recs[4]->requests = 0;
+    for (int i = 0; i < 5; i++)
+        hv_record_counts_add(&c, recs[i]);
+    ASSERT_EQ(4864, hv_record_ok_body_bytes(recs[0]));
+    ASSERT_EQ(-1, hv_record_ok_body_bytes(recs[2]));
+    ASSERT_EQ(-1, hv_record_ok_body_bytes(recs[3]));
+    ASSERT_EQ(-1, hv_record_ok_body_bytes(recs[4]));
+    ASSERT_EQ(2, c.ok_size_count);
+    ASSERT_EQ(4964, c.ok_size_sum);
+    ASSERT_EQ(1, c.ok_size_buckets[0]); /* 100 <= 256 */
+    ASSERT_EQ(1, c.ok_size_buckets[3]); /* 4096 < 4864 <= 16384 */
+
+    hv_buf_t out;
+    hv_buf_init(&out, 1 << 20);
+    hv_metrics_view_t view = {.records = &c};
+    hv_metrics_render(&out, &view, NULL);
+    hv_buf_append(&out, "", 1);
+    const char *text = out.data;
+    static const char *const want[] = {
+        "\nharvestd_last_minute_records{status=\"ok\"} 4\n",
+        "\nharvestd_last_minute_records{status=\"failed\"} 1\n",
+        "\nharvestd_last_minute_ok_ratio 0.8\n",
+        "\nharvestd_last_minute_http_responses{class=\"2xx\"} 4\n",
+        "\nharvestd_last_minute_http_responses{class=\"5xx\"} 1\n",
+        "\nharvestd_last_minute_http_responses{class=\"3xx\"} 0\n",
+        "\nharvestd_last_minute_ok_body_bytes_mean 2482\n",
+        "\nharvestd_last_minute_ok_body_bytes_median 2482\n",
+        "\nharvestd_last_minute_requests_per_second 4\n",
+        "\n# TYPE harvestd_ok_body_bytes histogram\n",
+        "\nharvestd_ok_body_bytes_bucket{le=\"256\"} 1\n",
+        "\nharvestd_ok_body_bytes_bucket{le=\"4096\"} 1\n",
+        "\nharvestd_ok_body_bytes_bucket{le=\"16384\"} 2\n",
+        "\nharvestd_ok_body_bytes_bucket{le=\"4194304\"} 2\n",
+        "\nharvestd_ok_body_bytes_bucket{le=\"+Inf\"} 2\n",
+        "\nharvestd_ok_body_bytes_sum 4964\n",
+        "\nharvestd_ok_body_bytes_count 2\n",
+    };
+    for (size_t i = 0; i < HV_ARRAY_SIZE(want); i++)
+        if (strstr(text, want[i]) == NULL)
+            hv_test_fail(__FILE__, __LINE__, "no %s in:\n%s", want[i], text);
+
+    /* A minute later the ratios have no value: their samples are absent, their families not. */
+    now += 61000;
+    hv_buf_reset(&out);
+    hv_metrics_render(&out, &view, NULL);
+    hv_buf_append(&out, "", 1);
+    text = out.data;
+    ASSERT_NOT_NULL(strstr(text, "\n# TYPE harvestd_last_minute_ok_ratio gauge\n"));
+    ASSERT_NULL(strstr(text, "\nharvestd_last_minute_ok_ratio "));
+    ASSERT_NULL(strstr(text, "\nharvestd_last_minute_ok_body_bytes_mean "));
+    ASSERT_NULL(strstr(text, "\nharvestd_last_minute_ok_body_bytes_median "));
+    ASSERT_NOT_NULL(strstr(text, "\nharvestd_last_minute_records{status=\"ok\"} 0\n"));
+    ASSERT_NOT_NULL(strstr(text, "\nharvestd_last_minute_requests_per_second 0\n"));
+    ASSERT_NOT_NULL(strstr(text, "\nharvestd_ok_body_bytes_count 2\n"));
+
+    hv_buf_free(&out);
+    for (int i = 0; i < 5; i++)
+        hv_record_free(recs[i]);
+    hv_minute_free(c.minute);
 }
