@@ -1,5 +1,6 @@
 /* Run health: the size distribution and its median, the table of failing hosts, the last
  * minute's ring on a fake clock, and what the summaries and /metrics make of them. */
+#include "harvestd/batch.h"
 #include "harvestd/buf.h"
 #include "harvestd/common.h"
 #include "harvestd/health.h"
@@ -415,4 +416,26 @@ TEST_IMPL(health_record_counts_feed_sizes_and_the_minute)
     for (int i = 0; i < 5; i++)
         hv_record_free(recs[i]);
     hv_minute_free(c.minute);
+}
+
+TEST_IMPL(health_batch_statuses_compact)
+{
+    hv_batch_stats_t *s = hv_xcalloc(1, sizeof(*s));
+    char out[64];
+    hv_batch_format_statuses(s, out, sizeof(out));
+    ASSERT_STR_EQ("", out);
+    s->by_status[404] = 3;
+    s->by_status[200] = 20;
+    s->by_status[503] = 1;
+    hv_batch_format_statuses(s, out, sizeof(out));
+    ASSERT_STR_EQ("200:20,404:3,503:1", out);
+    /* More codes than room: cut short, and said so. */
+    for (int code = 100; code < 600; code += 7)
+        s->by_status[code] = 1;
+    hv_batch_format_statuses(s, out, sizeof(out));
+    ASSERT_EQ(0, strcmp(out + strlen(out) - 4, ",..."));
+    ASSERT_LT(strlen(out), sizeof(out));
+    hv_batch_format_statuses(s, out, 6);
+    ASSERT_STR_EQ("...", out);
+    free(s);
 }
