@@ -230,12 +230,19 @@ fuzz-run-%: fuzz-build
 	    exit 1; \
 	fi
 
-# Calls we keep out of the code base (see README, "Code rules"), and the include direction
-# between layers (tests/lint/layers.txt; README, "How it works").
+# Calls we keep out of the code base (see README, "Code rules"), the include direction
+# between layers (tests/lint/layers.txt; README, "How it works"), and the alerting rules
+# (conf/harvestd-alerts.yml): valid for Prometheus, and firing on the cases of
+# tests/promtool/ (promtool comes with Debian's prometheus package; `make deps`).
+PROMTOOL ?= promtool
 lint:
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' $(shell find src -name '*.[ch]') include/harvestd/*.h \
 	    || { echo "lint: forbidden call above" >&2; exit 1; }
 	@$(PYTHON) tests/lint/layers.py
+	@command -v $(PROMTOOL) >/dev/null 2>&1 || { \
+	    echo "lint: $(PROMTOOL) not found; 'make deps' installs it (Debian package prometheus)" >&2; exit 1; }
+	@$(PROMTOOL) check rules conf/harvestd-alerts.yml >/dev/null
+	@cd tests/promtool && $(PROMTOOL) test rules harvestd-alerts.test.yml >/dev/null
 
 # `make bench` (QUICK=1 for a short run): prints one table of figures with PASS/FAIL targets.
 bench: deps

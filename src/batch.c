@@ -89,6 +89,27 @@ static int may_read_input(const hv_batch_t *b)
 
 /* ---- records ---- */
 
+_Static_assert(HV_ET__COUNT <= HV_TOPHOSTS_TYPES, "every error type must fit the host table");
+
+/* The host a failure belongs to: of the URL it failed at, or of the line when it has none
+ * (a page that crashed the parser before); input failures have none. */
+static void count_failing_host(hv_batch_stats_t *s, const hv_record_t *rec)
+{
+    char key[HV_HOST_KEY_MAX];
+    int n = -1;
+    if (rec->url != NULL) {
+        n = hv_health_host_key(key, sizeof(key), rec->url);
+    } else {
+        hv_url_t u;
+        if (hv_url_parse(&u, rec->requested_url, strlen(rec->requested_url), NULL) == 0) {
+            n = hv_health_host_key(key, sizeof(key), u.href);
+            hv_url_free(&u);
+        }
+    }
+    if (n > 0)
+        hv_tophosts_add(&s->failing, key, (unsigned)rec->error_type);
+}
+
 static void push_result(hv_batch_t *b, hv_record_t *rec)
 {
     hv_batch_stats_t *s = &b->stats;
@@ -99,7 +120,12 @@ static void push_result(hv_batch_t *b, hv_record_t *rec)
     } else {
         s->failed++;
         s->by_type[rec->error_type]++;
+        count_failing_host(s, rec);
     }
+    int64_t ok_bytes = hv_record_ok_body_bytes(rec);
+    if (ok_bytes >= 0)
+        hv_sizes_add(&s->ok_sizes, (uint64_t)ok_bytes);
+    s->requests += rec->requests;
     if (rec->http_status >= 100 && rec->http_status < 600)
         s->by_status[rec->http_status]++;
     if (rec->bytes >= 0) {
@@ -470,11 +496,14 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
     double elapsed = (double)(now_ms - s->started_ms) / 1000.0;
     size_t n = 0;
 
+/* A field that does not fit is left out whole. */
 #define ADD(...)                                                                           \
     do {                                                                                   \
         int m_ = snprintf(out + n, cap - n, __VA_ARGS__);                                  \
         if (m_ > 0 && (size_t)m_ < cap - n)                                                \
             n += (size_t)m_;                                                               \
+        else                                                                               \
+            out[n] = '\0';                                                                 \
     } while (0)
 
     if (cap == 0)
@@ -489,9 +518,48 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
     if (b->recrawl != NULL)
         ADD(" not_modified=%" PRIu64 " unchanged=%" PRIu64 " from_cache=%" PRIu64,
             s->not_modified, s->unchanged, s->from_cache);
+    if (s->records > 0)
+        ADD(" ok_ratio=%.3f", (double)s->ok / (double)s->records);
+    char codes[256];
+    hv_batch_format_statuses(s, codes, sizeof(codes));
+    if (codes[0] != '\0')
+        ADD(" http_statuses=%s", codes);
+    if (s->ok_sizes.count > 0)
+        ADD(" ok_body_bytes_mean=%" PRIu64 " ok_body_bytes_median=%.0f",
+            s->ok_sizes.sum / s->ok_sizes.count, hv_sizes_median(&s->ok_sizes));
+    ADD(" requests=%" PRIu64 " requests_per_s=%.1f", s->requests,
+        elapsed > 0 ? (double)s->requests / elapsed : 0.0);
     ADD(" elapsed_s=%.3f pages_per_s=%.1f hwm_jobs=%u hwm_results=%u", elapsed,
         elapsed > 0 ? (double)s->records / elapsed : 0.0, s->hwm_jobs, s->hwm_results);
+    const hv_tophost_t *top[HV_BATCH_TOP_HOSTS];
+    unsigned ntop = hv_tophosts_top(&s->failing, top, HV_BATCH_TOP_HOSTS);
+    if (ntop > 0) {
+        ADD(" top_failing_hosts=");
+        for (unsigned i = 0; i < ntop; i++)
+            ADD("%s%s(%" PRIu64 ",%s)", i > 0 ? ";" : "", top[i]->host, top[i]->failed,
+                hv_error_type_name((hv_error_type_t)hv_tophost_type(top[i])));
+    }
 #undef ADD
+}
+
+void hv_batch_format_statuses(const hv_batch_stats_t *s, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    for (int code = 100; code < 600; code++) {
+        if (s->by_status[code] == 0)
+            continue;
+        /* Room is kept for the mark that says codes were left out. */
+        int m = snprintf(out + n, cap - n, "%s%d:%" PRIu64, n > 0 ? "," : "", code,
+                         s->by_status[code]);
+        if (m < 0 || (size_t)m >= cap - n || cap - n - (size_t)m < 5) {
+            snprintf(out + n, cap - n, "%s", n > 0 ? ",..." : "...");
+            return;
+        }
+        n += (size_t)m;
+    }
 }
 
 uint64_t hv_batch_unsynced(const hv_batch_t *b)
@@ -515,6 +583,7 @@ void hv_batch_free(hv_batch_t *b)
 {
     assert(b->state == B_DONE);
     free_tokens(b);
+    hv_tophosts_clear(&b->stats.failing);
     free(b->name);
     free(b->output_path);
     free(b);

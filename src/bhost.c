@@ -265,6 +265,14 @@ static void add_uint(cJSON *obj, const char *key, uint64_t v)
     cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(digits));
 }
 
+/* A number with `places` decimals, as printed (cJSON would print 0.95 for 0.950). */
+static void add_fixed(cJSON *obj, const char *key, int places, double v)
+{
+    char digits[64];
+    snprintf(digits, sizeof(digits), "%.*f", places, v);
+    cJSON_AddItemToObject(obj, key, cJSON_CreateRaw(digits));
+}
+
 /* The summary of the batch that just ended, as the completion writes it. */
 static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
 {
@@ -279,6 +287,12 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     add_uint(root, "ok", s->ok + s->skipped);
     add_uint(root, "failed", s->failed);
     add_uint(root, "resumed", s->skipped);
+    /* Over the whole batch, as records and ok are; null for a batch without lines. */
+    if (s->records + s->skipped > 0)
+        add_fixed(root, "ok_ratio", 3,
+                  (double)(s->ok + s->skipped) / (double)(s->records + s->skipped));
+    else
+        cJSON_AddNullToObject(root, "ok_ratio");
     cJSON *types = cJSON_AddObjectToObject(root, "error_types");
     for (int t = 1; t < HV_ET__COUNT; t++)
         if (s->by_type[t] > 0)
@@ -292,6 +306,14 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     }
     add_uint(root, "body_bytes_total", s->body_bytes);
     add_uint(root, "body_bytes_mean", s->with_bytes ? s->body_bytes / s->with_bytes : 0);
+    /* The ok pages this run downloaded; null when there are none. */
+    if (s->ok_sizes.count > 0) {
+        add_uint(root, "ok_body_bytes_mean", s->ok_sizes.sum / s->ok_sizes.count);
+        add_fixed(root, "ok_body_bytes_median", 0, hv_sizes_median(&s->ok_sizes));
+    } else {
+        cJSON_AddNullToObject(root, "ok_body_bytes_mean");
+        cJSON_AddNullToObject(root, "ok_body_bytes_median");
+    }
     if (hv_engine_recrawl(hb->host->engine) != NULL) {
         cJSON *re = cJSON_AddObjectToObject(root, "recrawl");
         add_uint(re, "not_modified", s->not_modified);
@@ -307,6 +329,19 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     cJSON_AddItemToObject(root, "elapsed_s", cJSON_CreateRaw(digits));
     snprintf(digits, sizeof(digits), "%.1f", elapsed > 0 ? (double)s->records / elapsed : 0.0);
     cJSON_AddItemToObject(root, "pages_per_s", cJSON_CreateRaw(digits));
+    add_uint(root, "requests", s->requests);
+    add_fixed(root, "requests_per_s", 1, elapsed > 0 ? (double)s->requests / elapsed : 0.0);
+    cJSON *hosts = cJSON_AddArrayToObject(root, "top_failing_hosts");
+    const hv_tophost_t *top[HV_BATCH_TOP_HOSTS];
+    unsigned ntop = hv_tophosts_top(&s->failing, top, HV_BATCH_TOP_HOSTS);
+    for (unsigned i = 0; i < ntop; i++) {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "host", top[i]->host);
+        add_uint(h, "failed", top[i]->failed);
+        cJSON_AddStringToObject(h, "error_type",
+                                hv_error_type_name((hv_error_type_t)hv_tophost_type(top[i])));
+        cJSON_AddItemToArray(hosts, h);
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     return text;

@@ -433,6 +433,10 @@ static void send_request(hv_req_t *r)
     if (rc == 0)
         rc = hv_conn_write(r->conn, req.data, req.len);
     hv_buf_free(&req);
+    if (rc == 0) {
+        f->stats.requests++;
+        r->job->rec->requests++;
+    }
     if (r->http_ready)
         hv_http_free(&r->http);
     hv_http_init(&r->http, r->job->kind == HV_JOB_ROBOTS ? &f->robots_limits : &f->limits, on_head,

@@ -507,6 +507,12 @@ static void close_walk_cb(uv_handle_t *h, void *arg)
     }
 }
 
+/* The clock of the last minute's figures: the loop's, as every other time on it. */
+static uint64_t loop_clock(void *ud)
+{
+    return uv_now(ud);
+}
+
 int hv_loop_run(const hv_config_t *cfg, hv_tls_ctx_t *tls, const hv_loop_opts_t *opts)
 {
     hv_loop_t l;
@@ -527,6 +533,7 @@ int hv_loop_run(const hv_config_t *cfg, hv_tls_ctx_t *tls, const hv_loop_opts_t 
     /* From here on every way out, a failed start included, goes through stop_step(), which
      * closes what was opened, and the loop runs dry below. */
     uv_loop_init(&l.loop);
+    l.records.minute = hv_minute_new(loop_clock, &l.loop);
     hv_handles_init(&l.handles, NULL);
     uv_timer_init(&l.loop, &l.status_timer);
     uv_timer_init(&l.loop, &l.watchdog_timer);
@@ -550,6 +557,7 @@ int hv_loop_run(const hv_config_t *cfg, hv_tls_ctx_t *tls, const hv_loop_opts_t 
     rc = uv_loop_close(&l.loop);
     assert(rc == 0);
     (void)rc;
+    hv_minute_free(l.records.minute);
     hv_charset_unload();
     return l.exit_code;
 }

@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 #include <llhttp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,14 +48,24 @@ static void counter(hv_buf_t *out, const char *name, const char *help, uint64_t 
     appendf(out, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
 
-static void gauge(hv_buf_t *out, const char *name, const char *help, double v)
+static void gauge_head(hv_buf_t *out, const char *name, const char *help)
+{
+    appendf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+static void sample(hv_buf_t *out, const char *name, double v)
 {
     /* Whole numbers (bytes, entries) exactly; others to six digits. */
     if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v)
-        appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %" PRId64 "\n", name, help, name, name,
-                (int64_t)v);
+        appendf(out, "%s %" PRId64 "\n", name, (int64_t)v);
     else
-        appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %.6g\n", name, help, name, name, v);
+        appendf(out, "%s %.6g\n", name, v);
+}
+
+static void gauge(hv_buf_t *out, const char *name, const char *help, double v)
+{
+    gauge_head(out, name, help);
+    sample(out, name, v);
 }
 
 static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
@@ -87,6 +98,9 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
     counter(out, "harvestd_stale_connection_retries_total",
                        "Requests retried because a pooled connection had been closed.",
                        f->stale_retries);
+    counter(out, "harvestd_requests_total",
+            "Requests sent: every attempt, redirect hop, stale connection retry, robots.txt.",
+            f->requests);
     counter(out, "harvestd_redirects_total", "Redirects followed.", f->redirects);
     appendf(out, "# HELP harvestd_blocked_addresses_total Addresses the address guard refused "
                  "to connect to, by class.\n"
@@ -173,6 +187,65 @@ static void render_records(hv_buf_t *out, const hv_record_counts_t *m)
             "harvestd_parse_duration_seconds_sum %.6f\n"
             "harvestd_parse_duration_seconds_count %" PRIu64 "\n",
             cum, m->parse_seconds_sum, m->parse_count);
+    appendf(out, "# HELP harvestd_ok_body_bytes Decoded body size of the ok pages downloaded "
+                 "(not 304s, not answers from the store).\n"
+                 "# TYPE harvestd_ok_body_bytes histogram\n");
+    cum = 0;
+    for (int i = 0; i < HV_OK_SIZE_BUCKETS; i++) {
+        cum += m->ok_size_buckets[i];
+        appendf(out, "harvestd_ok_body_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64 "\n",
+                hv_ok_size_bucket_bounds[i], cum);
+    }
+    cum += m->ok_size_buckets[HV_OK_SIZE_BUCKETS];
+    appendf(out,
+            "harvestd_ok_body_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n"
+            "harvestd_ok_body_bytes_sum %" PRIu64 "\n"
+            "harvestd_ok_body_bytes_count %" PRIu64 "\n",
+            cum, m->ok_size_sum, m->ok_size_count);
+}
+
+/* The last minute's figures, so that a change shows as a change: the totals move too slowly
+ * once a run is long. A gauge whose value is undefined now (a ratio of nothing) has its head
+ * and no sample: the series is absent, which neither a graph nor an alert takes for a value. */
+static void render_last_minute(hv_buf_t *out, const hv_minute_t *minute)
+{
+    hv_minute_figures_t fig;
+    if (minute != NULL)
+        hv_minute_figures(minute, &fig);
+    else
+        memset(&fig, 0, sizeof(fig));
+    uint64_t records = fig.ok + fig.failed;
+
+    appendf(out, "# HELP harvestd_last_minute_records Records counted in the last 60 seconds, "
+                 "by status.\n"
+                 "# TYPE harvestd_last_minute_records gauge\n"
+                 "harvestd_last_minute_records{status=\"ok\"} %" PRIu64 "\n"
+                 "harvestd_last_minute_records{status=\"failed\"} %" PRIu64 "\n",
+            fig.ok, fig.failed);
+    gauge_head(out, "harvestd_last_minute_ok_ratio",
+               "ok records / records in the last 60 seconds (absent without records).");
+    if (records > 0)
+        sample(out, "harvestd_last_minute_ok_ratio", (double)fig.ok / (double)records);
+    appendf(out, "# HELP harvestd_last_minute_http_responses Final HTTP responses in the last "
+                 "60 seconds, by status class.\n"
+                 "# TYPE harvestd_last_minute_http_responses gauge\n");
+    for (int c = 1; c <= 5; c++)
+        appendf(out, "harvestd_last_minute_http_responses{class=\"%dxx\"} %" PRIu64 "\n", c,
+                fig.http_class[c]);
+    gauge_head(out, "harvestd_last_minute_ok_body_bytes_mean",
+               "Mean decoded body size of the ok pages downloaded in the last 60 seconds "
+               "(absent without any).");
+    if (fig.ok_sizes.count > 0)
+        sample(out, "harvestd_last_minute_ok_body_bytes_mean", hv_sizes_mean(&fig.ok_sizes));
+    gauge_head(out, "harvestd_last_minute_ok_body_bytes_median",
+               "Median decoded body size of the ok pages downloaded in the last 60 seconds, "
+               "within 12.5% (absent without any).");
+    if (fig.ok_sizes.count > 0)
+        sample(out, "harvestd_last_minute_ok_body_bytes_median",
+               round(hv_sizes_median(&fig.ok_sizes)));
+    gauge(out, "harvestd_last_minute_requests_per_second",
+          "Requests sent for the records of the last 60 seconds, per second.",
+          fig.seconds > 0 ? (double)fig.requests / fig.seconds : 0.0);
 }
 
 static void render_spool(hv_buf_t *out, const hv_spool_stats_t *s)
@@ -292,6 +365,7 @@ void hv_metrics_render(hv_buf_t *out, const hv_metrics_view_t *view,
 {
     static const hv_record_counts_t none;
     render_records(out, view->records != NULL ? view->records : &none);
+    render_last_minute(out, view->records != NULL ? view->records->minute : NULL);
     gauge(out, "harvestd_event_loop_lag_seconds", "Delay of the event loop at the last probe.",
           m != NULL ? m->lag_seconds : 0.0);
     gauge(out, "harvestd_event_loop_lag_max_seconds", "Largest event-loop delay seen.",

@@ -143,8 +143,30 @@ hv_record_state_t *hv_record_state_new(hv_record_t *r, const char *key)
 const double hv_parse_bucket_bounds[HV_PARSE_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025,
                                                          0.05,  0.1,    0.25,  0.5,  1.0};
 
+const uint64_t hv_ok_size_bucket_bounds[HV_OK_SIZE_BUCKETS] = {
+    256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304};
+
+int64_t hv_record_ok_body_bytes(const hv_record_t *rec)
+{
+    /* A 304 or an answer from the store says nothing of what the site serves now. */
+    if (!rec->ok || rec->bytes < 0 || rec->not_modified || rec->from_cache)
+        return -1;
+    return rec->bytes;
+}
+
 void hv_record_counts_add(hv_record_counts_t *c, const hv_record_t *rec)
 {
+    int64_t ok_bytes = hv_record_ok_body_bytes(rec);
+    if (ok_bytes >= 0) {
+        int i = 0;
+        while (i < HV_OK_SIZE_BUCKETS && (uint64_t)ok_bytes > hv_ok_size_bucket_bounds[i])
+            i++;
+        c->ok_size_buckets[i]++;
+        c->ok_size_sum += (uint64_t)ok_bytes;
+        c->ok_size_count++;
+    }
+    if (c->minute != NULL)
+        hv_minute_add(c->minute, rec->ok, rec->http_status, ok_bytes, rec->requests);
     if (rec->ok)
         c->ok++;
     else

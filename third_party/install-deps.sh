@@ -31,3 +31,15 @@ if ! $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null; th
     $SUDO apt-get update -q >/dev/null
     $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
+
+# The tests need promtool only, which comes with Debian's prometheus package; its postinst
+# enables and starts a Prometheus server where systemd runs. A server we just installed goes
+# off again (one that was installed before is left as it was).
+case " $missing " in
+*" prometheus "*)
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+        echo "harvestd: installed prometheus for promtool; its server is left disabled" >&2
+    fi
+    ;;
+esac

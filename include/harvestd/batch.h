@@ -20,6 +20,7 @@
 
 #include "harvestd/engine.h"
 #include "harvestd/extract.h"
+#include "harvestd/health.h"
 #include "harvestd/record.h"
 #include "harvestd/source.h"
 
@@ -63,6 +64,9 @@ typedef struct {
     uint64_t not_modified;     /* re-crawling: 304 answers, */
     uint64_t unchanged;        /* 200s with the stored body, */
     uint64_t from_cache;       /* answers from the store without a request */
+    uint64_t requests;         /* requests sent for the records (hv_record_t.requests) */
+    hv_sizes_t ok_sizes;       /* decoded sizes of the ok pages downloaded (health.h) */
+    hv_tophosts_t failing;     /* the hosts of failed records, most failures first */
     unsigned hwm_jobs;
     unsigned hwm_results;
     int64_t started_unix_ms;
@@ -81,8 +85,15 @@ const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
 /** Whether the whole input has been read (so `lines` is the final count). */
 int hv_batch_input_done(const hv_batch_t *b);
 
+/** How many of the hosts with the most failures the summaries show. */
+#define HV_BATCH_TOP_HOSTS 5
+
 /** Format the batch's key=value summary fields into `out`. */
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap);
+
+/** The batch's HTTP status codes as "200:20,404:3" (codes in order; ",..." ends a list that
+ *  `cap` cut short), "" when there are none. */
+void hv_batch_format_statuses(const hv_batch_stats_t *s, char *out, size_t cap);
 
 /** Records written or being written whose durability has not been reported. */
 uint64_t hv_batch_unsynced(const hv_batch_t *b);

@@ -38,6 +38,8 @@ typedef struct hv_fetch_s hv_fetch_t;
 typedef void (*hv_fetch_end_cb)(void *ud, hv_job_t *job);
 
 typedef struct {
+    uint64_t requests;          /* requests written: every attempt, redirect hop, stale
+                                   connection retry and robots.txt request */
     uint64_t connections_reused;
     uint64_t stale_retries;
     uint64_t redirects;

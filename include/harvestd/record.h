@@ -23,6 +23,7 @@
 
 #include "harvestd/buf.h"
 #include "harvestd/detail.h"
+#include "harvestd/health.h"
 #include "harvestd/storeentry.h"
 
 typedef enum {
@@ -95,6 +96,8 @@ typedef struct hv_record_s {
     int64_t bytes;          /* decoded body bytes; -1: absent */
     int redirects;          /* -1: absent */
     int attempts;           /* download attempts made (retries + 1); -1: absent */
+    unsigned requests;      /* requests sent for it: every attempt, redirect hop and stale
+                               connection retry (not output; 0: none, e.g. from_cache) */
     int64_t elapsed_ms;     /* -1: absent */
     int64_t fetched_at_ms;  /* Unix ms; -1: absent */
     int64_t modified_at_ms; /* Unix ms: when the content was last seen to change; -1: absent */
@@ -143,6 +146,10 @@ const char *hv_error_type_name(hv_error_type_t t);
 #define HV_PARSE_BUCKETS 10
 extern const double hv_parse_bucket_bounds[HV_PARSE_BUCKETS];
 
+/* Upper bounds (bytes) of the buckets of ok page sizes, powers of 4; +Inf is implicit. */
+#define HV_OK_SIZE_BUCKETS 8
+extern const uint64_t hv_ok_size_bucket_bounds[HV_OK_SIZE_BUCKETS];
+
 /** Records counted as they reach their batch's output (the record figures of /metrics). */
 typedef struct {
     uint64_t ok;
@@ -152,10 +159,18 @@ typedef struct {
     uint64_t parse_buckets[HV_PARSE_BUCKETS + 1];
     double parse_seconds_sum;
     uint64_t parse_count;
+    uint64_t ok_size_buckets[HV_OK_SIZE_BUCKETS + 1]; /* ok pages downloaded, by size */
+    uint64_t ok_size_sum;
+    uint64_t ok_size_count;
+    hv_minute_t *minute;                /* the last minute's figures (the owner's); NULL: none */
 } hv_record_counts_t;
 
-/** Count `rec` (and its parse time, if it was parsed) into `c`. */
+/** Count `rec` (and its parse time, if it was parsed) into `c`, and into the last minute. */
 void hv_record_counts_add(hv_record_counts_t *c, const hv_record_t *rec);
+
+/** The decoded size of an ok page that was downloaded (not a 304, not from the store), the
+ *  size the health figures describe; -1 for any other record. */
+int64_t hv_record_ok_body_bytes(const hv_record_t *rec);
 
 /** "input", "download", "parse"; NULL for HV_STAGE_NONE. */
 const char *hv_stage_name(hv_stage_t s);

@@ -33,6 +33,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from typing import NamedTuple, Optional
 
 import pytest
@@ -624,7 +625,92 @@ DAEMON_DEFAULTS = {
 
 SUMMARY_KEYS = {"batch", "records", "ok", "failed", "resumed", "error_types", "http_statuses",
                 "body_bytes_total", "body_bytes_mean", "started_at", "finished_at", "elapsed_s",
-                "pages_per_s"}
+                "pages_per_s", "ok_ratio", "ok_body_bytes_mean", "ok_body_bytes_median",
+                "requests", "requests_per_s", "top_failing_hosts"}
+
+# The summaries' median of ok page sizes is estimated from buckets an eighth of a power of two
+# wide (src/health.h): within this fraction of the true median.
+MEDIAN_ERROR = 0.125
+
+
+def host_key(url):
+    """"scheme://host:port" of a normalised http(s) URL (as records give them), the port always
+    written; None for anything else."""
+    split = urllib.parse.urlsplit(url)
+    if split.scheme not in ("http", "https") or not split.netloc:
+        return None
+    netloc = split.netloc.rpartition("@")[2]
+    if netloc.startswith("["):
+        host, _, rest = netloc.partition("]")
+        host += "]"
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = netloc.partition(":")
+    return "%s://%s:%s" % (split.scheme, host, port or (443 if split.scheme == "https" else 80))
+
+
+def ok_page_sizes(records):
+    """The sizes the health figures describe: ok pages downloaded (not 304s or from the store)."""
+    return [r["bytes"] for r in records if r["status"] == "ok" and "bytes" in r
+            and not r.get("not_modified") and not r.get("from_cache")]
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def check_median(estimate, sizes):
+    """`estimate` is the median of `sizes` within the summaries' bound (exact when all agree)."""
+    want = median(sizes)
+    if min(sizes) == max(sizes) or want < 16:
+        assert abs(estimate - want) <= 0.5, (estimate, want, sizes)
+    else:
+        assert abs(estimate - want) < want * MEDIAN_ERROR + 0.5, (estimate, want, sizes)
+
+
+def top_failing_hosts(records, k=5):
+    """[(host, failed, [error types tied for most common])] of the failed `records`, most
+    failures first, ties by host: what the summaries list. None when some failure's host cannot
+    be told from its record here (a failure with a URL but no `url` field)."""
+    by_host = {}
+    for r in records:
+        if r["status"] != "failed":
+            continue
+        if "url" in r:
+            key = host_key(r["url"])
+        elif r.get("error_type") in ("InvalidUrl", "UnsupportedScheme"):
+            continue
+        else:
+            return None
+        if key is not None:
+            by_host.setdefault(key, []).append(r["error_type"])
+    if len(by_host) > 64:
+        return None  # counts may be upper bounds past the table's 64 entries
+    out = []
+    for host, types in by_host.items():
+        counts = count_by([{"t": t} for t in types], "t")
+        most = max(counts.values())
+        out.append((host, len(types), sorted(t for t, n in counts.items() if n == most)))
+    out.sort(key=lambda e: (-e[1], e[0]))
+    return out[:k]
+
+
+def check_top_failing_hosts(listed, records):
+    """The summary's top_failing_hosts (a list of {host, failed, error_type}) against the
+    records."""
+    assert isinstance(listed, list) and len(listed) <= 5, listed
+    for e in listed:
+        assert set(e) == {"host", "failed", "error_type"}, e
+        assert e["failed"] >= 1 and e["error_type"], e
+    assert [e["failed"] for e in listed] == sorted((e["failed"] for e in listed), reverse=True), listed
+    want = top_failing_hosts(records)
+    if want is None:
+        return
+    assert [(e["host"], e["failed"]) for e in listed] == [(h, n) for h, n, _ in want], (listed, want)
+    for e, (_, _, types) in zip(listed, want):
+        assert e["error_type"] in types, (e, types)
 
 SPOOL_SUBDIRS = ("incoming", "active", "done", "rejected", "out")
 
@@ -777,6 +863,28 @@ def check_summary(summary, name, records, resumed=0):
         with_bytes = [r["bytes"] for r in records if "bytes" in r]
         assert summary["body_bytes_total"] == sum(with_bytes), summary
         assert summary["body_bytes_mean"] == (sum(with_bytes) // len(with_bytes) if with_bytes else 0), summary
+        sizes = ok_page_sizes(records)
+        if sizes:
+            assert summary["ok_body_bytes_mean"] == sum(sizes) // len(sizes), summary
+            check_median(summary["ok_body_bytes_median"], sizes)
+        else:
+            assert summary["ok_body_bytes_mean"] is None and summary["ok_body_bytes_median"] is None, summary
+        check_top_failing_hosts(summary["top_failing_hosts"], records)
+        # Every response came from a request of this run (answers from the store made none).
+        answered = [r for r in records if "http_status" in r and not r.get("from_cache")]
+        assert summary["requests"] >= len(answered), summary
+    total = len(records) + resumed
+    if total:
+        assert abs(summary["ok_ratio"] - (ok + resumed) / total) <= 0.0005 + 1e-9, summary
+    else:
+        assert summary["ok_ratio"] is None, summary
+    assert isinstance(summary["requests"], int) and summary["requests"] >= 0, summary
+    assert isinstance(summary["requests_per_s"], (int, float)), summary
+    # requests / elapsed, both printed rounded (elapsed_s to the millisecond, the rate to 0.1).
+    e = summary["elapsed_s"]
+    if e > 0.001:
+        low, high = summary["requests"] / (e + 0.0005), summary["requests"] / (e - 0.0005)
+        assert low - 0.05 <= summary["requests_per_s"] <= high + 0.05, summary
     started = parse_fetched_at(summary["started_at"])
     finished = parse_fetched_at(summary["finished_at"])
     assert started <= finished, summary
