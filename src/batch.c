@@ -106,8 +106,23 @@ static void count_failing_host(hv_batch_stats_t *s, const hv_record_t *rec)
             hv_url_free(&u);
         }
     }
-    if (n > 0)
-        hv_tophosts_add(&s->failing, key, (unsigned)rec->error_type);
+    if (n <= 0)
+        return;
+    hv_tophosts_add(&s->failing, key, (unsigned)rec->error_type);
+    if (rec->error_type != HV_ET_BLOCKED)
+        return;
+    unsigned i = 0;
+    while (i < s->nblocked && strcmp(s->blocked[i].host, key) != 0)
+        i++;
+    if (i == s->nblocked) {
+        if (i == HV_BATCH_BLOCKED_HOSTS)
+            return;
+        s->nblocked++;
+        snprintf(s->blocked[i].host, sizeof(s->blocked[i].host), "%s", key);
+    }
+    s->blocked[i].records++;
+    snprintf(s->blocked[i].sign, sizeof(s->blocked[i].sign), "%s",
+             rec->error != NULL ? rec->error : "");
 }
 
 static void push_result(hv_batch_t *b, hv_record_t *rec)
@@ -538,6 +553,12 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
         for (unsigned i = 0; i < ntop; i++)
             ADD("%s%s(%" PRIu64 ",%s)", i > 0 ? ";" : "", top[i]->host, top[i]->failed,
                 hv_error_type_name((hv_error_type_t)hv_tophost_type(top[i])));
+    }
+    if (s->nblocked > 0) {
+        ADD(" blocked_hosts=");
+        for (unsigned i = 0; i < s->nblocked; i++)
+            ADD("%s%s(%" PRIu64 ",%s)", i > 0 ? ";" : "", s->blocked[i].host,
+                s->blocked[i].records, s->blocked[i].sign);
     }
 #undef ADD
 }

@@ -342,6 +342,14 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
                                 hv_error_type_name((hv_error_type_t)hv_tophost_type(top[i])));
         cJSON_AddItemToArray(hosts, h);
     }
+    cJSON *blocked = cJSON_AddArrayToObject(root, "blocked_hosts");
+    for (unsigned i = 0; i < s->nblocked; i++) {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddStringToObject(h, "host", s->blocked[i].host);
+        add_uint(h, "records", s->blocked[i].records);
+        cJSON_AddStringToObject(h, "sign", s->blocked[i].sign);
+        cJSON_AddItemToArray(blocked, h);
+    }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     return text;

@@ -51,6 +51,11 @@ typedef struct {
     void (*on_durable)(void *ud, hv_batch_t *b, char *token, int ok);
 } hv_batch_opts_t;
 
+/** How many of the hosts with the most failures the summaries show. */
+#define HV_BATCH_TOP_HOSTS 5
+/** How many blocked hosts (block.h) the summaries name, the first found. */
+#define HV_BATCH_BLOCKED_HOSTS 8
+
 typedef struct {
     uint64_t lines;            /* input lines that produce (or produced) a record */
     uint64_t skipped;          /* lines skipped because they already had an ok record */
@@ -67,6 +72,12 @@ typedef struct {
     uint64_t requests;         /* requests sent for the records (hv_record_t.requests) */
     hv_sizes_t ok_sizes;       /* decoded sizes of the ok pages downloaded (health.h) */
     hv_tophosts_t failing;     /* the hosts of failed records, most failures first */
+    struct {
+        char host[HV_HOST_KEY_MAX];
+        char sign[HV_DETAIL_TEXT_MAX]; /* the block detector's, as its records' `error` */
+        uint64_t records;
+    } blocked[HV_BATCH_BLOCKED_HOSTS]; /* the first hosts found blocked, in that order */
+    unsigned nblocked;
     unsigned hwm_jobs;
     unsigned hwm_results;
     int64_t started_unix_ms;
@@ -85,8 +96,6 @@ const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
 /** Whether the whole input has been read (so `lines` is the final count). */
 int hv_batch_input_done(const hv_batch_t *b);
 
-/** How many of the hosts with the most failures the summaries show. */
-#define HV_BATCH_TOP_HOSTS 5
 
 /** Format the batch's key=value summary fields into `out`. */
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap);

@@ -626,7 +626,7 @@ DAEMON_DEFAULTS = {
 SUMMARY_KEYS = {"batch", "records", "ok", "failed", "resumed", "error_types", "http_statuses",
                 "body_bytes_total", "body_bytes_mean", "started_at", "finished_at", "elapsed_s",
                 "pages_per_s", "ok_ratio", "ok_body_bytes_mean", "ok_body_bytes_median",
-                "requests", "requests_per_s", "top_failing_hosts"}
+                "requests", "requests_per_s", "top_failing_hosts", "blocked_hosts"}
 
 # The summaries' median of ok page sizes is estimated from buckets an eighth of a power of two
 # wide (src/health.h): within this fraction of the true median.

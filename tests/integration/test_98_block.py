@@ -224,3 +224,86 @@ def test_98_06_digest_on_request_and_detection_off(run_harvestd, sites):
     assert len(set(r["body_digest"] for r in off.records)) == 3
     on = run_harvestd([bad.url("/q%d" % i) for i in range(5)], *FAST)
     assert all("body_digest" not in r for r in on.records)
+
+
+def test_98_07_summary_names_the_blocked_host_and_its_sign(run_harvestd, sites):
+    bad = sites(switch_after=5)
+    urls = [bad.url("/p%d" % i) for i in range(30)]
+    run = run_harvestd(urls, *FAST)
+    one_per_line(run, urls)
+    blocked = sum(r.get("error_type") == "Blocked" for r in run.records)
+    assert blocked > 20
+    assert " blocked_hosts=http://127.0.0.1:%d(%d,same_body_as_3_urls)" % (bad.port, blocked) \
+        in run.stderr, run.stderr
+
+
+def test_98_08_a_daemon_batch_completes_and_a_restart_fetches_blocked_lines_again(
+        start_daemon, spool, sites):
+    """The batch with a blocked host completes and its summary names it; a batch interrupted
+    after some Blocked records resumes with those lines fetched again, ok once the block has
+    lifted."""
+    from harness import wait_complete
+    bad = sites(switch_after=4)
+    good = sites()
+    urls = interleave([bad.url("/p%d" % i) for i in range(20)],
+                      [good.url("/p%d" % i) for i in range(20)])
+    # Paced, so that the second batch is still running when it is killed.
+    d = start_daemon(block_probe_delay="300ms", host_delay="150ms")
+    spool.drop("a.txt", urls)
+    wait_complete(d, spool, ["a.txt"], timeout=30)
+    recs = spool.records("a.txt")
+    assert sorted(r["requested_url"] for r in recs) == sorted(urls)
+    s = spool.summary("a.txt")
+    assert s["blocked_hosts"] == [{"host": "http://127.0.0.1:%d" % bad.port,
+                                   "records": s["error_types"]["Blocked"],
+                                   "sign": "same_body_as_3_urls"}], s
+    assert [h["host"] for h in s["top_failing_hosts"]] == ["http://127.0.0.1:%d" % bad.port]
+    assert d.events("host_blocked")
+
+    # A slow batch: SIGKILL once some lines are Blocked, lift the block, restart.
+    slow = sites(switch_after=4)
+    lines = [slow.url("/q%d" % i) for i in range(40)]
+    spool.drop("b.txt", lines)
+    d.poll_until(lambda: sum(r.get("error_type") == "Blocked"
+                             for r in spool.records("b.txt", complete=False)) >= 5, 30,
+                 "five Blocked records of b.txt")
+    assert not spool.has_summary("b.txt")
+    d.kill()
+    slow.switch_after = None  # the site lets the crawler in again
+    d2 = start_daemon(block_probe_delay="300ms", host_delay="20ms")
+    wait_complete(d2, spool, ["b.txt"], timeout=30)
+    last = {}
+    for r in spool.records("b.txt"):
+        last[r["requested_url"]] = r  # for one requested URL the last record wins
+    assert sorted(last) == sorted(lines)
+    assert all(r["status"] == "ok" for r in last.values()), \
+        [r for r in last.values() if r["status"] != "ok"][:3]
+    # The block pages written ok before the verdict stay: an ok record is not fetched again.
+    assert sum(r["title"] == "Access denied" for r in last.values()) <= 2
+    assert spool.summary("b.txt")["resumed"] > 0
+
+
+def test_98_09_pages_that_collapse_against_the_store(run_harvestd, sites, tmp_path):
+    """Re-crawling: the second run's pages come back as small challenge pages, each with its
+    own request id (no two alike): under a quarter of their stored size, the host is blocked;
+    the store keeps the real pages."""
+    site = sites(page_bytes=8000)
+    urls = [site.url("/p%d" % i) for i in range(30)]
+    state = ("--recrawl", "conditional", "--state-dir", str(tmp_path / "state"))
+    first = run_harvestd(urls, *state, *FAST)
+    one_per_line(first, urls)
+    assert all(r["status"] == "ok" for r in first.records)
+    site.switch_after, site.mode = site.served, "ratio"
+    second = run_harvestd(urls, *state, *FAST, "--per-host", "1")
+    one_per_line(second, urls)
+    small_ok = [r for r in second.records if r["status"] == "ok"]
+    blocked = [r for r in second.records if r.get("error_type") == "Blocked"]
+    assert len(small_ok) <= 2 and all(r["title"] == "Just a moment..." for r in small_ok)
+    assert len(small_ok) + len(blocked) == 30
+    assert all(r["error"] == "size_collapse" for r in blocked), blocked[:2]
+    # A third run after the block lifted: the pages are back, and nothing was stored of the
+    # blocked ones (the two written ok were stored: they changed).
+    site.switch_after = None
+    third = run_harvestd(urls, *state, *FAST)
+    one_per_line(third, urls)
+    assert all(r["status"] == "ok" and r["title"].startswith("Page ") for r in third.records)
