@@ -542,11 +542,18 @@ def check_records(out_path, expected_count, expected_title, field=None):
 
 
 def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title, extra_args,
-                 timeout, field=None):
+                 timeout, field=None, check=None, stderr_line=None):
     """One `harvestd --once` run. The child is started through /usr/bin/time, whose %M is the
     peak RSS of harvestd itself (see README.md: ru_maxrss of a child forked straight from this
     Python process would report this process's size); user+system CPU comes from os.wait4() on
-    the time process, which includes harvestd's (time's own share is about a millisecond)."""
+    the time process, which includes harvestd's (time's own share is about a millisecond).
+    `check(out_path)`, if given, replaces check_records (and `expected_*` are unused): it
+    returns (ok, why, details). `stderr_line(line, t)`, if given, is called from a thread of its
+    own with each line of harvestd's stderr as it arrives, `t` the time.monotonic() it was read
+    at; harvestd writes each log line with one write(2), so lines come one by one, unbuffered."""
+    if check is None:
+        def check(path):
+            return check_records(path, expected_count, expected_title, field)
     urls_file = os.path.join(runs_dir, name + ".urls")
     out_path = os.path.join(runs_dir, name + ".jsonl")
     err_path = os.path.join(runs_dir, name + ".stderr")
@@ -564,8 +571,19 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
     with open(err_path, "wb") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_path] + cmd,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err if stderr_line is None else subprocess.PIPE,
                                 start_new_session=True, preexec_fn=_child_setup)
+        reader = None
+        if stderr_line is not None:
+            def read_stderr():
+                for raw in iter(proc.stderr.readline, b""):
+                    t = time.monotonic()
+                    err.write(raw)
+                    stderr_line(raw.decode("utf-8", "replace"), t)
+
+            reader = threading.Thread(target=read_stderr, daemon=True)
+            reader.start()
 
         def on_timeout():
             timed_out.set()
@@ -588,6 +606,9 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
         finally:
             timer.cancel()
         wall = time.monotonic() - t0
+        if reader is not None:
+            reader.join(10.0)   # the pipe ends with harvestd (or its kill)
+            proc.stderr.close()
         proc.returncode = os.waitstatus_to_exitcode(status)
     with open(err_path, encoding="utf-8", errors="replace") as f:
         stderr_text = f.read()
@@ -623,10 +644,10 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
     if broke:
         last = [ln for ln in stderr_text.splitlines() if ln.strip()][-1:]
         res.update(ok=False, broke=True, why=broke + (": " + last[0][:200] if last else ""))
-        ok, why, details = check_records(out_path, expected_count, expected_title, field)
+        ok, why, details = check(out_path)
         res["records"] = details
         return res
-    ok, why, details = check_records(out_path, expected_count, expected_title, field)
+    ok, why, details = check(out_path)
     res.update(ok=ok, broke=False, why=why, records=details)
     try:
         res["output_bytes"] = os.path.getsize(out_path)
