@@ -7,8 +7,8 @@ Environment (set by the Makefile):
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs)
-  BENCH_PHASES    some of "nginx latency stream recrawl" (default: all four), to measure only
-                  those
+  BENCH_PHASES    some of "nginx latency stream recrawl block" (default: all five), to measure
+                  only those
 
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
@@ -22,6 +22,10 @@ What it measures (see README.md beside this file for the details and the reasons
   5. The same latency-bound load through a Redis stream (a redis-server of its own): one
      daemon reading a spool file, one daemon and three daemons consuming the stream, each at
      --concurrency 200: scaling out, and what the stream costs.
+  6. Re-crawling: the HTTP run cold, warm (304s) and with a minimum age, over one store.
+  7. The block detector: the HTTP title run with it off and on, alternating; and hosts of a
+     Python origin (blockorigin.py) that turn to one "Access denied" page halfway: block
+     pages written ok, and the time from the switch to harvestd's verdict.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
 The table and the PASS/FAIL targets go to standard output, progress to standard error, and
 everything (raw numbers included) to BENCH_DIR/results.json.
@@ -54,6 +58,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import blockorigin  # noqa: E402
 import corpus  # noqa: E402
 
 GENERATOR_PKI_VERSION = 1
@@ -71,6 +76,9 @@ if QUICK:
         "big_runs": [300, 1_500],
         "stream_urls": 6_000,
         "recrawl_urls": 2_000,
+        "block_onoff_urls": 5_000,
+        "block_hosts": 10,
+        "block_urls_per_host": 100,
     }
 else:
     CONFIG = {
@@ -83,6 +91,9 @@ else:
         "big_runs": [1_000, 10_000],
         "stream_urls": 20_000,
         "recrawl_urls": 20_000,
+        "block_onoff_urls": 20_000,
+        "block_hosts": 20,
+        "block_urls_per_host": 200,
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -107,6 +118,9 @@ CONFIG.update({
     # The stream runs: daemons at this concurrency each, against the latency servers.
     "stream_concurrency": 200,
     "stream_daemons": 3,
+    # The block-page run: each host switches after half its URLs; a suspect host is probed
+    # after this pause (the default, 5 s, would make the run wait for it).
+    "block_probe_delay": "1s",
 })
 CONFIG["big_args"] = CONFIG["rules_args"] + ["--links"]
 
@@ -124,9 +138,14 @@ TARGETS = {
     "stream_vs_spool": 0.90,
     "recrawl_warm_vs_cold": 1.5,
     "recrawl_body_bytes": 0.05,
+    "block_on_vs_off": 0.97,
+    "block_ok_pages_per_host": 2,
 }
 
 BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
+
+# In this order; BENCH_PHASES picks some of them.
+PHASES = ("nginx", "latency", "stream", "recrawl", "block")
 
 
 def log(msg):
@@ -542,11 +561,18 @@ def check_records(out_path, expected_count, expected_title, field=None):
 
 
 def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title, extra_args,
-                 timeout, field=None):
+                 timeout, field=None, check=None, stderr_line=None):
     """One `harvestd --once` run. The child is started through /usr/bin/time, whose %M is the
     peak RSS of harvestd itself (see README.md: ru_maxrss of a child forked straight from this
     Python process would report this process's size); user+system CPU comes from os.wait4() on
-    the time process, which includes harvestd's (time's own share is about a millisecond)."""
+    the time process, which includes harvestd's (time's own share is about a millisecond).
+    `check(out_path)`, if given, replaces check_records (and `expected_*` are unused): it
+    returns (ok, why, details). `stderr_line(line, t)`, if given, is called from a thread of its
+    own with each line of harvestd's stderr as it arrives, `t` the time.monotonic() it was read
+    at; harvestd writes each log line with one write(2), so lines come one by one, unbuffered."""
+    if check is None:
+        def check(path):
+            return check_records(path, expected_count, expected_title, field)
     urls_file = os.path.join(runs_dir, name + ".urls")
     out_path = os.path.join(runs_dir, name + ".jsonl")
     err_path = os.path.join(runs_dir, name + ".stderr")
@@ -564,8 +590,19 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
     with open(err_path, "wb") as err:
         t0 = time.monotonic()
         proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_path] + cmd,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=err if stderr_line is None else subprocess.PIPE,
                                 start_new_session=True, preexec_fn=_child_setup)
+        reader = None
+        if stderr_line is not None:
+            def read_stderr():
+                for raw in iter(proc.stderr.readline, b""):
+                    t = time.monotonic()
+                    err.write(raw)
+                    stderr_line(raw.decode("utf-8", "replace"), t)
+
+            reader = threading.Thread(target=read_stderr, daemon=True)
+            reader.start()
 
         def on_timeout():
             timed_out.set()
@@ -588,6 +625,9 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
         finally:
             timer.cancel()
         wall = time.monotonic() - t0
+        if reader is not None:
+            reader.join(10.0)   # the pipe ends with harvestd (or its kill)
+            proc.stderr.close()
         proc.returncode = os.waitstatus_to_exitcode(status)
     with open(err_path, encoding="utf-8", errors="replace") as f:
         stderr_text = f.read()
@@ -623,10 +663,10 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
     if broke:
         last = [ln for ln in stderr_text.splitlines() if ln.strip()][-1:]
         res.update(ok=False, broke=True, why=broke + (": " + last[0][:200] if last else ""))
-        ok, why, details = check_records(out_path, expected_count, expected_title, field)
+        ok, why, details = check(out_path)
         res["records"] = details
         return res
-    ok, why, details = check_records(out_path, expected_count, expected_title, field)
+    ok, why, details = check(out_path)
     res.update(ok=ok, broke=False, why=why, records=details)
     try:
         res["output_bytes"] = os.path.getsize(out_path)
@@ -635,6 +675,88 @@ def run_harvestd(bin_path, runs_dir, name, urls, expected_count, expected_title,
     if ok:
         os.unlink(out_path)   # up to 100k records: keep only failing outputs for inspection
     return res
+
+
+def check_block_switch(out_path, urls, origin):
+    """The records of the block-page run, against what each host of `origin` (blockorigin.py)
+    served: exactly one record per input line; every path that got a real page `ok` with that
+    page's title; every other line either `ok` with the block page's title (a block page written
+    ok, counted per host) or failed `Blocked` at the download stage, without a title. Returns
+    (ok, why, details), details with the counts of each host."""
+    seen = collections.Counter()
+    per = {h.index: {"real_ok": 0, "block_ok": 0, "blocked": 0} for h in origin.hosts}
+    signs = collections.Counter()
+    bad_real = other = bad_json = 0
+    example = None
+    try:
+        f = open(out_path, "rb")
+    except OSError as e:
+        return False, "no output (%s)" % e.strerror, {}
+    with f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                bad_json += 1
+                continue
+            url = rec.get("requested_url") or ""
+            seen[url] += 1
+            m = re.match(r"http://127\.0\.0\.1:(\d+)(/.*)$", url)
+            host = origin.by_port.get(int(m.group(1))) if m else None
+            if host is None:
+                other += 1
+                example = example or rec
+                continue
+            counts = per[host.index]
+            ok = rec.get("status") == "ok"
+            if m.group(2) in host.real_paths:
+                if ok and rec.get("title") == blockorigin.page_title(host.index, m.group(2)):
+                    counts["real_ok"] += 1
+                else:
+                    bad_real += 1
+                    example = example or rec
+            elif ok and rec.get("title") == blockorigin.BLOCK_TITLE:
+                counts["block_ok"] += 1
+            elif not ok and rec.get("error_type") == "Blocked" and \
+                    rec.get("stage") == "download" and "title" not in rec:
+                counts["blocked"] += 1
+                signs[rec.get("error")] += 1
+            else:
+                other += 1
+                example = example or rec
+    expected = collections.Counter(urls)
+    missing = sum((expected - seen).values())
+    extra = sum((seen - expected).values())
+    # Each host must have served exactly its first switch_after requests as real pages, each
+    # to a URL of its own (a URL asked twice before the switch would shift the halves).
+    short = [h.index for h in origin.hosts if len(h.real_paths) != h.switch_after]
+    problems = []
+    if bad_real:
+        problems.append("%d real pages not ok with their title" % bad_real)
+    if other:
+        problems.append("%d records neither a real page, an ok block page nor Blocked" % other)
+    if bad_json:
+        problems.append("%d lines not JSON" % bad_json)
+    if missing:
+        problems.append("%d records missing" % missing)
+    if extra:
+        problems.append("%d unexpected records" % extra)
+    if short:
+        problems.append("hosts %s served fewer distinct real pages than %d" % (
+            short[:5], origin.hosts[0].switch_after))
+    details = {"records": sum(seen.values()), "hosts": per, "signs": dict(signs),
+               "bad_real": bad_real, "other": other, "bad_json": bad_json, "missing": missing,
+               "extra": extra, "example": example}
+    return not problems, "; ".join(problems), details
+
+
+def stderr_count(runs_dir, name, text):
+    """Lines of run `name`'s stderr that contain `text`."""
+    try:
+        with open(os.path.join(runs_dir, name + ".stderr"), errors="replace") as f:
+            return sum(1 for line in f if text in line)
+    except OSError:
+        return 0
 
 
 def cycling_counts(n_urls, base, paths):
@@ -1018,6 +1140,9 @@ class Bench:
         self.parse = None
         self.latency = None
         self.delay_notes = []
+        self.block_onoff = None
+        self.block_switch = None
+        self.block_note = None
 
     def fail_row(self, label, urls, why):
         self.rows.append({"label": label, "urls": urls, "check": "FAIL: " + why})
@@ -1352,6 +1477,208 @@ class Bench:
                     fmt_num(cached["pages_per_s"]),
                     fmt_num(cached["records"]["flags"].get("from_cache", 0))))
 
+    # -- the block detector
+
+    def block_phase(self):
+        self._block_on_off()
+        self._block_switch()
+
+    def _block_on_off(self):
+        """The HTTP title run with block detection off and on, alternating off/on/off/on so
+        that the machine's drift hits both alike; each side's best run is compared. Every
+        corpus page is distinct, so no host may become suspect."""
+        n = CONFIG["block_onoff_urls"]
+        labels = {"off": "harvestd HTTP, block detection off",
+                  "on": "harvestd HTTP, block detection on"}
+        nginx = Nginx(self.dir, self.root, self.big_root, self.cert, self.key)
+        try:
+            nginx.start()
+        except BenchError as e:
+            for label in labels.values():
+                self.fail_row(label, n, str(e))
+            nginx.stop()
+            return
+        runs = {"off": [], "on": []}
+        try:
+            base = "http://127.0.0.1:%d" % nginx.http_port
+            cut = len(base)
+            urls = [base + self.paths[i % len(self.paths)] for i in range(n)]
+            counts = cycling_counts(n, base, self.paths)
+
+            def title(u):
+                return self.titles.get(u[cut:])
+
+            # As in the recrawl phase: a first pass, not reported, brings the corpus into the
+            # page cache, so that the first run compared does not measure the disk.
+            run_harvestd(self.bin, self.runs_dir, "block-warmup-%d" % n, urls, counts,
+                         lambda u: None, CONFIG["nginx_args"], timeout=120 + n // 100)
+            for i, mode in enumerate(("off", "on", "off", "on")):
+                name = "block-%s-%d-%d" % (mode, n, i // 2 + 1)
+                extra = ["--log-level", "info"] + (["--block-detection=no"] if mode == "off"
+                                                   else [])
+                errors0 = nginx.error_count()
+                res = run_harvestd(self.bin, self.runs_dir, name, urls, counts, title,
+                                   CONFIG["nginx_args"] + extra, timeout=120 + n // 100)
+                self._nginx_errors(nginx, errors0, res)
+                res["host_suspect_lines"] = stderr_count(self.runs_dir, name, "event=host_suspect")
+                if res["host_suspect_lines"]:
+                    res["ok"] = False
+                    res["why"] = ((res["why"] + "; ") if res["why"] else "") + \
+                        "%d event=host_suspect lines (see %s.stderr)" % (
+                            res["host_suspect_lines"], os.path.join(self.runs_dir, name))
+                self.harvest[name] = res
+                runs[mode].append(res)
+                if res["broke"]:
+                    self.broken.append("%s %d: %s" % (labels[mode], n, res["why"]))
+        finally:
+            nginx.stop()
+        best = {}
+        for mode, label in labels.items():
+            done = [r for r in runs[mode] if not r["broke"]]
+            rates = " and ".join(fmt_num(r["pages_per_s"]) for r in done)
+            if len(done) < 2:   # the broken runs are in self.broken already
+                self.rows.append({"label": label, "urls": n, "check": "FAIL: " + (
+                    "; ".join(r["why"] for r in runs[mode] if r["broke"]) or "not run")})
+                continue
+            best[mode] = max(done, key=lambda r: r["pages_per_s"])
+            whys = [r["why"] for r in done if not r["ok"]]
+            check = ("FAIL: " + "; ".join(whys)) if whys else "ok"
+            check += " (best of 2: %s pages/s)" % rates
+            if mode == "on" and not whys:
+                check = "ok, no host_suspect (best of 2: %s pages/s)" % rates
+            row = harvest_row(label, best[mode], check)
+            row["label"] = label + " (best of 2)"
+            self.rows.append(row)
+        if "off" in best and "on" in best:
+            self.block_onoff = {
+                "urls": n, "off": best["off"], "on": best["on"],
+                "ok": all(r["ok"] for r in runs["off"] + runs["on"]),
+                "ratio": best["on"]["pages_per_s"] / best["off"]["pages_per_s"],
+                "runs": {m: [r["pages_per_s"] for r in runs[m]] for m in runs}}
+
+    def _block_switch(self):
+        """Hosts that turn to one "Access denied" page halfway (blockorigin.py): how many block
+        pages harvestd writes `ok` before its verdict, how long the verdict takes after the
+        switch, and how many requests each host still gets after it. harvestd's warning
+        `event=host_blocked host=URL` is timestamped as it arrives on its stderr."""
+        hosts = CONFIG["block_hosts"]
+        per_host = CONFIG["block_urls_per_host"]
+        switch_after = per_host // 2
+        n = hosts * per_host
+        delay = CONFIG["block_probe_delay"]
+        label = "harvestd %d hosts block halfway, probe %s" % (hosts, delay)
+        try:
+            origin = blockorigin.Origin(hosts, switch_after)
+        except OSError as e:
+            self.fail_row(label, n, "block origin: %s" % e)
+            return
+        events = []   # (time.monotonic(), event, host, line)
+
+        def on_line(line, t):
+            m = re.search(r"event=(host_\w+) host=(\S+)", line)
+            if m:
+                events.append((t, m.group(1), m.group(2), line.strip()))
+
+        try:
+            # Interleaved: every host's first URL, then every host's second, ...
+            urls = [h.url("/docs/page-%d.html" % i) for i in range(per_host) for h in origin.hosts]
+            name = "block-switch-%d" % n
+            res = run_harvestd(self.bin, self.runs_dir, name, urls, None, None,
+                               ["--log-level", "info", "--block-probe-delay", delay],
+                               timeout=120 + n // 100,
+                               check=lambda path: check_block_switch(path, urls, origin),
+                               stderr_line=on_line)
+        finally:
+            origin.stop()
+        self.harvest[name] = res
+        if res["broke"]:
+            self.broken.append("%s: %s" % (label, res["why"]))
+            self.rows.append(harvest_row(label, res, "FAIL: " + res["why"]))
+            return
+        per = res["records"].get("hosts", {})
+        stats = []
+        wrong = []
+        for h in origin.hosts:
+            first = {}
+            for t, ev, key, _ in events:
+                if key == h.key:
+                    first.setdefault(ev, t)
+            c = per.get(h.index, {})
+            st = {"host": h.key, "switch_t": h.switch_t, "real_served": len(h.real_paths),
+                  "requests_after_switch": h.block_served,
+                  "lines_after_switch": per_host - len(h.real_paths),
+                  "block_ok": c.get("block_ok"), "blocked_records": c.get("blocked"),
+                  "real_ok": c.get("real_ok"), "blocked": "host_blocked" in first,
+                  "cleared": "host_cleared" in first,
+                  "suspect_ms": None, "verdict_ms": None}
+            if h.switch_t is not None:
+                if "host_suspect" in first:
+                    st["suspect_ms"] = 1000 * (first["host_suspect"] - h.switch_t)
+                if "host_blocked" in first:
+                    st["verdict_ms"] = 1000 * (first["host_blocked"] - h.switch_t)
+            early = h.switch_t is None or (st["suspect_ms"] or 0) < 0 or \
+                (st["verdict_ms"] or 0) < 0
+            if ("host_suspect" in first or "host_blocked" in first) and early:
+                wrong.append(h.key)
+            stats.append(st)
+        not_blocked = [st["host"] for st in stats if not st["blocked"]]
+        problems = [res["why"]] if res["why"] else []
+        if not_blocked:
+            problems.append("%d of %d hosts never blocked" % (len(not_blocked), hosts))
+        if wrong:
+            problems.append("%d hosts suspect or blocked before their switch" % len(wrong))
+        cleared = [st["host"] for st in stats if st["cleared"]]
+        if cleared:
+            problems.append("%d hosts cleared" % len(cleared))
+        res["ok"] = res["ok"] and not problems
+        res["why"] = "; ".join(problems)
+        verdicts = [st["verdict_ms"] for st in stats if st["verdict_ms"] is not None]
+        suspects = [st["suspect_ms"] for st in stats if st["suspect_ms"] is not None]
+        after = [st["requests_after_switch"] for st in stats]
+        block_ok = [st["block_ok"] or 0 for st in stats]
+        self.block_switch = bs = {
+            "ok": res["ok"], "hosts": hosts, "urls_per_host": per_host,
+            "switch_after": switch_after, "probe_delay": delay,
+            "hosts_blocked": hosts - len(not_blocked), "block_ok_max": max(block_ok),
+            "block_ok_total": sum(block_ok),
+            "blocked_records": sum(st["blocked_records"] or 0 for st in stats),
+            "signs": res["records"].get("signs", {}),
+            "real_ok": sum(st["real_ok"] or 0 for st in stats),
+            "real_served": sum(st["real_served"] for st in stats),
+            "verdict_ms_median": statistics.median(verdicts) if verdicts else None,
+            "verdict_ms_max": max(verdicts) if verdicts else None,
+            "suspect_ms_median": statistics.median(suspects) if suspects else None,
+            "requests_after_median": statistics.median(after), "requests_after_max": max(after),
+            "requests_after_total": sum(after),
+            "lines_after_total": sum(st["lines_after_switch"] for st in stats),
+            "per_host": stats, "events": [(round(t, 4), ev, key) for t, ev, key, _ in events]}
+        res["block"] = bs
+        if res["ok"]:
+            check = "ok; block pages ok max %d/host (%d in all); switch -> verdict median %s ms, " \
+                    "max %s ms" % (bs["block_ok_max"], bs["block_ok_total"],
+                                   fmt_num(bs["verdict_ms_median"]), fmt_num(bs["verdict_ms_max"]))
+        else:
+            check = "FAIL: " + res["why"]
+        self.rows.append(harvest_row(label, res, check))
+        self.block_note = (
+            "block pages: %d hosts x %d URLs (interleaved), each answering its first %d requests "
+            "with real pages (2-6 KB) and every later one with one %d-byte 'Access denied' 200; "
+            "harvestd at its defaults with --block-probe-delay %s (default 5 s) --log-level info: "
+            "%d/%d hosts blocked (%s), %s real pages ok of %s served, %s block pages ok (max %d "
+            "per host), %s Blocked; switch -> suspect median %s ms, switch -> verdict median %s "
+            "ms, max %s ms (host_blocked lines timestamped as they arrive); requests after the "
+            "switch per host median %s, max %d, %s in all for %s lines (%s saved)" % (
+                hosts, per_host, switch_after, len(blockorigin.BLOCK_PAGE), delay,
+                bs["hosts_blocked"], hosts,
+                ", ".join("%s x%d" % kv for kv in sorted(bs["signs"].items())) or "no Blocked",
+                fmt_num(bs["real_ok"]), fmt_num(bs["real_served"]), fmt_num(bs["block_ok_total"]),
+                bs["block_ok_max"], fmt_num(bs["blocked_records"]),
+                fmt_num(bs["suspect_ms_median"]), fmt_num(bs["verdict_ms_median"]),
+                fmt_num(bs["verdict_ms_max"]), fmt_num(bs["requests_after_median"], "{:g}"),
+                bs["requests_after_max"], fmt_num(bs["requests_after_total"]),
+                fmt_num(bs["lines_after_total"]),
+                fmt_num(bs["lines_after_total"] - bs["requests_after_total"])))
+
     # -- targets and report
 
     def targets(self):
@@ -1438,7 +1765,8 @@ class Bench:
             target(name, False, "not measured (a run failed)")
         # The big-page runs have a memory target of their own (below).
         default_runs = [r for k, r in self.harvest.items()
-                        if k != "latency" and not k.startswith(("big-", "stream-"))]
+                        if k != "latency" and
+                        not k.startswith(("big-", "stream-", "block-switch-"))]
         rss = [r["peak_rss_mib"] for r in default_runs if r["peak_rss_mib"] is not None and r["ok"]]
         name = "peak RSS <= {} MiB at default limits".format(TARGETS["peak_rss_mib"])
         if rss and len(rss) == len(default_runs):
@@ -1467,6 +1795,25 @@ class Bench:
                    "{:.2%} ({:,} / {:,} bytes)".format(
                        rc["body_ratio"], rc["warm"]["records"]["body_bytes"],
                        rc["cold"]["records"]["body_bytes"]))
+        else:
+            target(name, False, "not measured")
+        bo = self.block_onoff
+        name = "block detection on vs off >= {:.0%}".format(TARGETS["block_on_vs_off"])
+        if bo:
+            target(name, bo["ok"] and bo["ratio"] >= TARGETS["block_on_vs_off"],
+                   "{:.1%} ({:,.0f} / {:,.0f} pages/s, best of 2 each{})".format(
+                       bo["ratio"], bo["on"]["pages_per_s"], bo["off"]["pages_per_s"],
+                       "" if bo["ok"] else ", a run FAILED"))
+        else:
+            target(name, False, "not measured")
+        bs = self.block_switch
+        name = "block pages written ok <= {} per host (hosts that switch halfway)".format(
+            TARGETS["block_ok_pages_per_host"])
+        if bs:
+            target(name, bs["ok"] and bs["block_ok_max"] <= TARGETS["block_ok_pages_per_host"],
+                   "max {} ({} in all, {}/{} hosts blocked{})".format(
+                       bs["block_ok_max"], bs["block_ok_total"], bs["hosts_blocked"], bs["hosts"],
+                       "" if bs["ok"] else ", run FAILED"))
         else:
             target(name, False, "not measured")
         return out
@@ -1512,6 +1859,16 @@ class Bench:
             notes.append("delay server: " + note)
         if self.recrawl_note:
             notes.append(self.recrawl_note)
+        if self.block_onoff:
+            bo = self.block_onoff
+            notes.append("block detection: %s URLs from nginx, runs alternating off/on/off/on "
+                         "after an unreported warm-up, --log-level info: off %s pages/s, on %s "
+                         "pages/s; the rows show each side's best" % (
+                             fmt_num(bo["urls"]),
+                             " and ".join(fmt_num(v) for v in bo["runs"]["off"]),
+                             " and ".join(fmt_num(v) for v in bo["runs"]["on"])))
+        if self.block_note:
+            notes.append(self.block_note)
         big = [(n, self.harvest.get("big-%d" % n)) for n in CONFIG["big_runs"]]
         big = [(n, r) for n, r in big if r and not r["broke"]]
         if big:
@@ -1574,10 +1931,13 @@ def main():
 
     bench = Bench(snap, tools_dir, bench_dir)
     bench.results["harvestd_binary"] = {"source": harvestd_bin, "copy": snap, "sha256": digest}
-    phases = os.environ.get("BENCH_PHASES", "").replace(",", " ").split() or \
-        ["nginx", "latency", "stream", "recrawl"]
+    phases = os.environ.get("BENCH_PHASES", "").replace(",", " ").split() or list(PHASES)
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        raise BenchError("unknown BENCH_PHASES %s (known: %s)" % (" ".join(unknown),
+                                                                  " ".join(PHASES)))
     bench.prepare()
-    for phase in ("nginx", "latency", "stream", "recrawl"):
+    for phase in PHASES:
         if phase in phases:
             getattr(bench, phase + "_phase")()
     bench.report(started)
