@@ -740,6 +740,11 @@ hv_record_t *hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *u
 {
     hv_engine_t *e = f->e;
     rec->digest_shown = e->cfg->record_digest;
+    rec->digest_wanted = e->cfg->record_digest ||
+                         (e->block != NULL &&
+                          (e->cfg->nhost_rules == 0 ? e->cfg->block_detection
+                                                    : hv_config_host_block_detection(e->cfg,
+                                                                                     url->host)));
     if (e->recrawl != NULL &&
         hv_recrawl_prepare(e->recrawl, rec, url, f->rules_fp) == HV_RECRAWL_ANSWERED) {
         hv_url_free(url);

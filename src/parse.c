@@ -134,9 +134,13 @@ static void work_cb(uv_work_t *req)
         /* Only a stored URL has anything to compare the hash with, now or later. */
         if (it->rec->state != NULL && it->rec->state->key != NULL && it->body != NULL)
             hv_store_entry_body_hash(it->body, it->len, it->rec->state->body_hash);
-        /* What the block detector compares across URLs (and record_digest prints). */
-        it->rec->body_digest = hv_record_body_digest(it->body != NULL ? it->body : "", it->len);
-        it->rec->digest_known = 1;
+        /* What the block detector compares across URLs (and record_digest prints): a pass
+         * over the whole body, which the title fast path would not otherwise read. */
+        if (it->rec->digest_wanted) {
+            it->rec->body_digest = hv_record_body_digest(it->body != NULL ? it->body : "",
+                                                         it->len);
+            it->rec->digest_known = 1;
+        }
         hv_charset_result_t cs;
         hv_charset_decode(it->body, it->len, it->rec->content_type, &cs);
         const char *text = cs.text != NULL ? cs.text : it->body;

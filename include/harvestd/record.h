@@ -105,6 +105,7 @@ typedef struct hv_record_s {
     int unchanged;          /* a 200 whose body is the stored one */
     int from_cache;         /* answered from the store, no request made */
     uint64_t body_digest;   /* hv_record_body_digest() of the decoded body, by the parser */
+    int digest_wanted;      /* ... which hashes it only then (block detection, record_digest) */
     int digest_known;       /* ... when it hashed one */
     int digest_shown;       /* ... output as body_digest (record_digest = yes) */
     hv_record_state_t *state; /* re-crawling's (not output); NULL: none */

@@ -124,6 +124,27 @@ TEST_IMPL(record_failed_input)
     hv_record_free(r);
 }
 
+/* body_digest: 16 hex digits of XXH3-64, after bytes, only when known and asked for. */
+TEST_IMPL(record_body_digest_only_when_asked)
+{
+    hv_record_t *r = record("http://example.com/");
+    r->bytes = 3;
+    r->body_digest = hv_record_body_digest("abc", 3);
+    ASSERT(r->body_digest != hv_record_body_digest("abd", 3));
+    ASSERT_EQ(hv_record_body_digest("", 0), hv_record_body_digest("x", 0));
+    r->digest_known = 1;
+    ASSERT_JSON(r, "{\"requested_url\":\"http://example.com/\",\"status\":\"ok\","
+                   "\"bytes\":3}\n");
+    r->digest_shown = 1;
+    r->body_digest = 0x00ab;
+    ASSERT_JSON(r, "{\"requested_url\":\"http://example.com/\",\"status\":\"ok\","
+                   "\"bytes\":3,\"body_digest\":\"00000000000000ab\"}\n");
+    r->digest_known = 0;
+    ASSERT_JSON(r, "{\"requested_url\":\"http://example.com/\",\"status\":\"ok\","
+                   "\"bytes\":3}\n");
+    hv_record_free(r);
+}
+
 TEST_IMPL(record_failed_download_keeps_what_is_known)
 {
     hv_record_t *r = record("http://example.com/missing");
