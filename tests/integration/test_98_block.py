@@ -307,3 +307,19 @@ def test_98_09_pages_that_collapse_against_the_store(run_harvestd, sites, tmp_pa
     third = run_harvestd(urls, *state, *FAST)
     one_per_line(third, urls)
     assert all(r["status"] == "ok" and r["title"].startswith("Page ") for r in third.records)
+
+
+def test_98_10_a_host_section_turns_detection_off_for_one_host(run_harvestd, sites, tmp_path):
+    """[host "localhost"] block_detection = no: that host's block pages are written as they
+    come (the operator said they are meant to be alike); 127.0.0.1 is still watched."""
+    watched, trusted = sites(switch_after=5), sites(switch_after=5)
+    conf = tmp_path / "block.conf"
+    conf.write_text('block_probe_delay = 300ms\n[host "localhost"]\nblock_detection = no\n')
+    urls = interleave([watched.url("/p%d" % i) for i in range(20)],
+                      ["http://localhost:%d/p%d" % (trusted.port, i) for i in range(20)])
+    run = run_harvestd(urls, "-c", str(conf))
+    one_per_line(run, urls)
+    mine = [r for r in run.records if "localhost" in r["requested_url"]]
+    assert all(r["status"] == "ok" for r in mine)
+    assert sum(r["title"] == "Access denied" for r in mine) == 15
+    assert sum(r.get("error_type") == "Blocked" for r in by_site(run, watched)) >= 10

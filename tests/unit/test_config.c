@@ -208,6 +208,29 @@ static int load_text(hv_config_t *c, const char *text, char *err, size_t errcap)
     return rc;
 }
 
+/* block_detection per [host]: exact name, else the longest "*.suffix", else the global. */
+TEST_IMPL(config_host_block_detection)
+{
+    hv_config_t c;
+    char err[512];
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "[host \"*.example.org\"]\n"
+                        "block_detection = no\n"
+                        "[host \"www.example.org\"]\n"
+                        "block_detection = yes\n"
+                        "[host \"slow.example.net\"]\n"
+                        "per_host = 1\n",
+                        err, sizeof(err)));
+    ASSERT_OK(hv_config_finish(&c, err, sizeof(err)));
+    ASSERT_EQ(1, c.block_detection);
+    ASSERT_EQ(0, hv_config_host_block_detection(&c, "a.example.org"));
+    ASSERT_EQ(1, hv_config_host_block_detection(&c, "www.example.org"));
+    ASSERT_EQ(1, hv_config_host_block_detection(&c, "slow.example.net")); /* not set there */
+    ASSERT_EQ(1, hv_config_host_block_detection(&c, "example.com"));
+    hv_config_free(&c);
+}
+
 TEST_IMPL(config_host_and_rules_sections)
 {
     hv_config_t c;
