@@ -114,6 +114,28 @@ static int check_redis(const char *url, hv_redis_addr_t *addr, char *err, size_t
     return hv_redis_url_parse(url, addr, err, errcap);
 }
 
+/* The options both commands take to reach Redis: 1 when `id` is one of them (kept). */
+static int server_option(int id, const char *value, const char **url, const char **password_file,
+                         const char **ca_file, int *insecure)
+{
+    switch (id) {
+    case O_REDIS:
+        *url = value;
+        return 1;
+    case O_PASSWORD_FILE:
+        *password_file = value;
+        return 1;
+    case O_CA_FILE:
+        *ca_file = value;
+        return 1;
+    case O_INSECURE:
+        *insecure = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, char *err,
                                size_t errcap)
 {
@@ -133,19 +155,10 @@ int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, ch
             out->file = a.word;
             continue;
         }
+        if (server_option(a.opt->id, a.value, &out->redis_url, &out->password_file,
+                          &out->ca_file, &out->insecure))
+            continue;
         switch (a.opt->id) {
-        case O_REDIS:
-            out->redis_url = a.value;
-            break;
-        case O_PASSWORD_FILE:
-            out->password_file = a.value;
-            break;
-        case O_CA_FILE:
-            out->ca_file = a.value;
-            break;
-        case O_INSECURE:
-            out->insecure = 1;
-            break;
         case O_STREAM:
             out->stream = a.value;
             break;
@@ -196,19 +209,10 @@ int hv_streamcmd_parse_status(int argc, char **argv, hv_status_args_t *out, char
             hv_errf(err, errcap, -1, "status takes no arguments ('%s')", a.word);
             goto bad;
         }
+        if (server_option(a.opt->id, a.value, &out->redis_url, &out->password_file,
+                          &out->ca_file, &out->insecure))
+            continue;
         switch (a.opt->id) {
-        case O_REDIS:
-            out->redis_url = a.value;
-            break;
-        case O_PASSWORD_FILE:
-            out->password_file = a.value;
-            break;
-        case O_CA_FILE:
-            out->ca_file = a.value;
-            break;
-        case O_INSECURE:
-            out->insecure = 1;
-            break;
         case O_STREAM:
             out->stream = a.value;
             break;
