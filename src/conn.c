@@ -1,5 +1,5 @@
 /*
- * conn.c: TCP client connections.
+ * conn.c: TCP client connections, and the chain of layers above them (conn.h).
  *
  * Closing: a connection owns three handles (tcp, timer, an idle for reports from the loop),
  * registered with its hv_handles_t; hv_conn_close() closes them and the memory goes in the
@@ -36,8 +36,8 @@ static void on_connected(uv_connect_t *req, int status);
 static void on_tcp_retry_close(uv_handle_t *h);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-static void tls_progress(hv_conn_t *c);
 static void on_write_cb(uv_write_t *req, int status);
+static void open_layer(hv_conn_t *c, hv_cf_t *cf);
 
 static void set_state(hv_conn_t *c, hv_conn_state_t st)
 {
@@ -49,7 +49,12 @@ static void set_state(hv_conn_t *c, hv_conn_state_t st)
 static void on_closed(hv_handles_t *hs)
 {
     hv_conn_t *c = hv_container_of(hs, hv_conn_t, _handles);
-    hv_tls_free(c->_tls);
+    hv_cf_t *cf = c->_bottom;
+    while (cf != NULL) {
+        hv_cf_t *above = cf->above;
+        cf->type->destroy(cf);
+        cf = above;
+    }
     free(c->_host);
     free(c);
 }
@@ -160,19 +165,16 @@ static void on_connected(uv_connect_t *req, int status)
     }
     release_dns(c);
     uv_tcp_nodelay(&c->_tcp, 1);
-    if (c->_tls_ctx == NULL) {
+    if (c->_bottom == NULL) {
         set_state(c, HV_CONN_OPEN);
         c->cbs->on_connect(c, 0);
         return;
     }
-    char key[300];
-    snprintf(key, sizeof(key), "%s:%u", c->_host, (unsigned)c->_port);
-    c->_tls = hv_tls_new(c->_tls_ctx, c->_host, c->_is_literal, key);
     set_state(c, HV_CONN_HANDSHAKING);
     c->_reading = 0;
     if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
         c->_reading = 1;
-    tls_progress(c); /* sends the ClientHello */
+    open_layer(c, c->_bottom);
 }
 
 static void on_tcp_retry_close(uv_handle_t *h)
@@ -214,12 +216,15 @@ static void on_later(uv_idle_t *h)
             fail_connect(c, status);
         return;
     }
-    if (c->state == HV_CONN_OPEN && c->_reading)
-        tls_progress(c);
+    for (hv_cf_t *cf = c->_bottom; cf != NULL && c->state == HV_CONN_OPEN && c->_reading;
+         cf = cf->above)
+        if (cf->type->pump != NULL && cf->type->buffered != NULL && cf->type->buffered(cf))
+            cf->type->pump(cf);
 }
 
-int hv_conn_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const char *host, int host_is_ip,
-                    uint16_t port, const hv_conn_cbs_t *cbs, void *data, hv_conn_t **out)
+int hv_conn_connect(hv_conn_env_t *env, const hv_conn_layer_t *layers, unsigned nlayers,
+                    const char *host, int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs,
+                    void *data, hv_conn_t **out)
 {
     uv_loop_t *loop = env->loop;
     hv_conn_t *c = hv_xcalloc(1, sizeof(*c));
@@ -234,7 +239,6 @@ int hv_conn_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const char *host, int
     c->_port = port;
     c->_host = hv_xstrdup(host);
     c->_dns_waiter.cb = on_dns;
-    c->_tls_ctx = tls;
     uv_tcp_init(loop, &c->_tcp);
     uv_timer_init(loop, &c->_timer);
     uv_idle_init(loop, &c->_later);
@@ -245,6 +249,28 @@ int hv_conn_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const char *host, int
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_tcp);
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_timer);
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_later);
+
+    if (nlayers > HV_CONN_LAYERS_MAX) {
+        rc = UV_EINVAL;
+        goto fail;
+    }
+    for (unsigned i = 0; i < nlayers; i++) {
+        hv_cf_t *cf = layers[i].type->create(c, layers[i].arg);
+        if (cf == NULL) {
+            rc = UV_ENOMEM;
+            goto fail;
+        }
+        cf->type = layers[i].type;
+        cf->conn = c;
+        cf->below = c->_top;
+        cf->above = NULL;
+        cf->passthrough = 0;
+        if (c->_top != NULL)
+            c->_top->above = cf;
+        else
+            c->_bottom = cf;
+        c->_top = cf;
+    }
 
     if (host_is_ip) {
         if (uv_ip4_addr(host, port, (struct sockaddr_in *)&c->_literal) == 0 ||
@@ -279,21 +305,31 @@ fail:
     return rc;
 }
 
-/* One read buffer for every connection: what on_read receives (or TLS decrypts) is consumed
- * before the callback returns, and deliveries never nest (a paused TLS connection's buffered
- * records are delivered from its idle handle, not from inside another callback). Per
- * connection, 64 KiB each came to 2 MiB of touched memory at 32 connections and more at
- * 1,000. Connections live on the loop thread only. */
+/* One read buffer for every connection: what on_read receives is consumed before the
+ * callback returns, and deliveries never nest (a layer's buffered data is delivered from the
+ * connection's idle handle, not from inside another callback). Per connection, 64 KiB each
+ * came to 2 MiB of touched memory at 32 connections and more at 1,000. Connections live on
+ * the loop thread only. */
 static char read_buf[HV_CONN_READ_BUF];
+
+/* The layer the socket's bytes are for: the lowest that is not a pass-through (NULL: the
+ * owner). */
+static hv_cf_t *consumer(const hv_conn_t *c)
+{
+    hv_cf_t *cf = c->_bottom;
+    while (cf != NULL && cf->passthrough)
+        cf = cf->above;
+    return cf;
+}
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     hv_conn_t *c = h->data;
+    hv_cf_t *cf = consumer(c);
     (void)suggested;
-    if (c->_tls != NULL) {
-        /* Ciphertext goes straight into the session's inbound buffer. */
+    if (cf != NULL && cf->type->in_space != NULL) {
         size_t len;
-        hv_tls_in_space(c->_tls, &buf->base, &len);
+        cf->type->in_space(cf, &buf->base, &len);
         buf->len = len;
         return;
     }
@@ -314,101 +350,34 @@ static int write_copy(hv_conn_t *c, const char *data, size_t len)
     return rc;
 }
 
-/* Send whatever mbedtls produced during the last call. */
-static int tls_flush(hv_conn_t *c)
-{
-    const char *data;
-    size_t len;
-    hv_tls_out(c->_tls, &data, &len);
-    if (len == 0)
-        return 0;
-    int rc = write_copy(c, data, len);
-    hv_tls_out_clear(c->_tls);
-    return rc;
-}
-
-static void tls_failed(hv_conn_t *c, int err)
-{
-    c->_error = *hv_tls_fault(c->_tls);
-    hv_conn_read_stop(c);
-    if (c->state == HV_CONN_HANDSHAKING)
-        c->cbs->on_connect(c, err);
-    else
-        c->cbs->on_error(c, err);
-}
-
-/* Move the TLS session forward with what is buffered: finish the handshake, then decrypt
- * and deliver records for as long as the owner keeps reading on. */
-static void tls_progress(hv_conn_t *c)
-{
-    if (c->state == HV_CONN_HANDSHAKING) {
-        int rc = hv_tls_handshake(c->_tls);
-        int wrc = tls_flush(c);
-        if (rc < 0) {
-            tls_failed(c, rc);
-            return;
-        }
-        if (wrc != 0) {
-            hv_fault_set(&c->_error, HV_D_TLS_WRITE_FAILED, NULL);
-            hv_conn_read_stop(c);
-            c->cbs->on_connect(c, wrc);
-            return;
-        }
-        if (rc == 1)
-            return;
-        set_state(c, HV_CONN_OPEN);
-        /* The owner decides whether to read: stop until it asks. */
-        hv_conn_read_stop(c);
-        c->cbs->on_connect(c, 0);
-        return;
-    }
-    while (c->state == HV_CONN_OPEN && c->_reading) {
-        ssize_t n = hv_tls_read(c->_tls, read_buf, sizeof(read_buf));
-        tls_flush(c);
-        if (n == 0)
-            return;
-        if (n < 0) {
-            if (n == UV_EOF) {
-                hv_conn_read_stop(c);
-                c->cbs->on_error(c, UV_EOF);
-            } else {
-                tls_failed(c, (int)n);
-            }
-            return;
-        }
-        c->cbs->on_read(c, read_buf, (size_t)n);
-    }
-}
-
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     hv_conn_t *c = s->data;
     (void)buf;
     if (nread == 0 || c->state == HV_CONN_CLOSING)
         return; /* EAGAIN, or bytes nobody wants any more */
-    /* UV_ENOBUFS (a full TLS inbound buffer) cannot happen while every read is decrypted at
-     * once and reads stop when decryption pauses; should it, it is reported as an error
-     * below rather than left to stall the connection. */
+    hv_cf_t *cf = consumer(c);
+    /* UV_ENOBUFS (a layer's full inbound buffer) cannot happen while every read is consumed
+     * at once and reads stop when a layer pauses; should it, it is reported as an error below
+     * rather than left to stall the connection. */
     if (nread < 0) {
         hv_conn_read_stop(c);
         if (c->state == HV_CONN_HANDSHAKING) {
-            hv_tls_count_failure(c->_tls);
-            hv_fault_set(&c->_error,
-                         nread == UV_EOF ? HV_D_TLS_CLOSED_DURING_HANDSHAKE
-                                         : HV_D_TLS_RESET_DURING_HANDSHAKE,
-                         NULL);
-            c->cbs->on_connect(c, HV_ETLS);
+            int err = (int)nread;
+            if (cf != NULL && cf->type->ended != NULL)
+                err = cf->type->ended(cf, err);
+            c->cbs->on_connect(c, err);
             return;
         }
         c->cbs->on_error(c, (int)nread);
         return;
     }
-    if (c->_tls != NULL) {
-        hv_tls_in_commit(c->_tls, (size_t)nread);
-        tls_progress(c);
-        return;
-    }
-    c->cbs->on_read(c, read_buf, (size_t)nread);
+    if (cf == NULL)
+        c->cbs->on_read(c, read_buf, (size_t)nread);
+    else if (cf->type->in_space != NULL)
+        cf->type->in_commit(cf, (size_t)nread);
+    else
+        cf->type->recv(cf, read_buf, (size_t)nread);
 }
 
 static void on_write_cb(uv_write_t *req, int status)
@@ -421,31 +390,13 @@ static void on_write_cb(uv_write_t *req, int status)
     c->cbs->on_error(c, status);
 }
 
-/* Plaintext encrypted per flush of the outbound buffer: a few records. */
-#define TLS_WRITE_SLICE (64 * 1024)
-
 int hv_conn_write(hv_conn_t *c, const char *data, size_t len)
 {
     if (c->state != HV_CONN_OPEN)
         return UV_ENOTCONN;
-    if (c->_tls == NULL)
+    if (c->_top == NULL)
         return write_copy(c, data, len);
-    /* A slice at a time, each flushed before the next: the session's outbound buffer is
-     * bounded (tls.c), and a write may be larger than it (a Redis command of a megabyte). */
-    do {
-        size_t n = HV_MIN(len, (size_t)TLS_WRITE_SLICE);
-        int rc = hv_tls_write(c->_tls, data, n);
-        if (rc != 0) {
-            c->_error = *hv_tls_fault(c->_tls);
-            return rc;
-        }
-        rc = tls_flush(c);
-        if (rc != 0)
-            return rc;
-        data += n;
-        len -= n;
-    } while (len > 0);
-    return 0;
+    return c->_top->type->send(c->_top, data, len);
 }
 
 void hv_conn_read_start(hv_conn_t *c)
@@ -454,10 +405,11 @@ void hv_conn_read_start(hv_conn_t *c)
         return;
     if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
         c->_reading = 1;
-    /* Records decrypted or received while paused produce no socket event: deliver them
-     * from the loop (not from inside this call, which an owner may make mid-callback). */
-    if (c->_reading && c->_tls != NULL && hv_tls_has_buffered(c->_tls))
-        uv_idle_start(&c->_later, on_later);
+    /* Data a layer holds while paused produces no socket event: deliver it from the loop
+     * (not from inside this call, which an owner may make mid-callback). */
+    for (hv_cf_t *cf = c->_bottom; c->_reading && cf != NULL; cf = cf->above)
+        if (cf->type->buffered != NULL && cf->type->buffered(cf))
+            uv_idle_start(&c->_later, on_later);
 }
 
 void hv_conn_read_stop(hv_conn_t *c)
@@ -481,9 +433,12 @@ const hv_fault_t *hv_conn_error(const hv_conn_t *c)
     return &c->_error;
 }
 
-int hv_conn_is_tls(const hv_conn_t *c)
+int hv_conn_has_layer(const hv_conn_t *c, const hv_cf_type_t *type)
 {
-    return c->_tls_ctx != NULL;
+    for (const hv_cf_t *cf = c->_bottom; cf != NULL; cf = cf->above)
+        if (cf->type == type)
+            return 1;
+    return 0;
 }
 
 void hv_conn_set_timer(hv_conn_t *c, uint64_t ms)
@@ -505,4 +460,78 @@ void hv_conn_close(hv_conn_t *c)
     hv_conn_read_stop(c);
     uv_timer_stop(&c->_timer);
     hv_handles_close_all(&c->_handles); /* a tcp handle closing to retry is left to that */
+}
+
+/* ---- layers ---- */
+
+static void open_layer(hv_conn_t *c, hv_cf_t *cf)
+{
+    HV_LOG(HV_LOG_DEBUG, "event=conn_layer_open conn=%" PRIu64 " layer=%s", c->id,
+           cf->type->name);
+    cf->type->open(cf);
+}
+
+int hv_cf_down(hv_cf_t *cf, const char *data, size_t len)
+{
+    hv_cf_t *below = cf->below;
+    while (below != NULL && below->passthrough)
+        below = below->below;
+    if (below == NULL)
+        return write_copy(cf->conn, data, len);
+    return below->type->send(below, data, len);
+}
+
+void hv_cf_up(hv_cf_t *cf, const char *data, size_t len)
+{
+    hv_conn_t *c = cf->conn;
+    if (len == 0 || c->state == HV_CONN_CLOSING)
+        return;
+    if (cf->above != NULL) {
+        cf->above->type->recv(cf->above, data, len);
+        return;
+    }
+    if (c->state == HV_CONN_OPEN)
+        c->cbs->on_read(c, data, len);
+}
+
+void hv_cf_opened(hv_cf_t *cf)
+{
+    hv_conn_t *c = cf->conn;
+    if (c->state != HV_CONN_HANDSHAKING)
+        return;
+    if (cf->above != NULL) {
+        open_layer(c, cf->above);
+        return;
+    }
+    set_state(c, HV_CONN_OPEN);
+    /* The owner decides whether to read: stop until it asks. */
+    hv_conn_read_stop(c);
+    c->cbs->on_connect(c, 0);
+}
+
+void hv_cf_fail(hv_cf_t *cf, int err)
+{
+    hv_conn_t *c = cf->conn;
+    if (c->state == HV_CONN_CLOSING)
+        return;
+    hv_conn_read_stop(c);
+    if (c->state == HV_CONN_HANDSHAKING)
+        c->cbs->on_connect(c, err);
+    else
+        c->cbs->on_error(c, err);
+}
+
+void hv_cf_set_fault(hv_cf_t *cf, const hv_fault_t *fault)
+{
+    cf->conn->_error = *fault;
+}
+
+int hv_cf_reading(const hv_cf_t *cf)
+{
+    return cf->conn->_reading;
+}
+
+int hv_cf_conn_open(const hv_cf_t *cf)
+{
+    return cf->conn->state == HV_CONN_OPEN;
 }

@@ -28,6 +28,7 @@
 #include <uthash.h>
 
 #include "harvestd/common.h"
+#include "harvestd/cf_tls.h"
 #include "harvestd/conn.h"
 #include "harvestd/http.h"
 #include "harvestd/log.h"
@@ -471,8 +472,11 @@ static void open_conn(hv_req_t *r, int allow_pool)
         send_request(r);
         return;
     }
-    hv_tls_ctx_t *tls = u->scheme == HV_SCHEME_HTTPS ? f->tls : NULL;
-    int rc = hv_conn_connect(&f->conn_env, tls, u->host, u->host_is_ip, u->port, &req_cbs, r, &c);
+    hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
+                           .port = u->port};
+    hv_conn_layer_t layers[1] = {{&hv_cf_tls, &tls}};
+    int rc = hv_conn_connect(&f->conn_env, layers, u->scheme == HV_SCHEME_HTTPS ? 1 : 0, u->host,
+                             u->host_is_ip, u->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
         return;

@@ -36,6 +36,7 @@
 #include <sys/queue.h>
 
 #include "harvestd/common.h"
+#include "harvestd/cf_tls.h"
 #include "harvestd/conn.h"
 #include "harvestd/detail.h"
 #include "harvestd/log.h"
@@ -547,7 +548,10 @@ int hv_redis_connect(hv_conn_env_t *env, hv_tls_ctx_t *tls, const hv_redis_addr_
     struct sockaddr_in6 a6;
     struct sockaddr_in a4;
     int is_ip = uv_ip4_addr(addr->host, 0, &a4) == 0 || uv_ip6_addr(addr->host, 0, &a6) == 0;
-    int rc = hv_conn_connect(env, addr->tls ? tls : NULL, addr->host, is_ip, addr->port,
+    hv_cf_tls_arg_t tls_arg = {.ctx = tls, .host = addr->host, .host_is_ip = is_ip,
+                               .port = addr->port};
+    hv_conn_layer_t layers[1] = {{&hv_cf_tls, &tls_arg}};
+    int rc = hv_conn_connect(env, layers, addr->tls ? 1 : 0, addr->host, is_ip, addr->port,
                              &conn_cbs, r, &r->conn);
     if (rc != 0) {
         redisReaderFree(r->reader);

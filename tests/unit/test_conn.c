@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "harvestd/common.h"
+#include "harvestd/cf_tls.h"
 #include "harvestd/conn.h"
 #include "harvestd/dns.h"
 #include "harvestd/guard.h"
@@ -247,7 +248,7 @@ static void fixture_done(fixture_t *f)
 static int fixture_connect(fixture_t *f, uint16_t port, const hv_conn_cbs_t *cbs)
 {
     f->in_connect = 1;
-    int rc = hv_conn_connect(&f->env, NULL, LOOPBACK, 1, port, cbs, f, &f->c);
+    int rc = hv_conn_connect(&f->env, NULL, 0, LOOPBACK, 1, port, cbs, f, &f->c);
     f->in_connect = 0;
     return rc;
 }
@@ -333,7 +334,7 @@ TEST_IMPL(conn_echo_then_the_peer_closes)
     server_listen(&f.loop, &f.srv);
     ASSERT_OK(fixture_connect(&f, f.srv.port, &echo_cbs));
     ASSERT_NOT_NULL(f.c);
-    ASSERT_EQ(0, hv_conn_is_tls(f.c));
+    ASSERT_EQ(0, hv_conn_has_layer(f.c, &hv_cf_tls));
     ASSERT_EQ(UV_ENOTCONN, hv_conn_write(f.c, "early", 5)); /* not open yet */
     uv_run(&f.loop, UV_RUN_DEFAULT);
 

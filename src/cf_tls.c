@@ -1,0 +1,208 @@
+/* cf_tls.c: the TLS layer of a connection's chain (cf_tls.h). */
+#include "harvestd/cf_tls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harvestd/common.h"
+
+/* Plaintext encrypted per flush of the outbound buffer: a few records. */
+#define WRITE_SLICE (64 * 1024)
+
+typedef struct {
+    hv_cf_t cf;
+    hv_tls_ctx_t *ctx;
+    char *host;
+    int host_is_ip;
+    char *session_key;
+    hv_tls_t *tls;       /* made when the layer opens */
+    int handshaken;
+} cf_tls_t;
+
+/* Decrypted records are delivered before each call returns, and deliveries never nest (a
+ * paused connection's records wait for the loop): one buffer serves every connection. Loop
+ * thread only. */
+static char plain_buf[HV_CONN_READ_BUF];
+
+static hv_cf_t *create(hv_conn_t *c, const void *arg)
+{
+    const hv_cf_tls_arg_t *a = arg;
+    (void)c;
+    cf_tls_t *t = hv_xcalloc(1, sizeof(*t));
+    t->ctx = a->ctx;
+    t->host = hv_xstrdup(a->host);
+    t->host_is_ip = a->host_is_ip;
+    size_t n = strlen(a->host) + 8;
+    t->session_key = hv_xmalloc(n);
+    snprintf(t->session_key, n, "%s:%u", a->host, (unsigned)a->port);
+    return &t->cf;
+}
+
+static void destroy(hv_cf_t *cf)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    hv_tls_free(t->tls);
+    free(t->host);
+    free(t->session_key);
+    free(t);
+}
+
+/* Send on whatever mbedtls produced during the last call. */
+static int flush(cf_tls_t *t)
+{
+    const char *data;
+    size_t len;
+    hv_tls_out(t->tls, &data, &len);
+    if (len == 0)
+        return 0;
+    int rc = hv_cf_down(&t->cf, data, len);
+    hv_tls_out_clear(t->tls);
+    return rc;
+}
+
+static void failed(cf_tls_t *t, int err)
+{
+    hv_cf_set_fault(&t->cf, hv_tls_fault(t->tls));
+    hv_cf_fail(&t->cf, err);
+}
+
+/* Move the session forward with what is buffered: finish the handshake, then decrypt and
+ * deliver records for as long as the owner keeps reading on. */
+static void progress(cf_tls_t *t)
+{
+    hv_cf_t *cf = &t->cf;
+    if (!t->handshaken) {
+        int rc = hv_tls_handshake(t->tls);
+        int wrc = flush(t);
+        if (rc < 0) {
+            failed(t, rc);
+            return;
+        }
+        if (wrc != 0) {
+            hv_fault_t f = {HV_D_TLS_WRITE_FAILED, ""};
+            hv_cf_set_fault(cf, &f);
+            hv_cf_fail(cf, wrc);
+            return;
+        }
+        if (rc == 1)
+            return;
+        t->handshaken = 1;
+        hv_cf_opened(cf);
+        return;
+    }
+    while (hv_cf_conn_open(cf) && hv_cf_reading(cf)) {
+        ssize_t n = hv_tls_read(t->tls, plain_buf, sizeof(plain_buf));
+        flush(t);
+        if (n == 0)
+            return;
+        if (n < 0) {
+            if (n == UV_EOF)
+                hv_cf_fail(cf, UV_EOF);
+            else
+                failed(t, (int)n);
+            return;
+        }
+        hv_cf_up(cf, plain_buf, (size_t)n);
+    }
+}
+
+static void open_tls(hv_cf_t *cf)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    t->tls = hv_tls_new(t->ctx, t->host, t->host_is_ip, t->session_key);
+    progress(t); /* sends the ClientHello */
+}
+
+static void in_space(hv_cf_t *cf, char **base, size_t *len)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    hv_tls_in_space(t->tls, base, len);
+}
+
+static void in_commit(hv_cf_t *cf, size_t n)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    hv_tls_in_commit(t->tls, n);
+    progress(t);
+}
+
+/* Ciphertext handed up by a layer below (what a tunnel received with its own reply). */
+static void recv_tls(hv_cf_t *cf, const char *data, size_t len)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    while (len > 0) {
+        char *room;
+        size_t cap;
+        hv_tls_in_space(t->tls, &room, &cap);
+        if (cap == 0) {
+            hv_fault_t f = {HV_D_TLS_INVALID_RECORD, ""};
+            hv_cf_set_fault(cf, &f);
+            hv_cf_fail(cf, HV_ETLS);
+            return;
+        }
+        size_t n = HV_MIN(cap, len);
+        memcpy(room, data, n);
+        hv_tls_in_commit(t->tls, n);
+        data += n;
+        len -= n;
+    }
+    progress(t);
+}
+
+static int send_tls(hv_cf_t *cf, const char *data, size_t len)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    /* A slice at a time, each flushed before the next: the session's outbound buffer is
+     * bounded (tls.c), and a write may be larger than it (a Redis command of a megabyte). */
+    do {
+        size_t n = HV_MIN(len, (size_t)WRITE_SLICE);
+        int rc = hv_tls_write(t->tls, data, n);
+        if (rc != 0) {
+            hv_cf_set_fault(cf, hv_tls_fault(t->tls));
+            return rc;
+        }
+        rc = flush(t);
+        if (rc != 0)
+            return rc;
+        data += n;
+        len -= n;
+    } while (len > 0);
+    return 0;
+}
+
+/* The socket ended during the handshake: a failed handshake, counted with the others. */
+static int ended(hv_cf_t *cf, int err)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    hv_tls_count_failure(t->tls);
+    hv_fault_t f = {err == UV_EOF ? HV_D_TLS_CLOSED_DURING_HANDSHAKE
+                                  : HV_D_TLS_RESET_DURING_HANDSHAKE, ""};
+    hv_cf_set_fault(cf, &f);
+    return HV_ETLS;
+}
+
+static int buffered(const hv_cf_t *cf)
+{
+    const cf_tls_t *t = (const cf_tls_t *)cf; /* its first member */
+    return t->tls != NULL && t->handshaken && hv_tls_has_buffered(t->tls);
+}
+
+static void pump(hv_cf_t *cf)
+{
+    progress(hv_container_of(cf, cf_tls_t, cf));
+}
+
+const hv_cf_type_t hv_cf_tls = {
+    .name = "tls",
+    .create = create,
+    .open = open_tls,
+    .recv = recv_tls,
+    .send = send_tls,
+    .ended = ended,
+    .in_space = in_space,
+    .in_commit = in_commit,
+    .buffered = buffered,
+    .pump = pump,
+    .destroy = destroy,
+};
