@@ -10,52 +10,11 @@
 #include <uv.h>
 
 #include "harvestd/common.h"
-
-static int hex_value(unsigned char c)
-{
-    if (hv_ascii_is_digit(c))
-        return c - '0';
-    return hv_ascii_lower(c) - 'a' + 10;
-}
-
-/* Percent-decode [p, end) into out (of `cap` bytes, NUL included): 0, or -1 for a '%' without
- * two hex digits after it, a NUL byte, or a result that does not fit. */
-static int decode(const char *p, const char *end, char *out, size_t cap)
-{
-    size_t n = 0;
-    while (p < end) {
-        unsigned char c = (unsigned char)*p++;
-        if (c == '%') {
-            if (end - p < 2 || !hv_ascii_is_hex((unsigned char)p[0]) ||
-                !hv_ascii_is_hex((unsigned char)p[1]))
-                return -1;
-            c = (unsigned char)(hex_value((unsigned char)p[0]) * 16 +
-                                hex_value((unsigned char)p[1]));
-            p += 2;
-        }
-        if (c == '\0' || n + 1 >= cap)
-            return -1;
-        out[n++] = (char)c;
-    }
-    out[n] = '\0';
-    return 0;
-}
+#include "harvestd/url.h"
 
 const char *hv_redis_url_mask(const char *url, char *out, size_t cap)
 {
-    const char *scheme_end = strstr(url, "://");
-    const char *info = scheme_end != NULL ? scheme_end + 3 : url;
-    const char *at = strrchr(info, '@');
-    if (at == NULL) {
-        snprintf(out, cap, "%s", url);
-        return out;
-    }
-    const char *colon = memchr(info, ':', (size_t)(at - info));
-    /* Kept: up to the password (the user's ':' included), or up to the user information. */
-    const char *keep_end = colon != NULL ? colon + 1 : info;
-    int hidden = keep_end < at; /* an empty password hides nothing */
-    snprintf(out, cap, "%.*s%s%s", (int)(keep_end - url), url, hidden ? "***" : "", at);
-    return out;
+    return hv_url_mask_userinfo(url, out, cap);
 }
 
 int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t errcap)
@@ -85,8 +44,8 @@ int hv_redis_url_parse(const char *url, hv_redis_addr_t *out, char *err, size_t 
                      ":PASSWORD for the default user)", shown);
             return -1;
         }
-        if (decode(p, colon, a.user, sizeof(a.user)) != 0 ||
-            decode(colon + 1, at, a.password, sizeof(a.password)) != 0) {
+        if (hv_url_percent_decode(p, colon, a.user, sizeof(a.user)) != 0 ||
+            hv_url_percent_decode(colon + 1, at, a.password, sizeof(a.password)) != 0) {
             snprintf(err, errcap, "'%s': the user or the password has a bad %%-escape, a NUL "
                      "byte, or is too long (%d and %d bytes at most)", shown,
                      HV_REDIS_USER_MAX - 1, HV_REDIS_PASSWORD_MAX - 1);

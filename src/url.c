@@ -700,3 +700,50 @@ void hv_url_free(hv_url_t *u)
     free(u->href);
     memset(u, 0, sizeof(*u));
 }
+
+/* ---- user information (the operator's URLs: proxies, Redis) ---- */
+
+static int hex_value(unsigned char c)
+{
+    if (hv_ascii_is_digit(c))
+        return c - '0';
+    return hv_ascii_lower(c) - 'a' + 10;
+}
+
+int hv_url_percent_decode(const char *p, const char *end, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p++;
+        if (c == '%') {
+            if (end - p < 2 || !hv_ascii_is_hex((unsigned char)p[0]) ||
+                !hv_ascii_is_hex((unsigned char)p[1]))
+                return -1;
+            c = (unsigned char)(hex_value((unsigned char)p[0]) * 16 +
+                                hex_value((unsigned char)p[1]));
+            p += 2;
+        }
+        if (c == '\0' || n + 1 >= cap)
+            return -1;
+        out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+const char *hv_url_mask_userinfo(const char *url, char *out, size_t cap)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *info = scheme_end != NULL ? scheme_end + 3 : url;
+    const char *at = strrchr(info, '@');
+    if (at == NULL) {
+        snprintf(out, cap, "%s", url);
+        return out;
+    }
+    const char *colon = memchr(info, ':', (size_t)(at - info));
+    /* Kept: up to the password (the user's ':' included), or up to the user information. */
+    const char *keep_end = colon != NULL ? colon + 1 : info;
+    int hidden = keep_end < at; /* an empty password hides nothing */
+    snprintf(out, cap, "%.*s%s%s", (int)(keep_end - url), url, hidden ? "***" : "", at);
+    return out;
+}

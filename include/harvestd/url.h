@@ -86,4 +86,13 @@ int hv_url_resolve(hv_url_t *out, const hv_url_t *base, const char *ref, size_t 
 /** Release the strings of `u` (safe on a zeroed struct). */
 void hv_url_free(hv_url_t *u);
 
+/** Percent-decode [p, end) into `out` (of `cap` bytes, NUL included): 0, or -1 for a '%'
+ *  without two hex digits after it, a NUL byte, or a result that does not fit. */
+int hv_url_percent_decode(const char *p, const char *end, char *out, size_t cap);
+
+/** `url` as logs may show it: a password in its user information as "***" (the rest as
+ *  written: "http://alice:***@proxy:3128"), a user information without ':' hidden whole
+ *  ("X@host" becomes "***@host"). Works on any text, parsed or not. Returns `out`. */
+const char *hv_url_mask_userinfo(const char *url, char *out, size_t cap);
+
 #endif
