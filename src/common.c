@@ -31,6 +31,7 @@ static const struct {
     {HV_EBLOCKED, "HV_EBLOCKED", "address refused by the address guard"},
     {HV_EREFUSED, "HV_EREFUSED", "refused by the server"},
     {HV_ENOTREADY, "HV_ENOTREADY", "the server is not ready"},
+    {HV_EPROXY, "HV_EPROXY", "proxy failure"},
 };
 
 const char *hv_strerror(int err)

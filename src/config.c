@@ -43,7 +43,10 @@ typedef enum {
     T_FRACTION,
     T_ADDRESSES,
     T_SOURCES,
-    T_RECRAWL
+    T_RECRAWL,
+    T_PROXIES,
+    T_NO_PROXY,
+    T_ROTATION
 } dtype_t;
 
 typedef struct {
@@ -130,6 +133,16 @@ static const directive_t directives[] = {
      "10m", "a blocked host is probed again after a pause that doubles up to this"},
     {"record_digest", T_BOOL, F(record_digest), 0, 1, 0, "no",
      "records of parsed pages carry body_digest, 16 hex digits of their decoded body's XXH3-64"},
+    {"proxy", T_PROXIES, F(proxy), 0, 0, 0, "",
+     "requests go through these proxies: http://[USER:PASSWORD@]HOST[:PORT] (CONNECT for "
+     "https URLs), comma-separated; none or empty: direct (a [host \"NAME\"] section may "
+     "set its own, or none)"},
+    {"no_proxy", T_NO_PROXY, F(no_proxy), 0, 0, 0, "",
+     "hosts that go direct whatever proxy says: names (with their subdomains), .domains, "
+     "address ranges, or *"},
+    {"proxy_rotation", T_ROTATION, F(proxy_rotation), 0, 0, 0, "host",
+     "with several proxies: host (each host keeps one proxy while it works, so connections "
+     "are reused) or request (a proxy per request, reusing that pair's idle connections)"},
     {"retries", T_UINT, F(retries), 0, 20, 0, "3",
      "further attempts after a transient failure (429/5xx in retry_statuses, connect errors, "
      "resets, timeouts)"},
@@ -505,6 +518,65 @@ static int format_recrawl(const directive_t *d, const void *field, char *out, si
                        (int)*(const hv_recrawl_mode_t *)field, out, cap);
 }
 
+/* proxy: "URL[, URL...]", "none", or "" (not given). Errors quote the URLs masked. */
+static int set_proxies(const directive_t *d, void *field, const char *value, char *err,
+                       size_t errcap)
+{
+    char msg[512];
+    if (value[0] == '\0') {
+        hv_proxy_list_free(field);
+        return 0;
+    }
+    if (hv_proxy_list_parse(value, field, msg, sizeof(msg)) != 0)
+        return hv_errf(err, errcap, UV_EINVAL, "%s: %s", d->name, msg);
+    return 0;
+}
+
+static int format_proxies(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return hv_proxy_list_format(field, out, cap) == 0 ? 0 : UV_ENOBUFS;
+}
+
+static int set_no_proxy(const directive_t *d, void *field, const char *value, char *err,
+                        size_t errcap)
+{
+    char bad[256];
+    if (hv_no_proxy_parse(value, field, bad, sizeof(bad)) != 0)
+        return hv_errf(err, errcap, UV_EINVAL,
+                       "%s: '%s' is not a host name, .domain, address range or *", d->name,
+                       bad);
+    return 0;
+}
+
+static int format_no_proxy(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return hv_no_proxy_format(field, out, cap) == 0 ? 0 : UV_ENOBUFS;
+}
+
+static const char *const rotation_names[] = {[HV_ROTATE_HOST] = "host",
+                                              [HV_ROTATE_REQUEST] = "request"};
+
+static int set_rotation(const directive_t *d, void *field, const char *value, char *err,
+                        size_t errcap)
+{
+    for (size_t i = 0; i < HV_ARRAY_SIZE(rotation_names); i++) {
+        if (strcmp(value, rotation_names[i]) == 0) {
+            *(hv_rotation_t *)field = (hv_rotation_t)i;
+            return 0;
+        }
+    }
+    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not host or request", d->name, value);
+}
+
+static int format_rotation(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return format_name(rotation_names, HV_ARRAY_SIZE(rotation_names),
+                       (int)*(const hv_rotation_t *)field, out, cap);
+}
+
 /* A set of HTTP statuses, one flag per code (the field is indexed by the status). */
 #define STATUS_END 600
 
@@ -662,6 +734,9 @@ static const type_ops_t types[] = {
     [T_ADDRESSES] = {set_addresses, format_addresses},
     [T_SOURCES] = {set_sources, format_sources},
     [T_RECRAWL] = {set_recrawl, format_recrawl},
+    [T_PROXIES] = {set_proxies, format_proxies},
+    [T_NO_PROXY] = {set_no_proxy, format_no_proxy},
+    [T_ROTATION] = {set_rotation, format_rotation},
 };
 
 /* ---- directives by name ---- */
@@ -773,6 +848,7 @@ static const section_key_t host_keys[] = {
     HOST_KEY("host_delay", delay_ms, delay_set),
     HOST_KEY("host_delay_jitter", jitter, jitter_set),
     HOST_KEY("block_detection", block_detection, block_detection_set),
+    HOST_KEY("proxy", proxy, proxy.given),
 };
 
 static const section_t sections[] = {
@@ -974,6 +1050,16 @@ void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *p
     *jitter = r != NULL && r->jitter_set ? r->jitter : cfg->host_delay_jitter;
 }
 
+const hv_proxy_list_t *hv_config_host_proxies(const hv_config_t *cfg, const char *host,
+                                               int host_is_ip)
+{
+    if (hv_no_proxy_match(&cfg->no_proxy, host, host_is_ip))
+        return NULL;
+    const hv_host_rule_t *r = host_rule(cfg, host);
+    const hv_proxy_list_t *l = r != NULL && r->proxy.given ? &r->proxy : &cfg->proxy;
+    return l->count > 0 ? l : NULL;
+}
+
 int hv_config_host_block_detection(const hv_config_t *cfg, const char *host)
 {
     const hv_host_rule_t *r = host_rule(cfg, host);
@@ -1013,6 +1099,9 @@ void hv_config_free(hv_config_t *cfg)
     for (unsigned i = 0; i < cfg->nrulesets; i++)
         hv_ruleset_free(cfg->rulesets[i]);
     cfg->nrulesets = 0;
+    hv_proxy_list_free(&cfg->proxy);
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        hv_proxy_list_free(&cfg->host_rules[i].proxy);
 }
 
 static int on_ini_entry(void *user, const char *section, const char *name, const char *value)

@@ -119,6 +119,16 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_FIELDS_EXCEED] = "fields_exceed_<size>",
     [HV_D_RECORD_EXCEEDS] = "record_exceeds_<size>",
 
+    [HV_D_PROXY_CONNECT_REFUSED] = "proxy_connect_refused",
+    [HV_D_PROXY_CONNECT_TIMED_OUT] = "proxy_connect_timed_out",
+    [HV_D_PROXY_CONNECT_ERROR] = "proxy_connect_error_<error>",
+    [HV_D_PROXY_NAME_NOT_RESOLVED] = "proxy_name_not_resolved",
+    [HV_D_PROXY_AUTH_REQUIRED] = "proxy_auth_required_407",
+    [HV_D_PROXY_HTTP_STATUS] = "proxy_http_<status>",
+    [HV_D_PROXY_CLOSED] = "proxy_closed_connection",
+    [HV_D_PROXY_BAD_REPLY] = "proxy_bad_reply",
+    [HV_D_PROXY_REPLY_TOO_LARGE] = "proxy_reply_too_large",
+
     [HV_D_BLOCK_SAME_BODY] = "same_body_as_<n>_urls",
     [HV_D_BLOCK_STATUS_BURST] = "status_burst_<status>",
     [HV_D_BLOCK_SIZE_COLLAPSE] = "size_collapse",

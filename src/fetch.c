@@ -26,8 +26,10 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <uthash.h>
+#include <xxhash.h>
 
 #include "harvestd/common.h"
+#include "harvestd/cf_connect.h"
 #include "harvestd/cf_tls.h"
 #include "harvestd/conn.h"
 #include "harvestd/http.h"
@@ -37,7 +39,7 @@
 #define MAX_DRAIN (64 * 1024)
 
 /* Room for a pool key: scheme, host and port of a URL. */
-#define POOL_KEY_MAX (HV_URL_MAX + 32)
+#define POOL_KEY_MAX (HV_PROXY_SHOWN_MAX + HV_URL_MAX + 32)
 
 typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
 
@@ -64,6 +66,7 @@ typedef struct hv_req_s {
     hv_fetch_t *f;
     hv_job_t *job;
     hv_conn_t *conn;
+    const hv_proxy_t *proxy;   /* this hop's (config's), NULL: direct */
     int reused;
     rq_state_t state;
     int timer_total;           /* the armed timer is the job's total deadline */
@@ -95,6 +98,7 @@ struct hv_fetch_s {
     unsigned max_idle;
     int paused;
     uint64_t paused_at;
+    uint64_t rotation;         /* proxy_rotation = request: the next pick */
     hv_fetch_stats_t stats;
 };
 
@@ -149,12 +153,34 @@ static void set_state(hv_req_t *r, rq_state_t st)
 
 /* ---- the idle pool ---- */
 
-/* The pool a connection to `u` belongs to: "scheme://host:port" into `out`. */
-static const char *pool_key(const hv_url_t *u, char *out, size_t cap)
+/* The pool a connection to `u` through `proxy` (NULL: direct) belongs to: "scheme://host:port",
+ * after "PROXY " when there is one, into `out`. */
+static const char *pool_key(const hv_url_t *u, const hv_proxy_t *proxy, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s://%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
+    snprintf(out, cap, "%s%s%s://%s:%u", proxy != NULL ? proxy->shown : "",
+             proxy != NULL ? " " : "", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
              (unsigned)u->port);
     return out;
+}
+
+/* The proxy for a request to `u` on attempt `attempts` (NULL: direct). With proxy_rotation =
+ * host, a host keeps one proxy (a hash of its key), so that its connections are reused; a
+ * retry moves to the next one, so that a proxy that failed is not asked again at once. With
+ * request, the proxies take turns. */
+static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned attempts)
+{
+    const hv_proxy_list_t *l = hv_config_host_proxies(f->cfg, u->host, u->host_is_ip);
+    if (l == NULL)
+        return NULL;
+    uint64_t pick;
+    if (f->cfg->proxy_rotation == HV_ROTATE_REQUEST) {
+        pick = f->rotation++;
+    } else {
+        char key[POOL_KEY_MAX];
+        pool_key(u, NULL, key, sizeof(key));
+        pick = XXH3_64bits(key, strlen(key)) + (attempts > 0 ? attempts - 1 : 0);
+    }
+    return &l->proxy[pick % l->count];
 }
 
 /* Take `i` out of the pool and free it; returns its connection. */
@@ -278,6 +304,15 @@ static void end_req(hv_req_t *r)
     free(r);
 }
 
+/* Where and how far the job got, and through which proxy. */
+static void fill_record(hv_req_t *r)
+{
+    hv_record_t *rec = r->job->rec;
+    hv_job_fill_record(r->job, uv_now(r->f->loop));
+    free(rec->proxy);
+    rec->proxy = r->proxy != NULL ? hv_xstrdup(r->proxy->shown) : NULL;
+}
+
 /* `arg` is the argument of a family detail (NULL for fixed ones). */
 static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, const char *arg)
 {
@@ -285,7 +320,7 @@ static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, c
     hv_job_t *job = r->job;
     char url[120];
 
-    hv_job_fill_record(job, uv_now(f->loop));
+    fill_record(r);
     hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, detail, arg);
     HV_LOG(HV_LOG_INFO, "event=download_failed job=%" PRIu64 " url=%s error_type=%s error=%s",
            job->id, hv_log_url(url, sizeof(url), job->url.href), hv_error_type_name(type),
@@ -308,7 +343,7 @@ static void finish_page(hv_req_t *r)
     size_t len;
     char *body = hv_buf_steal(&r->http.body, &len);
 
-    hv_job_fill_record(job, uv_now(f->loop));
+    fill_record(r);
     job->rec->bytes = (int64_t)len;
     end_req(r);
     job->end = HV_JOB_GOT_PAGE;
@@ -321,7 +356,7 @@ static void finish_not_modified(hv_req_t *r)
 {
     hv_fetch_t *f = r->f;
     hv_job_t *job = r->job;
-    hv_job_fill_record(job, uv_now(f->loop));
+    fill_record(r);
     end_req(r);
     job->end = HV_JOB_NOT_MODIFIED;
     f->on_end(f->ud, job);
@@ -365,9 +400,40 @@ static int is_lookup_error(int err)
     }
 }
 
+/* The connection to a proxy failed before a tunnel or a request went through: the proxy's
+ * failure, not the page's (TLS failures inside a tunnel are the origin's, as without one). */
+static int fail_proxy(hv_req_t *r, int status)
+{
+    char name[32];
+    switch (status) {
+    case HV_EPROXY:
+        finish_fault(r, HV_ET_PROXY, hv_conn_error(r->conn));
+        return 1;
+    case UV_ECONNREFUSED:
+        finish_fail(r, HV_ET_PROXY, HV_D_PROXY_CONNECT_REFUSED, NULL);
+        return 1;
+    case UV_ETIMEDOUT:
+        finish_fail(r, HV_ET_PROXY, HV_D_PROXY_CONNECT_TIMED_OUT, NULL);
+        return 1;
+    case HV_ECERT:
+    case HV_ETLS:
+    case HV_EBLOCKED:
+        return 0;
+    default:
+        if (is_lookup_error(status))
+            finish_fail(r, HV_ET_PROXY, HV_D_PROXY_NAME_NOT_RESOLVED, NULL);
+        else
+            finish_fail(r, HV_ET_PROXY, HV_D_PROXY_CONNECT_ERROR,
+                        err_name_arg(name, sizeof(name), status, 1));
+        return 1;
+    }
+}
+
 static void fail_connect(hv_req_t *r, int status)
 {
     char name[32];
+    if (r->proxy != NULL && fail_proxy(r, status))
+        return;
     if (status == HV_ECERT || status == HV_ETLS) {
         hv_error_type_t type = status == HV_ECERT ? HV_ET_CERTIFICATE : HV_ET_TLS;
         const hv_fault_t *fault = r->conn != NULL ? hv_conn_error(r->conn) : NULL;
@@ -462,7 +528,8 @@ static void open_conn(hv_req_t *r, int allow_pool)
     hv_fetch_t *f = r->f;
     const hv_url_t *u = &r->job->url;
     char key[POOL_KEY_MAX];
-    hv_conn_t *c = allow_pool ? pool_take(f, pool_key(u, key, sizeof(key))) : NULL;
+    r->proxy = choose_proxy(f, u, r->job->attempts);
+    hv_conn_t *c = allow_pool ? pool_take(f, pool_key(u, r->proxy, key, sizeof(key))) : NULL;
 
     if (c != NULL) {
         f->stats.connections_reused++;
@@ -472,11 +539,20 @@ static void open_conn(hv_req_t *r, int allow_pool)
         send_request(r);
         return;
     }
+    /* The chain: [a proxy's tunnel] [TLS to the origin, inside it]. */
     hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
                            .port = u->port};
-    hv_conn_layer_t layers[1] = {{&hv_cf_tls, &tls}};
-    int rc = hv_conn_connect(&f->conn_env, layers, u->scheme == HV_SCHEME_HTTPS ? 1 : 0, u->host,
-                             u->host_is_ip, u->port, &req_cbs, r, &c);
+    hv_cf_connect_arg_t tunnel = {.proxy = r->proxy, .host = u->host, .port = u->port};
+    hv_conn_layer_t layers[2];
+    unsigned n = 0;
+    if (r->proxy != NULL)
+        layers[n++] = (hv_conn_layer_t){&hv_cf_connect, &tunnel};
+    if (u->scheme == HV_SCHEME_HTTPS)
+        layers[n++] = (hv_conn_layer_t){&hv_cf_tls, &tls};
+    const char *host = r->proxy != NULL ? r->proxy->host : u->host;
+    int rc = hv_conn_connect(&f->conn_env, layers, n, host,
+                             r->proxy != NULL ? r->proxy->host_is_ip : u->host_is_ip,
+                             r->proxy != NULL ? r->proxy->port : u->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
         return;
@@ -619,7 +695,7 @@ static void response_complete(hv_req_t *r)
     r->conn = NULL;
     if (r->http.keep_alive) {
         char key[POOL_KEY_MAX];
-        pool_put(f, c, pool_key(&r->job->url, key, sizeof(key)));
+        pool_put(f, c, pool_key(&r->job->url, r->proxy, key, sizeof(key)));
     } else {
         hv_conn_close(c);
     }

@@ -84,6 +84,11 @@ static int prefix_match(const uint8_t *addr, const uint8_t *prefix, unsigned bit
     return (addr[whole] & mask) == (prefix[whole] & mask);
 }
 
+int hv_cidr_contains(const hv_cidr_t *c, int family, const uint8_t *addr)
+{
+    return c->family == family && prefix_match(addr, c->addr, c->bits);
+}
+
 static hv_addr_class_t classify_v4(const uint8_t a[4])
 {
     for (size_t i = 0; i < HV_ARRAY_SIZE(v4_ranges); i++)

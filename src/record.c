@@ -40,6 +40,7 @@ static const char *const hv_error_type_names[HV_ET__COUNT] = {
     [HV_ET_INVALID_ENTRY] = "InvalidEntry",
     [HV_ET_POISONED] = "Poisoned",
     [HV_ET_BLOCKED] = "Blocked",
+    [HV_ET_PROXY] = "ProxyError",
 };
 
 /* The line as a C string: a NUL byte becomes U+FFFD (as invalid UTF-8 is shown), so that
@@ -114,6 +115,7 @@ void hv_record_free(hv_record_t *r)
     free(r->batch);
     free(r->token);
     free(r->url);
+    free(r->proxy);
     free(r->title);
     free(r->content_type);
     free(r->charset);
@@ -278,6 +280,8 @@ static char *hv_record_print(const hv_record_t *r)
     }
     if (r->url != NULL)
         hv_record_add_string(obj, "url", r->url);
+    if (r->proxy != NULL)
+        hv_record_add_string(obj, "proxy", r->proxy);
     hv_record_add_string(obj, "status", r->ok ? "ok" : "failed");
     if (r->http_status > 0)
         hv_record_add_int(obj, "http_status", r->http_status);

@@ -22,6 +22,14 @@ int hv_retry_transient(const hv_config_t *cfg, const hv_record_t *rec)
     case HV_ET_DNS:
         /* A name that does not exist will not exist in a second either. */
         return rec->detail == HV_D_DNS_TEMPORARY_FAILURE || rec->detail == HV_D_DNS_LOOKUP_EXCEEDED;
+    case HV_ET_PROXY:
+        /* A proxy that did not answer, broke the tunnel or refused it: the next attempt goes
+         * to the next proxy of the list (fetch.c), which may serve. One that wants other
+         * credentials will want them again. */
+        return rec->detail == HV_D_PROXY_CONNECT_REFUSED ||
+               rec->detail == HV_D_PROXY_CONNECT_TIMED_OUT ||
+               rec->detail == HV_D_PROXY_CONNECT_ERROR || rec->detail == HV_D_PROXY_CLOSED ||
+               rec->detail == HV_D_PROXY_HTTP_STATUS;
     case HV_ET_TLS:
         /* Broken handshakes can be transient; alerts and protocol errors are not. */
         return rec->detail == HV_D_TLS_CLOSED_DURING_HANDSHAKE ||

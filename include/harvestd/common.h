@@ -32,6 +32,7 @@ enum {
     HV_EBLOCKED,        /* the address guard refused every address of the host */
     HV_EREFUSED,        /* a server refused a command a connection needs (Redis's AUTH, SELECT) */
     HV_ENOTREADY,       /* a server cannot serve now but will (Redis loading its data...) */
+    HV_EPROXY,          /* a proxy refused or broke the tunnel (detail: hv_conn_error()) */
     HV_ERR_LAST
 };
 

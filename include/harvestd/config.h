@@ -17,6 +17,7 @@
 #include "harvestd/extract.h"
 #include "harvestd/guard.h"
 #include "harvestd/log.h"
+#include "harvestd/proxy.h"
 
 /** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
 typedef struct {
@@ -29,6 +30,7 @@ typedef struct {
     int jitter_set;
     int block_detection;
     int block_detection_set;
+    hv_proxy_list_t proxy;  /* given: the host's own list (or none) */
 } hv_host_rule_t;
 
 /** Where the daemon takes work from (a set). */
@@ -36,6 +38,9 @@ enum { HV_SOURCE_SPOOL = 1, HV_SOURCE_REDIS = 2 };
 
 /** Whether pages are fetched again conditionally (recrawl.h). */
 typedef enum { HV_RECRAWL_OFF, HV_RECRAWL_CONDITIONAL } hv_recrawl_mode_t;
+
+/** How a proxy is chosen among several (proxy_rotation). */
+typedef enum { HV_ROTATE_HOST, HV_ROTATE_REQUEST } hv_rotation_t;
 
 /** When batch outputs are fsynced (the daemon's; --once syncs once, at the end). */
 typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
@@ -83,6 +88,11 @@ typedef struct {
     uint64_t block_probe_delay_ms;     /* pause before a suspect host's probe */
     uint64_t block_probe_max_delay_ms; /* a blocked host's re-probes: the longest pause */
     int record_digest;           /* records carry body_digest */
+
+    /* proxies */
+    hv_proxy_list_t proxy;       /* given with count 0: none (direct) */
+    hv_no_proxy_t no_proxy;
+    hv_rotation_t proxy_rotation;
     uint64_t robots_ttl_ms;
     uint64_t robots_max_bytes;
     hv_host_rule_t host_rules[HV_HOST_RULES_MAX];
@@ -156,6 +166,12 @@ int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t er
  * names it exactly, else one whose "*.suffix" matches, else the global values. */
 void hv_config_host_policy(const hv_config_t *cfg, const char *host, unsigned *per_host,
                            uint64_t *delay_ms, double *jitter);
+
+/** The proxies for requests to `host` (a name, or an IP literal with `host_is_ip`): its
+ *  [host] section's `proxy` (exact name, else the longest "*.suffix"), else the global one;
+ *  NULL when it goes direct (none given, `proxy = none`, or no_proxy matches it). */
+const hv_proxy_list_t *hv_config_host_proxies(const hv_config_t *cfg, const char *host,
+                                               int host_is_ip);
 
 /** Whether block detection watches host name `host`: its [host] section's block_detection
  *  (exact name, else the longest "*.suffix"), else the global one. */

@@ -142,6 +142,17 @@ typedef enum {
     HV_D_FIELDS_EXCEED,           /* fields_exceed_<size>: the extracted fields, printed */
     HV_D_RECORD_EXCEEDS,          /* record_exceeds_<size>: the whole record, printed */
 
+    /* a proxy (proxy.h, cf_connect.h) */
+    HV_D_PROXY_CONNECT_REFUSED,   /* the proxy's own address refused the connection */
+    HV_D_PROXY_CONNECT_TIMED_OUT,
+    HV_D_PROXY_CONNECT_ERROR,     /* proxy_connect_error_<error> */
+    HV_D_PROXY_NAME_NOT_RESOLVED, /* the proxy's own name */
+    HV_D_PROXY_AUTH_REQUIRED,     /* proxy_auth_required_407 */
+    HV_D_PROXY_HTTP_STATUS,       /* proxy_http_<status>: CONNECT refused */
+    HV_D_PROXY_CLOSED,            /* closed before its reply was complete */
+    HV_D_PROXY_BAD_REPLY,
+    HV_D_PROXY_REPLY_TOO_LARGE,
+
     /* the block detector (block.h): the sign that made the host's pages block pages */
     HV_D_BLOCK_SAME_BODY,         /* same_body_as_<n>_urls */
     HV_D_BLOCK_STATUS_BURST,      /* status_burst_<status> */

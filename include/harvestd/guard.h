@@ -82,6 +82,9 @@ hv_addr_class_t hv_guard_check(const hv_guard_t *g, const struct sockaddr *sa);
  *  set below the prefix are cleared. 0, or -1 if it is not a range. */
 int hv_cidr_parse(const char *text, size_t len, hv_cidr_t *out);
 
+/** Whether the address `addr` (4 or 16 bytes, network order, of `family`) lies in `c`. */
+int hv_cidr_contains(const hv_cidr_t *c, int family, const uint8_t *addr);
+
 /** Print `c` as hv_cidr_parse() reads it back ("10.0.0.0/8"). 0, or -1 if `cap` is short. */
 int hv_cidr_format(const hv_cidr_t *c, char *out, size_t cap);
 

@@ -4,7 +4,7 @@
  * A record is plain data owned by whoever holds it: the fetch stage builds it, the parse
  * stage completes it, the writer serialises and frees it. Keys are emitted in a fixed order
  * and absent fields are omitted:
- *   requested_url, batch, line, url, status, http_status, title, fields, content_type,
+ *   requested_url, batch, line, url, proxy, status, http_status, title, fields, content_type,
  *   charset, bytes, body_digest, redirects, attempts, elapsed_ms, fetched_at, modified_at, not_modified,
  *   unchanged, from_cache, stage, error_type, error
  * (batch and line only on records of stream entries, whose output mixes no other batch;
@@ -62,6 +62,7 @@ typedef enum {
     HV_ET_INVALID_ENTRY,
     HV_ET_POISONED,
     HV_ET_BLOCKED,
+    HV_ET_PROXY,
     HV_ET__COUNT
 } hv_error_type_t;
 
@@ -87,6 +88,7 @@ typedef struct hv_record_s {
     uint64_t line;          /* with batch: the entry's line number in its input */
     char *token;            /* a stream entry's id, for its acknowledgement; not output */
     char *url;              /* final URL after redirects, or NULL */
+    char *proxy;            /* the proxy of the last request (its URL without credentials) */
     int ok;                 /* status "ok" vs "failed" */
     int http_status;        /* 0: absent */
     char *title;            /* NULL: absent */
