@@ -428,8 +428,9 @@ static void send_request(hv_req_t *r)
         cond.etag = st->prev.etag;
         cond.last_modified = st->prev.last_modified;
     }
-    hv_buf_init(&req, HV_URL_MAX + 4096);
-    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL);
+    hv_buf_init(&req, HV_HTTP_REQUEST_MAX);
+    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL,
+                         NULL, 0);
     if (rc == 0)
         rc = hv_conn_write(r->conn, req.data, req.len);
     hv_buf_free(&req);
