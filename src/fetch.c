@@ -412,9 +412,30 @@ static void fail_connect(hv_req_t *r, int status)
 
 static hv_http_body_t on_head(hv_http_t *h);
 
+/*
+ * The configured headers of this hop, into `fields`. Each hop gets those of its own host: a
+ * [host] section's headers go to that host alone, so after a redirect to another host they
+ * are sent there only if that host's own section has them too. The global Authorization and
+ * Cookie stay with the origin (scheme, host and port) of the URL's first request, as curl
+ * keeps its custom ones: a redirect elsewhere, or from https down to http, does not carry
+ * them, and a redirect back to that origin does.
+ */
+static size_t hop_fields(const hv_fetch_t *f, const hv_job_t *job, hv_http_field_t *fields)
+{
+    const hv_conf_header_t *conf[2 * HV_HEADERS_MAX];
+    char key[POOL_KEY_MAX];
+    int first_origin = job->first_origin == NULL ||
+                       strcmp(job->first_origin, pool_key(&job->url, key, sizeof(key))) == 0;
+    size_t n = hv_config_request_headers(f->cfg, job->url.host, first_origin, conf);
+    for (size_t i = 0; i < n; i++)
+        fields[i] = (hv_http_field_t){conf[i]->name, conf[i]->value};
+    return n;
+}
+
 static void send_request(hv_req_t *r)
 {
     hv_fetch_t *f = r->f;
+    hv_http_field_t fields[2 * HV_HEADERS_MAX];
     hv_buf_t req;
     int rc;
 
@@ -430,7 +451,7 @@ static void send_request(hv_req_t *r)
     }
     hv_buf_init(&req, HV_HTTP_REQUEST_MAX);
     rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL,
-                         NULL, 0);
+                         fields, hop_fields(f, r->job, fields));
     if (rc == 0)
         rc = hv_conn_write(r->conn, req.data, req.len);
     hv_buf_free(&req);
@@ -491,6 +512,10 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
 
     if (job->deadline_ms == 0) /* per attempt; redirects stay within it */
         job->deadline_ms = now + f->cfg->total_timeout_ms;
+    if (job->first_origin == NULL) {
+        char key[POOL_KEY_MAX];
+        job->first_origin = hv_xstrdup(pool_key(&job->url, key, sizeof(key)));
+    }
     r->f = f;
     r->job = job;
     job->req = r;
@@ -595,7 +620,9 @@ static void follow_redirect(hv_req_t *r)
         return;
     }
     job->redirects++;
-    /* The next hop is a new request, with its own allowance for a stale pooled connection. */
+    /* The next hop is a new request, with its own allowance for a stale pooled connection,
+     * and the request headers of its own host (hop_fields: another host gets neither this
+     * host's [host] headers nor the global credentials). */
     job->fresh_conn_retried = 0;
     f->stats.redirects++;
     hv_url_free(&job->url);
