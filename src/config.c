@@ -1011,35 +1011,40 @@ int hv_config_add_header(hv_config_t *cfg, const char *host, const char *text, i
                          char *err, size_t errcap)
 {
     char scope[300], where[32];
-    hv_headers_t **hs = &cfg->headers;
-    if (host != NULL) {
-        hv_host_rule_t *r = host_section(cfg, host, err, errcap);
-        if (r == NULL)
-            return UV_EINVAL;
-        hs = &r->headers;
-        snprintf(scope, sizeof(scope), "[host \"%s\"]", host);
-    } else {
-        snprintf(scope, sizeof(scope), "global");
-    }
-    /* The message never quotes the text: all of it after the name may be a secret. */
-    const char *colon = strchr(text, ':');
+    char *name = NULL, *value = NULL;
+    hv_headers_t **hs = &cfg->headers, *h;
+    hv_conf_header_t *slot = NULL;
+    size_t nlen, vlen, bytes;
+    const char *colon, *v;
+    int rc;
+
+    /* No message quotes the text: all of it after the name may be a secret. */
+    colon = strchr(text, ':');
     if (colon == NULL)
         return hv_errf(err, errcap, UV_EINVAL, "header: expected 'Name: value' (no ':')");
-    size_t nlen = (size_t)(colon - text);
-    const char *v = colon + 1;
-    while (*v == ' ' || *v == '\t')
-        v++;
-    size_t vlen = strlen(v);
-    while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
-        vlen--;
-    char *name = hv_xstrndup(text, nlen), *value = hv_xstrndup(v, vlen);
-    int rc = hv_http_field_check(name, value, err, errcap);
+    nlen = (size_t)(colon - text);
+    for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+        ;
+    for (vlen = strlen(v); vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'); vlen--)
+        ;
+    name = hv_xstrndup(text, nlen);
+    value = hv_xstrndup(v, vlen);
+    rc = hv_http_field_check(name, value, err, errcap);
     if (rc != 0)
         goto out;
+    snprintf(scope, sizeof(scope), "global");
+    if (host != NULL) {
+        hv_host_rule_t *r = host_section(cfg, host, err, errcap);
+        if (r == NULL) {
+            rc = UV_EINVAL;
+            goto out;
+        }
+        hs = &r->headers;
+        snprintf(scope, sizeof(scope), "[host \"%s\"]", host);
+    }
     if (*hs == NULL)
         *hs = hv_xcalloc(1, sizeof(**hs));
-    hv_headers_t *h = *hs;
-    hv_conf_header_t *slot = NULL;
+    h = *hs;
     for (unsigned i = 0; i < h->n; i++)
         if (strcasecmp(h->h[i].name, name) == 0)
             slot = &h->h[i];
@@ -1050,13 +1055,15 @@ int hv_config_add_header(hv_config_t *cfg, const char *host, const char *text, i
                      "headers", name, header_where(slot->line, where, sizeof(where)), scope);
         goto out;
     }
-    size_t bytes = h->bytes + nlen + vlen + 4 - (slot != NULL ? strlen(slot->name) +
-                                                 strlen(slot->value) + 4 : 0);
     if (slot == NULL && h->n == HV_HEADERS_MAX) {
         rc = hv_errf(err, errcap, UV_EINVAL, "header: more than %d %s headers", HV_HEADERS_MAX,
                      scope);
         goto out;
     }
+    /* "Name: value\r\n", in place of the one it replaces. */
+    bytes = h->bytes + nlen + vlen + 4;
+    if (slot != NULL)
+        bytes -= strlen(slot->name) + strlen(slot->value) + 4;
     if (bytes > HV_HEADERS_BYTES_MAX) {
         rc = hv_errf(err, errcap, UV_EINVAL, "header: the %s headers add up to more than %d "
                      "bytes", scope, HV_HEADERS_BYTES_MAX);
