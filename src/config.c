@@ -27,6 +27,7 @@
 #include <ini.h>
 
 #include "harvestd/common.h"
+#include "harvestd/http.h"
 #include "harvestd/redisurl.h"
 #include "harvestd/streamkeys.h"
 
@@ -831,13 +832,14 @@ struct section_s {
     const section_key_t *keys; /* NULL: any key, the handler judges it */
     size_t nkeys;
     int (*set)(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
-               const char *value, char *err, size_t errcap);
+               const char *value, int line, char *err, size_t errcap);
 };
 
 static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
-                        const char *value, char *err, size_t errcap);
+                        const char *value, int line, char *err, size_t errcap);
 static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
-                         const char *key, const char *value, char *err, size_t errcap);
+                         const char *key, const char *value, int line, char *err,
+                         size_t errcap);
 
 #define HOST_KEY(key, field, given)                                                        \
     {key, offsetof(hv_host_rule_t, field), sizeof(((hv_host_rule_t *)0)->field),            \
@@ -910,31 +912,43 @@ static int unknown_section(char *err, size_t errcap, int len, const char *text)
 }
 
 static int set_in_section(hv_config_t *cfg, const char *section, const char *key,
-                          const char *value, char *err, size_t errcap)
+                          const char *value, int line, char *err, size_t errcap)
 {
     char name[SECTION_NAME_MAX];
     const section_t *s = find_section(section, name);
     if (s == NULL)
         return unknown_section(err, errcap, (int)strlen(section), section);
-    return s->set(cfg, s, name, key, value, err, errcap);
+    return s->set(cfg, s, name, key, value, line, err, errcap);
 }
 
-/* [host "NAME"]: the host's own per_host, host_delay or host_delay_jitter. */
-static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
-                        const char *value, char *err, size_t errcap)
+/* The [host] section called `name` (lower-cased), created when missing; NULL: no room. */
+static hv_host_rule_t *host_section(hv_config_t *cfg, const char *name, char *err,
+                                    size_t errcap)
 {
-    hv_host_rule_t *r = NULL;
     for (unsigned i = 0; i < cfg->nhost_rules; i++)
         if (strcmp(cfg->host_rules[i].name, name) == 0)
-            r = &cfg->host_rules[i];
-    if (r == NULL) {
-        if (cfg->nhost_rules == HV_HOST_RULES_MAX)
-            return hv_errf(err, errcap, UV_EINVAL, "too many [host] sections (at most %d)",
-                             HV_HOST_RULES_MAX);
-        r = &cfg->host_rules[cfg->nhost_rules++];
-        memset(r, 0, sizeof(*r));
-        snprintf(r->name, sizeof(r->name), "%s", name);
+            return &cfg->host_rules[i];
+    if (cfg->nhost_rules == HV_HOST_RULES_MAX) {
+        hv_errf(err, errcap, UV_EINVAL, "too many [host] sections (at most %d)",
+                HV_HOST_RULES_MAX);
+        return NULL;
     }
+    hv_host_rule_t *r = &cfg->host_rules[cfg->nhost_rules++];
+    memset(r, 0, sizeof(*r));
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    return r;
+}
+
+/* [host "NAME"]: the host's own per_host, host_delay, host_delay_jitter, block_detection,
+ * and its request headers. */
+static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, const char *key,
+                        const char *value, int line, char *err, size_t errcap)
+{
+    if (strcmp(key, "header") == 0)
+        return hv_config_add_header(cfg, name, value, line, err, errcap);
+    hv_host_rule_t *r = host_section(cfg, name, err, errcap);
+    if (r == NULL)
+        return UV_EINVAL;
     const directive_t *d = find_directive(key);
     for (size_t i = 0; d != NULL && i < s->nkeys; i++) {
         const section_key_t *k = &s->keys[i];
@@ -949,16 +963,17 @@ static int set_host_key(hv_config_t *cfg, const section_t *s, const char *name, 
     char can[256];
     size_t n = 0;
     for (size_t i = 0; i < s->nkeys; i++)
-        appendf(can, sizeof(can), &n, "%s%s", i > 0 ? ", " : "", s->keys[i].name);
-    return hv_errf(err, errcap, UV_EINVAL, "[%s \"%s\"]: '%s' cannot be set per %s (%s can)",
+        appendf(can, sizeof(can), &n, "%s, ", s->keys[i].name);
+    return hv_errf(err, errcap, UV_EINVAL, "[%s \"%s\"]: '%s' cannot be set per %s (%sheader can)",
                      s->kind, name, key, s->kind, can);
 }
 
 /* [rules "NAME"]: every key is an extraction rule of the set NAME. */
 static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
-                         const char *key, const char *value, char *err, size_t errcap)
+                         const char *key, const char *value, int line, char *err,
+                         size_t errcap)
 {
-    (void)s;
+    (void)s, (void)line;
     return hv_config_add_rule(cfg, name, key, value, err, errcap);
 }
 
@@ -1066,6 +1081,165 @@ int hv_config_host_block_detection(const hv_config_t *cfg, const char *host)
     return r != NULL && r->block_detection_set ? r->block_detection : cfg->block_detection;
 }
 
+/* ---- request headers ---- */
+
+/* Where a header was set, for messages: "line 12" or "the command line". */
+static const char *header_where(int line, char *out, size_t cap)
+{
+    if (line > 0)
+        snprintf(out, cap, "line %d", line);
+    else
+        snprintf(out, cap, "the command line");
+    return out;
+}
+
+int hv_config_add_header(hv_config_t *cfg, const char *host, const char *text, int line,
+                         char *err, size_t errcap)
+{
+    char scope[300], where[32];
+    char *name = NULL, *value = NULL;
+    hv_headers_t **hs = &cfg->headers, *h;
+    hv_conf_header_t *slot = NULL;
+    size_t nlen, vlen, bytes;
+    const char *colon, *v;
+    int rc;
+
+    /* No message quotes the text: all of it after the name may be a secret. */
+    colon = strchr(text, ':');
+    if (colon == NULL)
+        return hv_errf(err, errcap, UV_EINVAL, "header: expected 'Name: value' (no ':')");
+    nlen = (size_t)(colon - text);
+    for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
+        ;
+    for (vlen = strlen(v); vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'); vlen--)
+        ;
+    name = hv_xstrndup(text, nlen);
+    value = hv_xstrndup(v, vlen);
+    rc = hv_http_field_check(name, value, err, errcap);
+    if (rc != 0)
+        goto out;
+    snprintf(scope, sizeof(scope), "global");
+    if (host != NULL) {
+        hv_host_rule_t *r = host_section(cfg, host, err, errcap);
+        if (r == NULL) {
+            rc = UV_EINVAL;
+            goto out;
+        }
+        hs = &r->headers;
+        snprintf(scope, sizeof(scope), "[host \"%s\"]", host);
+    }
+    if (*hs == NULL)
+        *hs = hv_xcalloc(1, sizeof(**hs));
+    h = *hs;
+    for (unsigned i = 0; i < h->n; i++)
+        if (strcasecmp(h->h[i].name, name) == 0)
+            slot = &h->h[i];
+    /* The command line overrides the file, one header by another of its name; twice in one
+     * place is a mistake (two Cookie lines are not two cookies: join them with "; "). */
+    if (slot != NULL && (slot->line > 0) == (line > 0)) {
+        rc = hv_errf(err, errcap, UV_EINVAL, "header: '%s' is already set (%s), in the %s "
+                     "headers", name, header_where(slot->line, where, sizeof(where)), scope);
+        goto out;
+    }
+    if (slot == NULL && h->n == HV_HEADERS_MAX) {
+        rc = hv_errf(err, errcap, UV_EINVAL, "header: more than %d %s headers", HV_HEADERS_MAX,
+                     scope);
+        goto out;
+    }
+    /* "Name: value\r\n", in place of the one it replaces. */
+    bytes = h->bytes + nlen + vlen + 4;
+    if (slot != NULL)
+        bytes -= strlen(slot->name) + strlen(slot->value) + 4;
+    if (bytes > HV_HEADERS_BYTES_MAX) {
+        rc = hv_errf(err, errcap, UV_EINVAL, "header: the %s headers add up to more than %d "
+                     "bytes", scope, HV_HEADERS_BYTES_MAX);
+        goto out;
+    }
+    if (slot == NULL) {
+        slot = &h->h[h->n++];
+    } else {
+        free(slot->name);
+        free(slot->value);
+    }
+    slot->name = name;
+    slot->value = value;
+    slot->line = line;
+    h->bytes = bytes;
+    name = value = NULL;
+out:
+    free(name);
+    free(value);
+    return rc;
+}
+
+/* The global headers that stay with the first origin of a request (curl does the same with
+ * its custom Authorization and Cookie headers): credentials for one site that a redirect must
+ * not hand to another. */
+static int is_credential(const char *name)
+{
+    return strcasecmp(name, "Authorization") == 0 || strcasecmp(name, "Cookie") == 0;
+}
+
+static const hv_conf_header_t *find_header(const hv_headers_t *hs, const char *name)
+{
+    for (unsigned i = 0; hs != NULL && i < hs->n; i++)
+        if (strcasecmp(hs->h[i].name, name) == 0)
+            return &hs->h[i];
+    return NULL;
+}
+
+size_t hv_config_request_headers(const hv_config_t *cfg, const char *host,
+                                 int global_credentials, const hv_conf_header_t **out)
+{
+    const hv_host_rule_t *r = host_rule(cfg, host);
+    const hv_headers_t *own = r != NULL ? r->headers : NULL, *global = cfg->headers;
+    size_t n = 0;
+    for (unsigned i = 0; global != NULL && i < global->n; i++) {
+        const hv_conf_header_t *g = &global->h[i];
+        const hv_conf_header_t *o = find_header(own, g->name);
+        if (o != NULL)
+            out[n++] = o;
+        else if (global_credentials || !is_credential(g->name))
+            out[n++] = g;
+    }
+    for (unsigned i = 0; own != NULL && i < own->n; i++)
+        if (find_header(global, own->h[i].name) == NULL)
+            out[n++] = &own->h[i];
+    return n;
+}
+
+static void print_headers(const hv_config_t *cfg, const hv_headers_t *hs, FILE *out)
+{
+    char where[1100];
+    for (unsigned i = 0; hs != NULL && i < hs->n; i++) {
+        const hv_conf_header_t *h = &hs->h[i];
+        if (h->line > 0)
+            snprintf(where, sizeof(where), "%s:%d", cfg->config_file, h->line);
+        else
+            snprintf(where, sizeof(where), "command line");
+        fprintf(out, "header = %s: %s  # %s\n", h->name,
+                hv_http_field_secret(h->name) && h->value[0] != '\0' ? "***" : h->value, where);
+    }
+}
+
+void hv_config_print_headers(const hv_config_t *cfg, FILE *out)
+{
+    int any = cfg->headers != NULL && cfg->headers->n > 0;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        any |= cfg->host_rules[i].headers != NULL && cfg->host_rules[i].headers->n > 0;
+    if (!any)
+        return;
+    fprintf(out, "# request headers (secret values shown as ***)\n");
+    print_headers(cfg, cfg->headers, out);
+    for (unsigned i = 0; i < cfg->nhost_rules; i++) {
+        const hv_host_rule_t *r = &cfg->host_rules[i];
+        if (r->headers == NULL || r->headers->n == 0)
+            continue;
+        fprintf(out, "[host \"%s\"]\n", r->name);
+        print_headers(cfg, r->headers, out);
+    }
+}
+
 int hv_config_add_rule(hv_config_t *cfg, const char *set, const char *key, const char *value,
                        char *err, size_t errcap)
 {
@@ -1094,14 +1268,29 @@ const hv_ruleset_t *hv_config_ruleset(const hv_config_t *cfg, const char *name)
     return NULL;
 }
 
+static void free_headers(hv_headers_t **hs)
+{
+    if (*hs == NULL)
+        return;
+    for (unsigned i = 0; i < (*hs)->n; i++) {
+        free((*hs)->h[i].name);
+        free((*hs)->h[i].value);
+    }
+    free(*hs);
+    *hs = NULL;
+}
+
 void hv_config_free(hv_config_t *cfg)
 {
     for (unsigned i = 0; i < cfg->nrulesets; i++)
         hv_ruleset_free(cfg->rulesets[i]);
     cfg->nrulesets = 0;
     hv_proxy_list_free(&cfg->proxy);
-    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+    free_headers(&cfg->headers);
+    for (unsigned i = 0; i < cfg->nhost_rules; i++) {
         hv_proxy_list_free(&cfg->host_rules[i].proxy);
+        free_headers(&cfg->host_rules[i].headers);
+    }
 }
 
 static int on_ini_entry(void *user, const char *section, const char *name, const char *value)
@@ -1110,14 +1299,17 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     char msg[512];
     if (st->failed)
         return 0;
-    int rc = section[0] != '\0' ? set_in_section(st->cfg, section, name, value, msg, sizeof(msg))
-                                : hv_config_set(st->cfg, name, value, msg, sizeof(msg));
+    int header = section[0] == '\0' && strcmp(name, "header") == 0;
+    int rc = section[0] != '\0' ? set_in_section(st->cfg, section, name, value, st->line, msg,
+                                                 sizeof(msg))
+             : header ? hv_config_add_header(st->cfg, NULL, value, st->line, msg, sizeof(msg))
+                      : hv_config_set(st->cfg, name, value, msg, sizeof(msg));
     if (rc != 0) {
         snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
         st->failed = 1;
         return 0;
     }
-    if (section[0] == '\0')
+    if (section[0] == '\0' && !header)
         st->cfg->origin[directive_index(find_directive(name))] = st->line;
     return 1;
 }

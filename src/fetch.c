@@ -479,9 +479,39 @@ static void fail_connect(hv_req_t *r, int status)
 
 static hv_http_body_t on_head(hv_http_t *h);
 
+/* The origin of `u`, "scheme://host:port", into `out`. */
+static const char *url_origin(const hv_url_t *u, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s://%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
+             (unsigned)u->port);
+    return out;
+}
+
+/*
+ * The configured headers of this hop, into `fields`. Each hop gets those of its own host: a
+ * [host] section's headers go to that host alone, so after a redirect to another host they
+ * are sent there only if that host's own section has them too. The global Authorization and
+ * Cookie stay with the origin (scheme, host and port) of the URL's first request, as curl
+ * keeps its custom ones: a redirect to another origin (https down to http included) does not
+ * carry them, and a redirect back to the first one does.
+ */
+static size_t hop_fields(const hv_fetch_t *f, const hv_job_t *job, hv_http_field_t *fields)
+{
+    const hv_conf_header_t *conf[2 * HV_HEADERS_MAX];
+    char origin[HV_URL_MAX + 32];
+    int first_origin =
+        job->first_origin == NULL ||
+        strcmp(job->first_origin, url_origin(&job->url, origin, sizeof(origin))) == 0;
+    size_t n = hv_config_request_headers(f->cfg, job->url.host, first_origin, conf);
+    for (size_t i = 0; i < n; i++)
+        fields[i] = (hv_http_field_t){conf[i]->name, conf[i]->value};
+    return n;
+}
+
 static void send_request(hv_req_t *r)
 {
     hv_fetch_t *f = r->f;
+    hv_http_field_t fields[2 * HV_HEADERS_MAX];
     hv_buf_t req;
     int rc;
 
@@ -495,8 +525,10 @@ static void send_request(hv_req_t *r)
         cond.etag = st->prev.etag;
         cond.last_modified = st->prev.last_modified;
     }
-    hv_buf_init(&req, HV_URL_MAX + 4096);
-    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL);
+    size_t nfields = hop_fields(f, r->job, fields);
+    hv_buf_init(&req, HV_HTTP_REQUEST_MAX);
+    rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL,
+                         fields, nfields);
     if (rc == 0)
         rc = hv_conn_write(r->conn, req.data, req.len);
     hv_buf_free(&req);
@@ -570,6 +602,10 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
 
     if (job->deadline_ms == 0) /* per attempt; redirects stay within it */
         job->deadline_ms = now + f->cfg->total_timeout_ms;
+    if (job->first_origin == NULL) {
+        char origin[HV_URL_MAX + 32];
+        job->first_origin = hv_xstrdup(url_origin(&job->url, origin, sizeof(origin)));
+    }
     r->f = f;
     r->job = job;
     job->req = r;
@@ -674,7 +710,9 @@ static void follow_redirect(hv_req_t *r)
         return;
     }
     job->redirects++;
-    /* The next hop is a new request, with its own allowance for a stale pooled connection. */
+    /* The next hop is a new request, with its own allowance for a stale pooled connection,
+     * and the request headers of its own host (hop_fields: another host gets neither this
+     * host's [host] headers nor the global credentials). */
     job->fresh_conn_retried = 0;
     f->stats.redirects++;
     hv_url_free(&job->url);

@@ -8,9 +8,12 @@
 #include "harvestd/http.h"
 
 #include <brotli/decode.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#include <uv.h>
 
 #include "harvestd/common.h"
 
@@ -83,29 +86,130 @@ static int header_safe(const char *v)
     return 1;
 }
 
-int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
-                    const hv_http_cond_t *cond)
+/* The fields harvestd sends or rules out itself: a configured one would contradict the
+ * framing, the connection management or re-crawling, or (User-Agent) the product token that
+ * robots.txt is matched against. `why` ends the message. */
+static const struct {
+    const char *name;
+    const char *why;
+} owned_fields[] = {
+    {"Host", "harvestd sends the URL's host"},
+    {"Content-Length", "harvestd frames its requests"},
+    {"Transfer-Encoding", "harvestd frames its requests"},
+    {"TE", "harvestd frames its requests"},
+    {"Trailer", "harvestd frames its requests"},
+    {"Connection", "harvestd manages its connections"},
+    {"Keep-Alive", "harvestd manages its connections"},
+    {"Proxy-Connection", "harvestd manages its connections"},
+    {"Upgrade", "harvestd manages its connections"},
+    {"Proxy-Authorization", "proxy credentials are never sent to a server"},
+    {"If-None-Match", "re-crawling sends it (recrawl = conditional)"},
+    {"If-Modified-Since", "re-crawling sends it (recrawl = conditional)"},
+    {"User-Agent", "set user_agent instead (robots.txt is matched against it)"},
+};
+
+/* RFC 9110 5.6.2: tchar. */
+static int is_tchar(unsigned char c)
 {
-    char line[HV_URL_MAX + 1024 + 2 * VALIDATOR_MAX];
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+int hv_http_field_check(const char *name, const char *value, char *err, size_t errcap)
+{
+    size_t nlen = strlen(name), vlen = strlen(value);
+    int shown = (int)HV_MIN(nlen, (size_t)64); /* a name in a message: its first 64 bytes */
+    if (nlen == 0)
+        return hv_errf(err, errcap, UV_EINVAL, "header: no name before ':' (expected "
+                                               "'Name: value')");
+    for (size_t i = 0; i < nlen; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (is_tchar(c))
+            continue;
+        if (c < 0x20 || c >= 0x7f) /* not shown as it is */
+            return hv_errf(err, errcap, UV_EINVAL, "header: byte 0x%02x in a header name", c);
+        return hv_errf(err, errcap, UV_EINVAL,
+                       "header: '%.*s' is not a header name (letters, digits and "
+                       "!#$%%&'*+-.^_`|~ only)",
+                       shown, name);
+    }
+    if (nlen + 2 + vlen > HV_HTTP_FIELD_MAX)
+        return hv_errf(err, errcap, UV_EINVAL, "header: '%.*s' is longer than %d bytes",
+                       shown, name, HV_HTTP_FIELD_MAX);
+    for (size_t i = 0; i < HV_ARRAY_SIZE(owned_fields); i++)
+        if (strcasecmp(name, owned_fields[i].name) == 0)
+            return hv_errf(err, errcap, UV_EINVAL, "header: '%s' cannot be configured: %s",
+                           name, owned_fields[i].why);
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned char c = (unsigned char)value[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return hv_errf(err, errcap, UV_EINVAL,
+                           "header: '%.*s': control character 0x%02x in its value", shown,
+                           name, c);
+    }
+    if (vlen > 0 && (value[0] == ' ' || value[0] == '\t' || value[vlen - 1] == ' ' ||
+                     value[vlen - 1] == '\t'))
+        return hv_errf(err, errcap, UV_EINVAL, "header: '%.*s': blanks around its value",
+                       shown, name);
+    return 0;
+}
+
+int hv_http_field_secret(const char *name)
+{
+    static const char *const parts[] = {"auth", "token", "key", "secret", "passw", "session",
+                                        "cookie"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(parts); i++)
+        if (strcasestr(name, parts[i]) != NULL)
+            return 1;
+    return 0;
+}
+
+/* Append the strings up to NULL; the first failure sticks in *rc. */
+__attribute__((sentinel)) static void put(hv_buf_t *b, int *rc, ...)
+{
+    va_list ap;
+    va_start(ap, rc);
+    for (const char *s; *rc == 0 && (s = va_arg(ap, const char *)) != NULL;)
+        *rc = hv_buf_append(b, s, strlen(s));
+    va_end(ap);
+}
+
+int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
+                    const hv_http_cond_t *cond, const hv_http_field_t *fields, size_t nfields)
+{
+    char err[8];
+    int accept = 1, accept_encoding = 1, rc = 0;
+    for (size_t i = 0; i < nfields; i++) {
+        /* Checked when the configuration was read; again here, so that nothing that could
+         * split the request is ever written. */
+        if (hv_http_field_check(fields[i].name, fields[i].value, err, sizeof(err)) != 0)
+            return UV_EINVAL;
+        if (strcasecmp(fields[i].name, "Accept") == 0)
+            accept = 0;
+        else if (strcasecmp(fields[i].name, "Accept-Encoding") == 0)
+            accept_encoding = 0;
+    }
     const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
     const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
                                                                          : NULL;
-    int n = snprintf(line, sizeof(line),
-                     "GET %s HTTP/1.1\r\n"
-                     "Host: %s\r\n"
-                     "User-Agent: %s\r\n"
-                     "Accept: text/html,application/xhtml+xml\r\n"
-                     "Accept-Encoding: gzip, deflate, br\r\n"
-                     "%s%s%s%s%s%s"
-                     "Connection: keep-alive\r\n"
-                     "\r\n",
-                     u->target, u->authority, user_agent, inm != NULL ? "If-None-Match: " : "",
-                     inm != NULL ? inm : "", inm != NULL ? "\r\n" : "",
-                     ims != NULL ? "If-Modified-Since: " : "", ims != NULL ? ims : "",
-                     ims != NULL ? "\r\n" : "");
-    if (n < 0 || (size_t)n >= sizeof(line))
-        return HV_ETOOBIG;
-    return hv_buf_append(out, line, (size_t)n);
+    size_t start = out->len;
+    put(out, &rc, "GET ", u->target, " HTTP/1.1\r\nHost: ", u->authority, "\r\nUser-Agent: ",
+        user_agent, "\r\n", NULL);
+    if (accept)
+        put(out, &rc, "Accept: text/html,application/xhtml+xml\r\n", NULL);
+    if (accept_encoding)
+        put(out, &rc, "Accept-Encoding: gzip, deflate, br\r\n", NULL);
+    for (size_t i = 0; i < nfields; i++)
+        if (fields[i].value[0] != '\0')
+            put(out, &rc, fields[i].name, ": ", fields[i].value, "\r\n", NULL);
+    if (inm != NULL)
+        put(out, &rc, "If-None-Match: ", inm, "\r\n", NULL);
+    if (ims != NULL)
+        put(out, &rc, "If-Modified-Since: ", ims, "\r\n", NULL);
+    put(out, &rc, "Connection: keep-alive\r\n\r\n", NULL);
+    if (rc != 0)
+        out->len = start;
+    return rc;
 }
 
 static void reset_response(hv_http_t *h)

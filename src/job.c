@@ -46,6 +46,7 @@ void hv_job_free(hv_job_t *job)
 {
     hv_record_free(job->rec);
     hv_url_free(&job->url);
+    free(job->first_origin);
     free(job->body);
     free(job);
 }

@@ -142,6 +142,15 @@ static int add_extract_rule(app_t *app, const arg_t *a)
     return EXIT_OK;
 }
 
+/* --header 'Name: value': a request header for every host, over the file's of that name. */
+static int add_header(app_t *app, const arg_t *a)
+{
+    char err[1200];
+    if (hv_config_add_header(&app->cfg, NULL, a->value, -1, err, sizeof(err)) != 0)
+        return usage_error(err, NULL);
+    return EXIT_OK;
+}
+
 /* The rows that have a usage line print it in --help, in this order. */
 static const cli_option_t cli_options[] = {
     {{.name = "config", .alias = "c", .letter = "c", .kind = HV_OPT_VALUE},
@@ -170,6 +179,9 @@ static const cli_option_t cli_options[] = {
      .later = set_directive,
      .target = "default_rules",
      .usage = "--rules NAME           use the config's [rules \"NAME\"] set"},
+    {{.name = "header", .kind = HV_OPT_VALUE},
+     .later = add_header,
+     .usage = "--header 'NAME: VALUE'  a request header for every host (repeatable)"},
     {{.letter = "v"},
      .fixed = "info",
      .later = set_directive,
@@ -355,6 +367,7 @@ int main(int argc, char **argv)
     } else if (app.check_only) {
         printf("harvestd: configuration OK%s%s\n", app.config_path ? ": " : "",
                app.config_path ? app.config_path : "");
+        hv_config_print_headers(&app.cfg, stdout);
     } else {
         hv_loop_opts_t opts = {.config_path = app.config_path, .progress = app.progress};
         rc = hv_loop_run(&app.cfg, tls, &opts);

@@ -19,9 +19,27 @@
 #include "harvestd/log.h"
 #include "harvestd/proxy.h"
 
+/** One configured request header, `header = Name: value` (README, "Request headers"). */
+typedef struct {
+    char *name;
+    char *value; /* "": not sent, nor a default or global header of that name */
+    int line;    /* where it was set: >0 line of config_file, -1 command line */
+} hv_conf_header_t;
+
+#define HV_HEADERS_MAX 32                /* headers of one scope: global, or one [host] */
+#define HV_HEADERS_BYTES_MAX (16 * 1024) /* ... and their "Name: value\r\n" bytes together */
+
+/** The headers of one scope in the order given, one per name (case-insensitive). */
+typedef struct {
+    unsigned n;
+    size_t bytes;
+    hv_conf_header_t h[HV_HEADERS_MAX];
+} hv_headers_t;
+
 /** Per-host overrides from a [host "NAME"] section ("*.example.org": any subdomain). */
 typedef struct {
     char name[256];
+    hv_headers_t *headers; /* the section's request headers; NULL: none */
     unsigned per_host;
     int per_host_set;
     uint64_t delay_ms;
@@ -97,6 +115,7 @@ typedef struct {
     uint64_t robots_max_bytes;
     hv_host_rule_t host_rules[HV_HOST_RULES_MAX];
     unsigned nhost_rules;
+    hv_headers_t *headers;       /* request headers for every host; NULL: none */
 
     /* extraction */
     hv_ruleset_t *rulesets[HV_RULESETS_MAX]; /* [rules "NAME"] sections; "" = command line */
@@ -186,6 +205,33 @@ int hv_config_is_set(const hv_config_t *cfg, const char *name);
 /** Mark `name` as set from the command line (after a successful hv_config_set). */
 void hv_config_mark_cli(hv_config_t *cfg, const char *name);
 
+/**
+ * Add request header `text` ("Name: value", checked by hv_http_field_check()) to the [host]
+ * section `host`, or to the global ones for NULL; `line` is where it was set (>0 line of
+ * config_file, -1 the command line). The command line's replaces a file's of the same name
+ * in the same scope; a name given twice in the file (or twice on the command line) is an
+ * error. At most HV_HEADERS_MAX headers and HV_HEADERS_BYTES_MAX bytes per scope. 0, or
+ * UV_EINVAL with a message that never quotes the value.
+ */
+int hv_config_add_header(hv_config_t *cfg, const char *host, const char *text, int line,
+                         char *err, size_t errcap);
+
+/**
+ * The request headers of a request to host name `host`, into `out` (room for
+ * 2 * HV_HEADERS_MAX): the global ones, each replaced by the header of the same name of the
+ * [host] section that applies to `host` (exact name, else the longest "*.suffix"), then that
+ * section's others. Without `global_credentials` the global Authorization and Cookie are left
+ * out (a redirect took the request away from its first origin: fetch.c). Empty values are
+ * included: they stand for "not sent". Returns the count; the entries stay valid as long as
+ * `cfg`.
+ */
+size_t hv_config_request_headers(const hv_config_t *cfg, const char *host,
+                                 int global_credentials, const hv_conf_header_t **out);
+
+/** `--check-config`'s list of the request headers, as config lines with where each was set;
+ *  a secret's value (hv_http_field_secret) is shown as ***. Nothing when there are none. */
+void hv_config_print_headers(const hv_config_t *cfg, FILE *out);
+
 /** Add one extraction rule to the set `set` ("" for the command line's). 0 or UV_EINVAL. */
 int hv_config_add_rule(hv_config_t *cfg, const char *set, const char *key, const char *value,
                        char *err, size_t errcap);
@@ -193,7 +239,7 @@ int hv_config_add_rule(hv_config_t *cfg, const char *set, const char *key, const
 /** The rule set called `name` (NULL for none or unknown). */
 const hv_ruleset_t *hv_config_ruleset(const hv_config_t *cfg, const char *name);
 
-/** Release what the configuration allocated (rule sets). */
+/** Release what the configuration allocated (rule sets, request headers). */
 void hv_config_free(hv_config_t *cfg);
 
 /** Whether directive `name` is a yes/no switch (on the command line it takes no value). */

@@ -93,10 +93,39 @@ typedef struct {
     const char *last_modified; /* sent as If-Modified-Since */
 } hv_http_cond_t;
 
+/** Most bytes of a request head: the URL, a User-Agent, two validators and the configured
+ * headers of one request fit in it with room to spare (config.h bounds the headers). */
+#define HV_HTTP_REQUEST_MAX (64 * 1024)
+
+/** Most bytes of one configured request header, "Name: value". */
+#define HV_HTTP_FIELD_MAX 8192
+
+/** A request header field of the configuration, sent as given. An empty value means "not
+ * sent": neither the field nor a default field of harvestd's of the same name (Accept,
+ * Accept-Encoding), as `-H 'Name:'` does in curl. */
+typedef struct {
+    const char *name;
+    const char *value;
+} hv_http_field_t;
+
 /** Build a GET request for `u` into `out`, conditional on `cond` (NULL: none; a validator
- * that is no valid header value is not sent). 0 or HV_ETOOBIG. */
+ * that is no valid header value is not sent), with the `nfields` configured `fields` after
+ * harvestd's own (the caller has already chosen them: one per name). 0, HV_ETOOBIG, or
+ * UV_EINVAL for a field that hv_http_field_check() refuses (nothing is appended then). */
 int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
-                    const hv_http_cond_t *cond);
+                    const hv_http_cond_t *cond, const hv_http_field_t *fields, size_t nfields);
+
+/** Whether `name: value` may be configured as a request header: the name an RFC 9110 token
+ * that harvestd does not send itself (Host, the framing and connection fields, the
+ * conditionals of re-crawling, User-Agent: see README, "Request headers"), the value without
+ * CR, LF, NUL or another control but HTAB. 0, or UV_EINVAL with a message in `err` that names
+ * the field and never quotes its value (it may be a secret). */
+int hv_http_field_check(const char *name, const char *value, char *err, size_t errcap);
+
+/** Whether the value of field `name` is a secret, shown as *** wherever harvestd shows it:
+ * Authorization, Proxy-Authorization, Cookie, and any name with auth, token, key, secret,
+ * passw, session or cookie in it. */
+int hv_http_field_secret(const char *name);
 
 /** What the response's Cache-Control says about storing it: *no_store is set for no-store
  * (and when the header was too long to read whole: a limit never allows what the server

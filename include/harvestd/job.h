@@ -58,6 +58,8 @@ typedef struct hv_job_s {
 
     /* request (fetch) */
     hv_url_t url;              /* the URL to fetch now (changes with each redirect) */
+    char *first_origin;        /* "scheme://host:port" of its first request: the global
+                                  credential headers go there only (fetch.c) */
     unsigned redirects;
     uint64_t deadline_ms;      /* loop time by which the attempt must end; 0: not started */
     int fresh_conn_retried;    /* this request (hop) already retried a stale pooled connection */

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <gumbo.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <uv.h>
@@ -23,6 +24,7 @@
 #include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/extract.h"
+#include "harvestd/http.h"
 #include "harvestd/utf8.h"
 
 static const char page[] =
@@ -92,6 +94,36 @@ static void check_round_trips(const hv_config_t *cfg)
     free(again);
 }
 
+/* Every header a request to `host` would carry is one hv_http_request() accepts, once per
+ * name, and the head they make stays within its bound. */
+static void check_request_headers(const hv_config_t *cfg, const char *host)
+{
+    const hv_conf_header_t *h[2 * HV_HEADERS_MAX];
+    hv_http_field_t fields[2 * HV_HEADERS_MAX];
+    char err[512];
+    for (int credentials = 0; credentials <= 1; credentials++) {
+        size_t n = hv_config_request_headers(cfg, host, credentials, h);
+        FUZZ_CHECK(n <= 2 * HV_HEADERS_MAX, "%zu headers for %s", n, host);
+        for (size_t i = 0; i < n; i++) {
+            FUZZ_CHECK(hv_http_field_check(h[i]->name, h[i]->value, err, sizeof(err)) == 0,
+                       "header for %s refused: %s", host, err);
+            for (size_t j = 0; j < i; j++)
+                FUZZ_CHECK(strcasecmp(h[i]->name, h[j]->name) != 0, "%s twice for %s",
+                           h[i]->name, host);
+            fields[i] = (hv_http_field_t){h[i]->name, h[i]->value};
+        }
+        hv_url_t u;
+        memset(&u, 0, sizeof(u));
+        u.target = (char *)(uintptr_t) "/";
+        u.authority = (char *)(uintptr_t)host;
+        hv_buf_t b;
+        hv_buf_init(&b, HV_HTTP_REQUEST_MAX);
+        int rc = hv_http_request(&b, &u, cfg->user_agent, NULL, fields, n);
+        FUZZ_CHECK(rc == 0, "request for %s: %d", host, rc);
+        hv_buf_free(&b);
+    }
+}
+
 static void check_hosts(const hv_config_t *cfg)
 {
     for (unsigned i = 0; i < cfg->nhost_rules; i++) {
@@ -105,7 +137,10 @@ static void check_hosts(const hv_config_t *cfg)
         snprintf(sub, sizeof(sub), "www.%s", name[0] == '*' ? name + 2 : name);
         hv_config_host_policy(cfg, sub, &per_host, &delay, &jitter);
         FUZZ_CHECK(jitter >= 0 && jitter <= 1, "jitter %f for %s", jitter, sub);
+        check_request_headers(cfg, name);
+        check_request_headers(cfg, sub);
     }
+    check_request_headers(cfg, "other.example");
 }
 
 static void check_rules(const hv_config_t *cfg)

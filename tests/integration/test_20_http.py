@@ -343,3 +343,107 @@ def test_20_29_debug_logging(run_harvestd, origin):
     assert len(run.records) == 4
     assert run.summary["ok"] == 2
     assert len(run.stderr.splitlines()) > 1, "debug logging printed nothing but the summary"
+
+
+# ---------------------------------------------------------------------------- configured request headers
+
+
+def header_config(tmp_path, lines):
+    path = tmp_path / "headers.conf"
+    path.write_text("# request headers\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_20_30_configured_headers_reach_the_origin(run_harvestd, fresh_origin, tmp_path):
+    """Global headers from the file and the command line go with every request, redirect hops
+    to the same host included; a configured Accept-Encoding takes the default's place, an empty
+    value sends nothing (not even the default), and the command line's replaces the file's."""
+    conf = header_config(tmp_path, ["header = Accept-Language: en-GB, en;q=0.8",
+                                    "header = Cookie: consent=yes; lang=en",
+                                    "header = X-Trace: from-the-file",
+                                    "header = Accept:"])
+    run = run_harvestd([fresh_origin.url("/redirect/1")], "-c", conf,
+                       "--header", "Accept-Encoding: identity", "--header=x-trace: from-the-command-line")
+    assert_ok(run.records[0], "final")
+    reqs = fresh_origin.snapshot()["requests"]
+    assert [r.path for r in reqs] == ["/redirect/1", "/redirect/0"]
+    for r in reqs:
+        assert r.header_all("accept-language") == ["en-GB, en;q=0.8"], r.headers
+        assert r.header_all("cookie") == ["consent=yes; lang=en"], r.headers
+        assert r.header_all("x-trace") == ["from-the-command-line"], r.headers
+        assert r.header_all("accept-encoding") == ["identity"], r.headers
+        assert r.header_all("accept") == [], r.headers
+        assert r.header_all("host") == ["127.0.0.1:%d" % fresh_origin.port]
+        assert re.fullmatch(r"harvestd/\S+", r.header("user-agent") or ""), r.headers
+
+
+def test_20_31_host_section_headers_go_to_that_host_only(run_harvestd, fresh_origin, tmp_path):
+    """[host "localhost"] adds its own header and replaces a global one of the same name for
+    localhost alone; 127.0.0.1 (the same server under another name) gets the global ones."""
+    o = fresh_origin
+    conf = header_config(tmp_path, ["header = Accept-Language: en",
+                                    "header = X-Tenant: everyone",
+                                    '[host "localhost"]',
+                                    "header = X-Api-Key: k-local",
+                                    "header = x-tenant: local"])
+    local = "http://localhost:%d/page?title=local" % o.port
+    other = o.url("/page?title=other")
+    run = run_harvestd([local, other], "-c", conf)
+    assert all(r["status"] == "ok" for r in run.records), run.records
+    (lr,) = o.find_request("title=local")
+    (orq,) = o.find_request("title=other")
+    assert lr.header("host") == "localhost:%d" % o.port
+    assert (lr.header_all("x-api-key"), lr.header_all("x-tenant"), lr.header("accept-language")) == \
+        (["k-local"], ["local"], "en"), lr.headers
+    assert (orq.header_all("x-api-key"), orq.header_all("x-tenant"), orq.header("accept-language")) == \
+        ([], ["everyone"], "en"), orq.headers
+
+
+def test_20_32_cross_host_redirect_drops_host_headers_and_credentials(run_harvestd, fresh_origin,
+                                                                      tmp_path):
+    """127.0.0.1 -> localhost -> 127.0.0.1: the hop to localhost carries neither 127.0.0.1's
+    [host] header nor the global Authorization and Cookie, but the other global headers and
+    localhost's own Cookie; back at the first origin the credentials are sent again."""
+    o = fresh_origin
+    back = o.url("/page?title=back")
+    via_local = "http://localhost:%d/redir?%s" % (o.port, urllib.parse.urlencode({"to": back}))
+    start = o.url("/redir?" + urllib.parse.urlencode({"to": via_local}))
+    conf = header_config(tmp_path, ["header = Authorization: Bearer global-s3cret",
+                                    "header = Cookie: consent=yes",
+                                    "header = Accept-Language: en",
+                                    '[host "127.0.0.1"]',
+                                    "header = X-Site: first",
+                                    '[host "localhost"]',
+                                    "header = Cookie: local=1"])
+    run = run_harvestd([start], "-c", conf)
+    assert_ok(run.records[0], "back")
+    assert run.records[0]["redirects"] == 2
+    first, hop, last = o.snapshot()["requests"]
+    assert (first.header("host"), hop.header("host"), last.header("host")) == \
+        ("127.0.0.1:%d" % o.port, "localhost:%d" % o.port, "127.0.0.1:%d" % o.port)
+    for r in (first, last):
+        assert r.header_all("authorization") == ["Bearer global-s3cret"], r.headers
+        assert r.header_all("cookie") == ["consent=yes"], r.headers
+        assert r.header_all("x-site") == ["first"], r.headers
+    assert hop.header_all("authorization") == [], hop.headers
+    assert hop.header_all("cookie") == ["local=1"], hop.headers
+    assert hop.header_all("x-site") == [], hop.headers
+    assert [r.header("accept-language") for r in (first, hop, last)] == ["en"] * 3
+    assert "s3cret" not in run.stderr
+
+
+def test_20_33_credentials_stay_with_the_first_origin_port(run_harvestd, fresh_origin, other_origin,
+                                                         tmp_path):
+    """Another port of the same host is another origin: the global Authorization and Cookie
+    stay behind, the other global headers go on."""
+    to = other_origin.url("/page?title=there")
+    start = fresh_origin.url("/redir?" + urllib.parse.urlencode({"to": to}))
+    run = run_harvestd([start], "--header", "Authorization: Basic czNjcmV0", "--header", "Cookie: c=1",
+                       "--header", "X-Trace: t")
+    assert_ok(run.records[0], "there")
+    (first,) = fresh_origin.snapshot()["requests"]
+    (there,) = other_origin.find_request("title=there")
+    assert (first.header("authorization"), first.header("cookie"), first.header("x-trace")) == \
+        ("Basic czNjcmV0", "c=1", "t")
+    assert (there.header("authorization"), there.header("cookie"), there.header("x-trace")) == \
+        (None, None, "t")

@@ -704,3 +704,22 @@ def test_45_51_robots_limits_never_allow_what_is_disallowed(run_harvestd, fresh_
     assert_ok(recs[urls[4]], "/y")
     served = sorted(r.path for r in fresh_origin.snapshot()["requests"])
     assert served == ["/allowed00001", "/robots.txt", "/y"], served
+
+
+def test_45_52_robots_txt_carries_the_hosts_request_headers(run_harvestd, fresh_origin, tmp_path):
+    """robots.txt is asked with the request headers of its host (a site that wants a consent
+    cookie for every path): 127.0.0.1's robots.txt gets the global ones, that of localhost, which
+    a redirect leads to, its section's as well."""
+    o = fresh_origin
+    conf = politeness_config(tmp_path, {"localhost": {"header": "Cookie: consent=1"},
+                                        "127.0.0.1": {"header": "X-Site: first"}},
+                             header="Accept-Language: en")
+    url = o.url("/redir?to=" + "http://localhost:%d/page?title=there" % o.port)
+    run = robots_run(run_harvestd, [url], "-c", conf)
+    assert_ok(run.records[0], "there")
+    robots = {r.header("host"): r for r in o.requests_to("/robots.txt")}
+    first, there = robots["127.0.0.1:%d" % o.port], robots["localhost:%d" % o.port]
+    assert (first.header("accept-language"), first.header("x-site"), first.header("cookie")) == \
+        ("en", "first", None), first.headers
+    assert (there.header("accept-language"), there.header("x-site"), there.header("cookie")) == \
+        ("en", None, "consent=1"), there.headers

@@ -163,3 +163,93 @@ def test_62_08_comments_blanks_and_units_are_accepted(harvestd, spool, tmp_path)
     done = harvestd.command("--check-config", "-c", path)
     assert done.returncode == 0, done.stderr
     assert "configuration OK" in done.stdout
+
+
+# ---------------------------------------------------------------------------- request headers
+
+# (id, lines after good_lines(), line of the error counted from 1, expected message)
+BAD_HEADERS = [
+    ("no-colon", ["header = Authorization Bearer s3cret"], 8, "header: expected 'Name: value' (no ':')"),
+    ("bad-name", ["header = X Trace: s3cret"], 8,
+     "header: 'X Trace' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)"),
+    ("host", ["header = Host: s3cret.test"], 8, "header: 'Host' cannot be configured: harvestd sends the URL's host"),
+    ("connection", ['[host "a.test"]', "header = Connection: close"], 9,
+     "header: 'Connection' cannot be configured: harvestd manages its connections"),
+    ("user-agent", ["header = User-Agent: s3cret"], 8,
+     "header: 'User-Agent' cannot be configured: set user_agent instead (robots.txt is matched against it)"),
+    ("proxy-authorization", ["header = Proxy-Authorization: Basic s3cret"], 8,
+     "header: 'Proxy-Authorization' cannot be configured: proxy credentials are never sent to a server"),
+    ("if-modified-since", ["header = If-Modified-Since: s3cret"], 8,
+     "header: 'If-Modified-Since' cannot be configured: re-crawling sends it (recrawl = conditional)"),
+    ("control", ["header = Cookie: a=s3cret\x01"], 8, "header: 'Cookie': control character 0x01 in its value"),
+    ("twice", ["header = Cookie: a=1", '[host "a.test"]', "header = Cookie: b=2", "[host \"A.TEST\"]",
+               "header = cookie: s3cret"], 12, "header: 'cookie' is already set (line 10), in the [host \"a.test\"] headers"),
+    ("too-many", ["header = X-%d: %d" % (i, i) for i in range(33)], 40, "header: more than 32 global headers"),
+]
+
+
+@pytest.mark.parametrize("mode", ["daemon", "check"])
+@pytest.mark.parametrize("lines,line,message", [c[1:] for c in BAD_HEADERS], ids=[c[0] for c in BAD_HEADERS])
+def test_62_09_bad_header_names_file_and_line(harvestd, spool, tmp_path, lines, line, message, mode):
+    path = write(tmp_path / "h.conf", good_lines(spool) + lines)
+    rc, stderr = refused_config(harvestd, spool, path, mode)
+    assert_config_error(rc, stderr, path, line, message)
+    assert "s3cret" not in stderr
+
+
+def test_62_10_bad_header_on_the_command_line(harvestd, spool, tmp_path):
+    path = write(tmp_path / "d.conf", good_lines(spool))
+    for value, message in (("Cookie", "header: expected 'Name: value' (no ':')"),
+                           ("Cookie: a=s3cret\r\nX-Injected: 1", "header: 'Cookie': control character 0x0d in its value"),
+                           ("Transfer-Encoding: chunked", "header: 'Transfer-Encoding' cannot be configured")):
+        done = harvestd.command("--check-config", "-c", path, "--header", value)
+        assert done.returncode == 2, done
+        assert "harvestd: " + message in done.stderr, done.stderr
+        assert "s3cret" not in done.stderr and "configuration OK" not in done.stdout
+    done = harvestd.command("--check-config", "-c", path, "--header", "X-A: 1", "--header", "x-a: 2")
+    assert done.returncode == 2 and "header: 'x-a' is already set (the command line)" in done.stderr, done.stderr
+
+
+def test_62_11_check_config_lists_headers_with_secrets_masked(harvestd, spool, tmp_path):
+    path = write(tmp_path / "h.conf", good_lines(spool) + [
+        "header = Accept-Language: de-CH",
+        "header = Cookie: session=s3cret",
+        '[host "api.example.org"]',
+        "header = Authorization: Bearer s3cret",
+        "header = X-Api-Key: s3cret",
+        "header = Accept-Language: fr"])
+    done = harvestd.command("--check-config", "-c", path, "--header", "Authorization: Basic czNjcmV0")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "harvestd: configuration OK: %s" % path,
+        "# request headers (secret values shown as ***)",
+        "header = Accept-Language: de-CH  # %s:8" % path,
+        "header = Cookie: ***  # %s:9" % path,
+        "header = Authorization: ***  # command line",
+        '[host "api.example.org"]',
+        "header = Authorization: ***  # %s:11" % path,
+        "header = X-Api-Key: ***  # %s:12" % path,
+        "header = Accept-Language: fr  # %s:13" % path,
+    ], done.stdout
+    assert "s3cret" not in done.stdout + done.stderr and "czNjcmV0" not in done.stdout + done.stderr
+
+
+def test_62_12_daemon_sends_headers_and_logs_no_secret(harvestd, spool, tmp_path, fresh_origin):
+    """The daemon (debug logging) sends the file's headers and the command line's; no secret
+    value reaches its log."""
+    o = fresh_origin
+    path = harvestd.daemon_config(spool.root, {"log_level": "debug"})
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("header = Cookie: consent=s3cret\n[host \"127.0.0.1\"]\nheader = Authorization: Bearer s3cret\n")
+    d = harvestd.start_daemon(path, "--header", "X-Api-Key: s3cret-too").wait_ready()
+    spool.drop("h.txt", [o.url("/redirect/1")])
+    d.poll_until(lambda: spool.has_summary("h.txt"), 10, "the batch to complete")
+    assert d.stop() == 0
+    (rec,) = spool.records("h.txt")
+    assert rec["status"] == "ok", rec
+    reqs = o.snapshot()["requests"]
+    assert len(reqs) == 2
+    for r in reqs:
+        assert (r.header("cookie"), r.header("authorization"), r.header("x-api-key")) == \
+            ("consent=s3cret", "Bearer s3cret", "s3cret-too"), r.headers
+    assert "s3cret" not in d.stderr_text()

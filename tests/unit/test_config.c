@@ -4,6 +4,7 @@
 #include <uv.h>
 
 #include "harvestd/config.h"
+#include "harvestd/http.h"
 #include "test.h"
 
 TEST_IMPL(config_defaults)
@@ -277,7 +278,7 @@ TEST_IMPL(config_section_errors)
     } cases[] = {
         {"[host \"A\"]\nconcurrency = 3\n",
          "2: [host \"a\"]: 'concurrency' cannot be set per host (per_host, host_delay, "
-         "host_delay_jitter, block_detection, proxy can)"},
+         "host_delay_jitter, block_detection, proxy, header can)"},
         {"[host \"a\"]\nper-host = 0\n", "2: per_host: '0' is out of range (1..1000)"},
         {"[host \"a\"]\nhost_delay = soon\n",
          "2: host_delay: 'soon' is not a duration (a number with ms, s, m or h)"},
@@ -313,6 +314,198 @@ TEST_IMPL(config_too_many_host_sections)
     ASSERT_EQ(HV_HOST_RULES_MAX, c->nhost_rules);
     hv_config_free(c);
     free(c);
+    free(text);
+}
+
+/* The headers of a request to `host`, as "Name: value" lines in `out`. */
+static const char *request_headers(const hv_config_t *c, const char *host, int credentials,
+                                   char *out, size_t cap)
+{
+    const hv_conf_header_t *h[2 * HV_HEADERS_MAX];
+    size_t n = hv_config_request_headers(c, host, credentials, h), len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s: %s\n", h[i]->name, h[i]->value);
+    return out;
+}
+
+/* Global headers go to every host; a [host] section's (exact name, else the longest
+ * "*.suffix") replace the global ones of their names and add their others, for that host
+ * alone. Without the first origin's credentials, the global Authorization and Cookie stay
+ * behind, a host's own do not. */
+TEST_IMPL(config_request_headers_by_host)
+{
+    hv_config_t c;
+    char err[512], got[2048];
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "header = Accept-Language: en-GB, en;q=0.8\n"
+                        "header = Authorization:   Bearer global-token  \n"
+                        "header = Cookie: consent=yes\n"
+                        "header=X-Empty:\n"
+                        "[host \"API.example.org\"]\n"
+                        "per_host = 1\n"
+                        "header = authorization: Bearer api-token\n"
+                        "header = X-Api-Version: 2\n"
+                        "[host \"*.example.org\"]\n"
+                        "header = Accept-Language: fr\n"
+                        "header = X-Empty: now-set\n"
+                        "[rules \"r\"]\n"
+                        "header = h1\n", /* a field named "header", not a request header */
+                        err, sizeof(err)));
+    ASSERT_OK(hv_config_finish(&c, err, sizeof(err)));
+    ASSERT_STR_EQ("Accept-Language: en-GB, en;q=0.8\nAuthorization: Bearer global-token\n"
+                  "Cookie: consent=yes\nX-Empty: \n",
+                  request_headers(&c, "other.test", 1, got, sizeof(got)));
+    ASSERT_STR_EQ("Accept-Language: en-GB, en;q=0.8\nauthorization: Bearer api-token\n"
+                  "Cookie: consent=yes\nX-Empty: \nX-Api-Version: 2\n",
+                  request_headers(&c, "api.example.org", 1, got, sizeof(got)));
+    ASSERT_STR_EQ("Accept-Language: fr\nAuthorization: Bearer global-token\n"
+                  "Cookie: consent=yes\nX-Empty: now-set\n",
+                  request_headers(&c, "www.example.org", 1, got, sizeof(got)));
+    /* After a redirect away from the first origin. */
+    ASSERT_STR_EQ("Accept-Language: en-GB, en;q=0.8\nX-Empty: \n",
+                  request_headers(&c, "other.test", 0, got, sizeof(got)));
+    ASSERT_STR_EQ("Accept-Language: en-GB, en;q=0.8\nauthorization: Bearer api-token\n"
+                  "X-Empty: \nX-Api-Version: 2\n",
+                  request_headers(&c, "api.example.org", 0, got, sizeof(got)));
+    ASSERT_NOT_NULL(hv_config_ruleset(&c, "r"));
+    hv_config_free(&c);
+    /* None configured: none sent. */
+    hv_config_defaults(&c);
+    ASSERT_STR_EQ("", request_headers(&c, "a.test", 1, got, sizeof(got)));
+    hv_config_free(&c);
+}
+
+/* Each refusal names the file's line; none quotes a value. */
+TEST_IMPL(config_header_errors)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"concurrency = 2\nheader = Authorization Bearer s3cret\n",
+         "2: header: expected 'Name: value' (no ':')"},
+        {"header = X Y: s3cret\n", "1: header: 'X Y' is not a header name (letters, digits "
+                                   "and !#$%&'*+-.^_`|~ only)"},
+        {"header = : s3cret\n", "1: header: no name before ':' (expected 'Name: value')"},
+        {"\n\nheader = Host: s3cret.test\n",
+         "3: header: 'Host' cannot be configured: harvestd sends the URL's host"},
+        {"[host \"a\"]\nheader = Transfer-Encoding: chunked\n",
+         "2: header: 'Transfer-Encoding' cannot be configured: harvestd frames its requests"},
+        {"header = User-Agent: s3cret\n", "1: header: 'User-Agent' cannot be configured: set "
+                                          "user_agent instead (robots.txt is matched against it)"},
+        {"header = Proxy-Authorization: Basic s3cret\n",
+         "1: header: 'Proxy-Authorization' cannot be configured: proxy credentials are never "
+         "sent to a server"},
+        {"header = If-None-Match: \"s3cret\"\n", "1: header: 'If-None-Match' cannot be "
+                                                 "configured: re-crawling sends it (recrawl = "
+                                                 "conditional)"},
+        {"header = Cookie: a=s3cret\x01\n",
+         "1: header: 'Cookie': control character 0x01 in its value"},
+        {"header = Cookie: a=1\nheader = cookie: b=s3cret\n",
+         "2: header: 'cookie' is already set (line 1), in the global headers"},
+        {"[host \"A\"]\nheader = X-A: 1\n[host \"b\"]\nheader = X-A: 1\n[host \"a\"]\n"
+         "header = X-A: s3cret\n",
+         "6: header: 'X-A' is already set (line 2), in the [host \"a\"] headers"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hv_config_t c;
+        hv_config_defaults(&c);
+        ASSERT_EQ(UV_EINVAL, load_text(&c, cases[i].text, err, sizeof(err)));
+        ASSERT_STR_EQ(cases[i].message, err);
+        ASSERT_NULL(strstr(err, "s3cret"));
+        hv_config_free(&c);
+    }
+}
+
+/* 32 headers per scope (global, each [host]), 16 KiB of them; the command line's replaces
+ * the file's of its name, and is no more allowed twice than a file's. */
+TEST_IMPL(config_header_bounds_and_command_line)
+{
+    hv_config_t c;
+    char text[64 * 40], err[512], got[2048];
+    size_t len = 0;
+    hv_config_defaults(&c);
+    for (int i = 0; i < HV_HEADERS_MAX; i++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "header = X-%d: %d\n", i, i);
+    len += (size_t)snprintf(text + len, sizeof(text) - len, "[host \"a\"]\n");
+    for (int i = 0; i <= HV_HEADERS_MAX; i++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "header = Y-%d: %d\n", i, i);
+    ASSERT_EQ(UV_EINVAL, load_text(&c, text, err, sizeof(err)));
+    ASSERT_STR_EQ("66: header: more than 32 [host \"a\"] headers", err);
+    ASSERT_EQ(UV_EINVAL, hv_config_add_header(&c, NULL, "X-32: 1", -1, err, sizeof(err)));
+    ASSERT_STR_EQ("header: more than 32 global headers", err);
+    /* Replacing one is no new one. */
+    ASSERT_OK(hv_config_add_header(&c, NULL, "x-0: from the command line", -1, err,
+                                   sizeof(err)));
+    ASSERT_EQ(UV_EINVAL, hv_config_add_header(&c, NULL, "X-0: again", -1, err, sizeof(err)));
+    ASSERT_STR_EQ("header: 'X-0' is already set (the command line), in the global headers",
+                  err);
+    request_headers(&c, "b.test", 1, got, sizeof(got));
+    ASSERT(strncmp(got, "x-0: from the command line\nX-1: 1\n", 34) == 0);
+    hv_config_free(&c);
+
+    /* The bytes: two headers of 8 KiB less a little fit, a third does not. */
+    static char big[HV_HTTP_FIELD_MAX + 2]; /* "D: " and 8190 bytes: 8193 */
+    hv_config_defaults(&c);
+    memset(big, 'v', sizeof(big) - 1);
+    memcpy(big, "A: ", 3);
+    big[8000] = '\0';
+    ASSERT_OK(hv_config_add_header(&c, "h", big, -1, err, sizeof(err)));
+    big[0] = 'B';
+    ASSERT_OK(hv_config_add_header(&c, "h", big, -1, err, sizeof(err)));
+    big[0] = 'C';
+    ASSERT_EQ(UV_EINVAL, hv_config_add_header(&c, "h", big, -1, err, sizeof(err)));
+    ASSERT_STR_EQ("header: the [host \"h\"] headers add up to more than 16384 bytes", err);
+    ASSERT_OK(hv_config_add_header(&c, NULL, big, -1, err, sizeof(err))); /* another scope */
+    memset(big, 'v', sizeof(big) - 1);
+    memcpy(big, "D: ", 3);
+    big[sizeof(big) - 1] = '\0';
+    ASSERT_EQ(UV_EINVAL, hv_config_add_header(&c, NULL, big, -1, err, sizeof(err)));
+    ASSERT_STR_EQ("header: 'D' is longer than 8192 bytes", err);
+    hv_config_free(&c);
+}
+
+/* --check-config's list: where each header was set, secrets as ***. */
+TEST_IMPL(config_print_headers_masks_secrets)
+{
+    hv_config_t c;
+    char err[512], *text = NULL;
+    size_t len = 0;
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "header = Accept-Language: de\n"
+                        "header = Cookie: session=s3cret\n"
+                        "[host \"api.test\"]\n"
+                        "header = Authorization: Bearer s3cret\n"
+                        "header = X-Api-Key: s3cret\n"
+                        "header = Cookie:\n",
+                        err, sizeof(err)));
+    ASSERT_OK(hv_config_add_header(&c, NULL, "Proxy-Note: visible", -1, err, sizeof(err)));
+    snprintf(c.config_file, sizeof(c.config_file), "h.conf");
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_NOT_NULL(f);
+    hv_config_print_headers(&c, f);
+    fclose(f);
+    ASSERT_STR_EQ("# request headers (secret values shown as ***)\n"
+                  "header = Accept-Language: de  # h.conf:1\n"
+                  "header = Cookie: ***  # h.conf:2\n"
+                  "header = Proxy-Note: visible  # command line\n"
+                  "[host \"api.test\"]\n"
+                  "header = Authorization: ***  # h.conf:4\n"
+                  "header = X-Api-Key: ***  # h.conf:5\n"
+                  "header = Cookie:   # h.conf:6\n",
+                  text);
+    free(text);
+    hv_config_free(&c);
+    /* None: nothing printed. */
+    hv_config_defaults(&c);
+    text = NULL;
+    f = open_memstream(&text, &len);
+    hv_config_print_headers(&c, f);
+    fclose(f);
+    ASSERT_STR_EQ("", text);
     free(text);
 }
 

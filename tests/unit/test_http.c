@@ -489,7 +489,7 @@ TEST_IMPL(http_request_text)
     u.authority = (char *)(uintptr_t)"example.org:8080";
     hv_buf_t b;
     hv_buf_init(&b, 4096);
-    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test", NULL));
+    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test", NULL, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nUser-Agent: harvestd/test\r\n"
                   "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
@@ -509,7 +509,7 @@ TEST_IMPL(http_request_conditional)
     hv_buf_t b;
     hv_buf_init(&b, 8192);
     hv_http_cond_t cond = {"W/\"v1\"", "Wed, 02 Dec 2026 10:00:00 GMT"};
-    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond));
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /p HTTP/1.1\r\nHost: a.test\r\nUser-Agent: ua\r\n"
                   "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
@@ -518,11 +518,143 @@ TEST_IMPL(http_request_conditional)
                   b.data);
     hv_buf_reset(&b);
     hv_http_cond_t evil = {"\"a\"\r\nX-Injected: 1", NULL};
-    ASSERT_OK(hv_http_request(&b, &u, "ua", &evil));
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &evil, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_NULL(strstr(b.data, "X-Injected"));
     ASSERT_NULL(strstr(b.data, "If-None-Match"));
     hv_buf_free(&b);
+}
+
+/* Configured fields follow harvestd's own; one named Accept or Accept-Encoding takes the
+ * default's place, and an empty value sends nothing (not even the default). */
+TEST_IMPL(http_request_configured_fields)
+{
+    hv_url_t u;
+    memset(&u, 0, sizeof(u));
+    u.target = (char *)(uintptr_t)"/p";
+    u.authority = (char *)(uintptr_t)"a.test";
+    hv_buf_t b;
+    hv_buf_init(&b, HV_HTTP_REQUEST_MAX);
+    const hv_http_field_t fields[] = {
+        {"Accept-Language", "en-GB, en;q=0.8"},
+        {"accept", "text/html"},
+        {"Accept-Encoding", ""},
+        {"X-Empty", ""},
+        {"Cookie", "consent=yes; lang=en"},
+    };
+    hv_http_cond_t cond = {"\"v1\"", NULL};
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, fields, HV_ARRAY_SIZE(fields)));
+    ASSERT_OK(hv_buf_append(&b, "", 1));
+    ASSERT_STR_EQ("GET /p HTTP/1.1\r\nHost: a.test\r\nUser-Agent: ua\r\n"
+                  "Accept-Language: en-GB, en;q=0.8\r\naccept: text/html\r\n"
+                  "Cookie: consent=yes; lang=en\r\nIf-None-Match: \"v1\"\r\n"
+                  "Connection: keep-alive\r\n\r\n",
+                  b.data);
+    hv_buf_free(&b);
+}
+
+/* A field that could split the request, or that harvestd owns, fails the whole request: the
+ * buffer is left as it was. */
+TEST_IMPL(http_request_refuses_a_bad_field)
+{
+    hv_url_t u;
+    memset(&u, 0, sizeof(u));
+    u.target = (char *)(uintptr_t)"/";
+    u.authority = (char *)(uintptr_t)"a.test";
+    hv_buf_t b;
+    hv_buf_init(&b, HV_HTTP_REQUEST_MAX);
+    ASSERT_OK(hv_buf_append(&b, "kept", 4));
+    const hv_http_field_t evil[] = {{"X-A", "1\r\nX-Injected: 1"}};
+    ASSERT_EQ(UV_EINVAL, hv_http_request(&b, &u, "ua", NULL, evil, 1));
+    const hv_http_field_t host[] = {{"X-A", "1"}, {"host", "b.test"}};
+    ASSERT_EQ(UV_EINVAL, hv_http_request(&b, &u, "ua", NULL, host, 2));
+    ASSERT_EQ(4, b.len);
+    /* A head over the bound is HV_ETOOBIG, also without a trace. */
+    hv_buf_t small;
+    hv_buf_init(&small, 64);
+    const hv_http_field_t big[] = {{"X-A", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}};
+    ASSERT_EQ(HV_ETOOBIG, hv_http_request(&small, &u, "ua", NULL, big, 1));
+    ASSERT_EQ(0, small.len);
+    hv_buf_free(&small);
+    hv_buf_free(&b);
+}
+
+/* Each refusal, word for word; none of them quotes a value. */
+TEST_IMPL(http_field_check_messages)
+{
+    static const struct {
+        const char *name, *value, *message;
+    } bad[] = {
+        {"", "x", "header: no name before ':' (expected 'Name: value')"},
+        {"X Y", "x", "header: 'X Y' is not a header name (letters, digits and "
+                     "!#$%&'*+-.^_`|~ only)"},
+        {"X(1)", "x", "header: 'X(1)' is not a header name (letters, digits and "
+                      "!#$%&'*+-.^_`|~ only)"},
+        {"X\001", "x", "header: byte 0x01 in a header name"},
+        {"X-\xc3\xa9", "x", "header: byte 0xc3 in a header name"},
+        {"host", "x", "header: 'host' cannot be configured: harvestd sends the URL's host"},
+        {"Content-Length", "0", "header: 'Content-Length' cannot be configured: harvestd "
+                                "frames its requests"},
+        {"Transfer-Encoding", "chunked", "header: 'Transfer-Encoding' cannot be configured: "
+                                         "harvestd frames its requests"},
+        {"TE", "trailers", "header: 'TE' cannot be configured: harvestd frames its requests"},
+        {"Trailer", "x", "header: 'Trailer' cannot be configured: harvestd frames its requests"},
+        {"CONNECTION", "close", "header: 'CONNECTION' cannot be configured: harvestd manages "
+                                "its connections"},
+        {"Keep-Alive", "5", "header: 'Keep-Alive' cannot be configured: harvestd manages its "
+                            "connections"},
+        {"Proxy-Connection", "x", "header: 'Proxy-Connection' cannot be configured: harvestd "
+                                  "manages its connections"},
+        {"Upgrade", "h2c", "header: 'Upgrade' cannot be configured: harvestd manages its "
+                           "connections"},
+        {"Proxy-Authorization", "Basic c2VjcmV0", "header: 'Proxy-Authorization' cannot be "
+                                                  "configured: proxy credentials are never "
+                                                  "sent to a server"},
+        {"If-None-Match", "\"x\"", "header: 'If-None-Match' cannot be configured: re-crawling "
+                                   "sends it (recrawl = conditional)"},
+        {"if-modified-since", "x", "header: 'if-modified-since' cannot be configured: "
+                                   "re-crawling sends it (recrawl = conditional)"},
+        {"User-Agent", "bot", "header: 'User-Agent' cannot be configured: set user_agent "
+                              "instead (robots.txt is matched against it)"},
+        {"Authorization", "Bearer s3cret\r\nX: 1", "header: 'Authorization': control "
+                                                   "character 0x0d in its value"},
+        {"Cookie", "a=s3cret\n", "header: 'Cookie': control character 0x0a in its value"},
+        {"Cookie", "a=s3cret\x7f", "header: 'Cookie': control character 0x7f in its value"},
+        {"Cookie", "a=s3cret\x1b", "header: 'Cookie': control character 0x1b in its value"},
+        {"X-A", " s3cret", "header: 'X-A': blanks around its value"},
+    };
+    char err[256];
+    for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
+        ASSERT_EQ(UV_EINVAL, hv_http_field_check(bad[i].name, bad[i].value, err, sizeof(err)));
+        ASSERT_STR_EQ(bad[i].message, err);
+        ASSERT_NULL(strstr(err, "s3cret"));
+    }
+    /* Tabs inside, obs-text, an empty value, every tchar, Accept-Encoding: all fine. */
+    ASSERT_OK(hv_http_field_check("X-A", "a\tb", err, sizeof(err)));
+    ASSERT_OK(hv_http_field_check("X-A", "caf\xc3\xa9", err, sizeof(err)));
+    ASSERT_OK(hv_http_field_check("X-A", "", err, sizeof(err)));
+    ASSERT_OK(hv_http_field_check("!#$%&'*+-.^_`|~09azAZ", "1", err, sizeof(err)));
+    ASSERT_OK(hv_http_field_check("Accept-Encoding", "identity", err, sizeof(err)));
+    /* "Name: value" up to 8 KiB. */
+    static char value[HV_HTTP_FIELD_MAX];
+    memset(value, 'v', HV_HTTP_FIELD_MAX - 5);
+    value[HV_HTTP_FIELD_MAX - 5] = '\0'; /* "X-A: " + value = 8192 */
+    ASSERT_OK(hv_http_field_check("X-A", value, err, sizeof(err)));
+    ASSERT_EQ(UV_EINVAL, hv_http_field_check("X-AB", value, err, sizeof(err)));
+    ASSERT_STR_EQ("header: 'X-AB' is longer than 8192 bytes", err);
+}
+
+TEST_IMPL(http_field_secret)
+{
+    static const char *const secret[] = {"Authorization", "proxy-authorization", "COOKIE",
+                                         "X-Api-Key", "Private-Token", "X-Auth-User",
+                                         "X-Session-Id", "X-Client-Secret", "X-Password"};
+    static const char *const plain[] = {"Accept-Language", "Accept", "Referer", "DNT",
+                                        "X-Requested-With"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(secret); i++)
+        ASSERT_EQ(1, hv_http_field_secret(secret[i]));
+    for (size_t i = 0; i < HV_ARRAY_SIZE(plain); i++)
+        ASSERT_EQ(0, hv_http_field_secret(plain[i]));
 }
 
 /* The validators and Cache-Control of a response, at every split of it. */
