@@ -526,9 +526,17 @@ static void send_request(hv_req_t *r)
         cond.last_modified = st->prev.last_modified;
     }
     size_t nfields = hop_fields(f, r->job, fields);
+    /* An http URL through an HTTP proxy: the request itself goes to the proxy. */
+    char auth[2 * HV_PROXY_CRED_MAX + 32];
+    hv_http_via_t via = {NULL};
+    int proxied = r->proxy != NULL && r->proxy->kind == HV_PROXY_HTTP &&
+                  r->job->url.scheme == HV_SCHEME_HTTP;
+    if (proxied && r->proxy->has_auth && hv_proxy_basic_auth(r->proxy, auth, sizeof(auth)) == 0)
+        via.authorization = auth;
     hv_buf_init(&req, HV_HTTP_REQUEST_MAX);
     rc = hv_http_request(&req, &r->job->url, f->cfg->user_agent, r->conditional ? &cond : NULL,
-                         fields, nfields);
+                         proxied ? &via : NULL, fields, nfields);
+    explicit_bzero(auth, sizeof(auth));
     if (rc == 0)
         rc = hv_conn_write(r->conn, req.data, req.len);
     hv_buf_free(&req);
@@ -577,7 +585,8 @@ static void open_conn(hv_req_t *r, int allow_pool)
     hv_cf_connect_arg_t tunnel = {.proxy = r->proxy, .host = u->host, .port = u->port};
     hv_conn_layer_t layers[2];
     unsigned n = 0;
-    if (r->proxy != NULL)
+    /* An http URL's requests go to an HTTP proxy as they are (absolute-form): no tunnel. */
+    if (r->proxy != NULL && u->scheme == HV_SCHEME_HTTPS)
         layers[n++] = (hv_conn_layer_t){&hv_cf_connect, &tunnel};
     if (u->scheme == HV_SCHEME_HTTPS)
         layers[n++] = (hv_conn_layer_t){&hv_cf_tls, &tls};
@@ -676,6 +685,12 @@ static hv_http_body_t on_head(hv_http_t *h)
         } else {
             r->is_redirect = 1;
         }
+        return HV_HTTP_BODY_DISCARD;
+    }
+    if (h->status == 407 && r->proxy != NULL && job->url.scheme == HV_SCHEME_HTTP) {
+        /* The proxy, not the origin, answered the request it was given. */
+        r->fail_type = HV_ET_PROXY;
+        hv_fault_set(&r->fail, HV_D_PROXY_AUTH_REQUIRED, NULL);
         return HV_HTTP_BODY_DISCARD;
     }
     if (h->status < 200 || h->status > 299) {

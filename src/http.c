@@ -175,7 +175,8 @@ __attribute__((sentinel)) static void put(hv_buf_t *b, int *rc, ...)
 }
 
 int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
-                    const hv_http_cond_t *cond, const hv_http_field_t *fields, size_t nfields)
+                    const hv_http_cond_t *cond, const hv_http_via_t *via,
+                    const hv_http_field_t *fields, size_t nfields)
 {
     char err[8];
     int accept = 1, accept_encoding = 1, rc = 0;
@@ -192,9 +193,15 @@ int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
     const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
     const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
                                                                          : NULL;
+    if (via != NULL && via->authorization != NULL && !header_safe(via->authorization))
+        return UV_EINVAL;
     size_t start = out->len;
-    put(out, &rc, "GET ", u->target, " HTTP/1.1\r\nHost: ", u->authority, "\r\nUser-Agent: ",
-        user_agent, "\r\n", NULL);
+    /* To a proxy, the absolute form (RFC 9112 3.2.2): it has no other way to know the
+     * origin. */
+    put(out, &rc, "GET ", via != NULL ? u->href : u->target, " HTTP/1.1\r\nHost: ",
+        u->authority, "\r\nUser-Agent: ", user_agent, "\r\n", NULL);
+    if (via != NULL && via->authorization != NULL)
+        put(out, &rc, "Proxy-Authorization: ", via->authorization, "\r\n", NULL);
     if (accept)
         put(out, &rc, "Accept: text/html,application/xhtml+xml\r\n", NULL);
     if (accept_encoding)

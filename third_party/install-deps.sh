@@ -35,11 +35,13 @@ fi
 # The tests need promtool only, which comes with Debian's prometheus package; its postinst
 # enables and starts a Prometheus server where systemd runs. A server we just installed goes
 # off again (one that was installed before is left as it was).
-case " $missing " in
-*" prometheus "*)
-    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-        $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
-        echo "harvestd: installed prometheus for promtool; its server is left disabled" >&2
-    fi
-    ;;
-esac
+for service in prometheus tinyproxy; do
+    case " $missing " in
+    *" $service "*)
+        if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+            $SUDO systemctl disable --now "$service.service" >/dev/null 2>&1 || true
+            echo "harvestd: installed $service for the tests; its server is left disabled" >&2
+        fi
+        ;;
+    esac
+done

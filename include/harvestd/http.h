@@ -108,12 +108,20 @@ typedef struct {
     const char *value;
 } hv_http_field_t;
 
+/** A request sent to an HTTP proxy (for an http URL), not to the origin. */
+typedef struct {
+    const char *authorization; /* Proxy-Authorization value ("Basic ..."); NULL: none */
+} hv_http_via_t;
+
 /** Build a GET request for `u` into `out`, conditional on `cond` (NULL: none; a validator
  * that is no valid header value is not sent), with the `nfields` configured `fields` after
- * harvestd's own (the caller has already chosen them: one per name). 0, HV_ETOOBIG, or
- * UV_EINVAL for a field that hv_http_field_check() refuses (nothing is appended then). */
+ * harvestd's own (the caller has already chosen them: one per name). With `via`, the request
+ * goes to a proxy: its target is the absolute URL, and it carries the proxy's credentials.
+ * 0, HV_ETOOBIG, or UV_EINVAL for a field that hv_http_field_check() refuses or proxy
+ * credentials that are no header value (nothing is appended then). */
 int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
-                    const hv_http_cond_t *cond, const hv_http_field_t *fields, size_t nfields);
+                    const hv_http_cond_t *cond, const hv_http_via_t *via,
+                    const hv_http_field_t *fields, size_t nfields);
 
 /** Whether `name: value` may be configured as a request header: the name an RFC 9110 token
  * that harvestd does not send itself (Host, the framing and connection fields, the

@@ -118,7 +118,7 @@ static void check_request_headers(const hv_config_t *cfg, const char *host)
         u.authority = (char *)(uintptr_t)host;
         hv_buf_t b;
         hv_buf_init(&b, HV_HTTP_REQUEST_MAX);
-        int rc = hv_http_request(&b, &u, cfg->user_agent, NULL, fields, n);
+        int rc = hv_http_request(&b, &u, cfg->user_agent, NULL, NULL, fields, n);
         FUZZ_CHECK(rc == 0, "request for %s: %d", host, rc);
         hv_buf_free(&b);
     }

@@ -489,7 +489,7 @@ TEST_IMPL(http_request_text)
     u.authority = (char *)(uintptr_t)"example.org:8080";
     hv_buf_t b;
     hv_buf_init(&b, 4096);
-    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test", NULL, NULL, 0));
+    ASSERT_OK(hv_http_request(&b, &u, "harvestd/test", NULL, NULL, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nUser-Agent: harvestd/test\r\n"
                   "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
@@ -509,7 +509,7 @@ TEST_IMPL(http_request_conditional)
     hv_buf_t b;
     hv_buf_init(&b, 8192);
     hv_http_cond_t cond = {"W/\"v1\"", "Wed, 02 Dec 2026 10:00:00 GMT"};
-    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, NULL, 0));
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, NULL, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /p HTTP/1.1\r\nHost: a.test\r\nUser-Agent: ua\r\n"
                   "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
@@ -518,7 +518,7 @@ TEST_IMPL(http_request_conditional)
                   b.data);
     hv_buf_reset(&b);
     hv_http_cond_t evil = {"\"a\"\r\nX-Injected: 1", NULL};
-    ASSERT_OK(hv_http_request(&b, &u, "ua", &evil, NULL, 0));
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &evil, NULL, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_NULL(strstr(b.data, "X-Injected"));
     ASSERT_NULL(strstr(b.data, "If-None-Match"));
@@ -543,7 +543,7 @@ TEST_IMPL(http_request_configured_fields)
         {"Cookie", "consent=yes; lang=en"},
     };
     hv_http_cond_t cond = {"\"v1\"", NULL};
-    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, fields, HV_ARRAY_SIZE(fields)));
+    ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, NULL, fields, HV_ARRAY_SIZE(fields)));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /p HTTP/1.1\r\nHost: a.test\r\nUser-Agent: ua\r\n"
                   "Accept-Language: en-GB, en;q=0.8\r\naccept: text/html\r\n"
@@ -565,15 +565,15 @@ TEST_IMPL(http_request_refuses_a_bad_field)
     hv_buf_init(&b, HV_HTTP_REQUEST_MAX);
     ASSERT_OK(hv_buf_append(&b, "kept", 4));
     const hv_http_field_t evil[] = {{"X-A", "1\r\nX-Injected: 1"}};
-    ASSERT_EQ(UV_EINVAL, hv_http_request(&b, &u, "ua", NULL, evil, 1));
+    ASSERT_EQ(UV_EINVAL, hv_http_request(&b, &u, "ua", NULL, NULL, evil, 1));
     const hv_http_field_t host[] = {{"X-A", "1"}, {"host", "b.test"}};
-    ASSERT_EQ(UV_EINVAL, hv_http_request(&b, &u, "ua", NULL, host, 2));
+    ASSERT_EQ(UV_EINVAL, hv_http_request(&b, &u, "ua", NULL, NULL, host, 2));
     ASSERT_EQ(4, b.len);
     /* A head over the bound is HV_ETOOBIG, also without a trace. */
     hv_buf_t small;
     hv_buf_init(&small, 64);
     const hv_http_field_t big[] = {{"X-A", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}};
-    ASSERT_EQ(HV_ETOOBIG, hv_http_request(&small, &u, "ua", NULL, big, 1));
+    ASSERT_EQ(HV_ETOOBIG, hv_http_request(&small, &u, "ua", NULL, NULL, big, 1));
     ASSERT_EQ(0, small.len);
     hv_buf_free(&small);
     hv_buf_free(&b);

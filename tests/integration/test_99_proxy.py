@@ -1,0 +1,82 @@
+"""Proxies: requests through a real tinyproxy on loopback (CONNECT for https, absolute-form
+for http), with and without credentials, and the failures of a proxy as ProxyError records."""
+
+import pytest
+
+from origin import BlackHole, free_port
+
+
+def test_99_01_https_through_connect_and_http_in_absolute_form(
+        run_harvestd, tinyproxy, tls_origin, origin, pki):
+    proxy = tinyproxy()
+    https = [tls_origin.url("/page?title=s%d" % i).replace("127.0.0.1", "localhost")
+             for i in range(6)]
+    http = [origin.url("/page?title=h%d" % i) for i in range(6)]
+    run = run_harvestd(https + http, "--proxy", proxy.url(), "--ca-file", pki.ca_file,
+                       "--per-host", "2")
+    assert run.rc == 0, run.stderr
+    assert len(run.records) == 12
+    assert all(r["status"] == "ok" and r["proxy"] == "http://127.0.0.1:%d" % proxy.port
+               for r in run.records), run.records
+    lines = proxy.requests()
+    connects = [l for l in lines if l.startswith("CONNECT ")]
+    gets = [l for l in lines if l.startswith("GET http://")]
+    # The tunnels go to the origin's name: its certificate was checked against it.
+    assert connects and all(l.startswith("CONNECT localhost:%d " % tls_origin.port)
+                            for l in connects), lines
+    assert len(connects) <= 2, connects  # kept alive: a tunnel per connection, not per page
+    assert len(gets) == 6 and all(origin.url("/page") in l for l in gets), lines
+
+
+def test_99_02_credentials_are_sent_and_never_shown(run_harvestd, tinyproxy, tls_origin,
+                                                     origin, pki):
+    proxy = tinyproxy(user="crawler", password="s3cretpw")
+    url = "http://crawler:%733cretpw@127.0.0.1:{}".format(proxy.port)  # percent-encoded "s"
+    urls = [tls_origin.url("/page?title=a").replace("127.0.0.1", "localhost"),
+            origin.url("/page?title=b")]
+    run = run_harvestd(urls, "--proxy", url, "--ca-file", pki.ca_file, "-vv")
+    assert run.rc == 0, run.stderr
+    assert all(r["status"] == "ok" for r in run.records), run.records
+    assert "3cretpw" not in run.stderr and all("3cretpw" not in str(r) for r in run.records)
+    # Without them: 407, a ProxyError that is not retried.
+    bare = "http://127.0.0.1:%d" % proxy.port
+    run = run_harvestd(urls, "--proxy", bare, "--ca-file", pki.ca_file, "--retries", "2")
+    assert run.rc == 0
+    assert [(r["error_type"], r["error"], r["attempts"]) for r in run.records] == \
+        [("ProxyError", "proxy_auth_required_407", 1)] * 2
+
+
+def test_99_03_a_proxy_that_refuses_or_is_absent_is_a_proxy_error(run_harvestd, origin):
+    closed = free_port()  # nothing listens there
+    run = run_harvestd([origin.url("/page?title=x")], "--proxy",
+                       "http://127.0.0.1:%d" % closed, "--retries", "0")
+    assert run.rc == 0
+    r = run.records[0]
+    assert (r["status"], r["error_type"], r["error"]) == \
+        ("failed", "ProxyError", "proxy_connect_refused"), r
+    assert r["proxy"] == "http://127.0.0.1:%d" % closed
+
+
+def test_99_04_no_proxy_and_none_go_direct(run_harvestd, tinyproxy, origin, tmp_path):
+    proxy = tinyproxy()
+    conf = tmp_path / "p.conf"
+    conf.write_text("proxy = %s\nno_proxy = localhost\n[host \"127.0.0.2\"]\nproxy = none\n"
+                    % proxy.url())
+    urls = [origin.url("/page?title=via"),
+            "http://localhost:%d/page?title=direct" % origin.port]
+    run = run_harvestd(urls, "-c", str(conf))
+    assert run.rc == 0, run.stderr
+    recs = {r["requested_url"]: r for r in run.records}
+    assert recs[urls[0]]["proxy"].endswith(":%d" % proxy.port)
+    assert "proxy" not in recs[urls[1]] and recs[urls[1]]["status"] == "ok"
+    assert len(proxy.requests()) == 1
+
+
+def test_99_05_bad_proxy_urls_are_refused_with_file_and_line(harvestd, tmp_path):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("concurrency = 4\nproxy = ftp://user:hunter2@p:21\n")
+    r = harvestd.command("--check-config", "-c", str(conf))
+    assert r.returncode == 2
+    assert "bad.conf:2" in r.stderr and "proxy" in r.stderr and "hunter2" not in r.stderr, \
+        r.stderr
+    assert "user:***@" in r.stderr
