@@ -32,9 +32,9 @@ if ! $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null; th
     $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
 
-# The tests need promtool only, which comes with Debian's prometheus package; its postinst
-# enables and starts a Prometheus server where systemd runs. A server we just installed goes
-# off again (one that was installed before is left as it was).
+# The tests run promtool (Debian's prometheus package) and tinyproxy themselves; the packages'
+# postinst scripts enable and start their servers where systemd runs. A server we just
+# installed goes off again (one that was installed before is left as it was).
 for service in prometheus tinyproxy; do
     case " $missing " in
     *" $service "*)
