@@ -141,6 +141,9 @@ static const directive_t directives[] = {
     {"no_proxy", T_NO_PROXY, F(no_proxy), 0, 0, 0, "",
      "hosts that go direct whatever proxy says: names (with their subdomains), .domains, "
      "address ranges, or *"},
+    {"proxy_remote_dns", T_BOOL, F(proxy_remote_dns), 0, 1, 0, "no",
+     "allow socks5h:// proxies, which resolve the target's name themselves: the address "
+     "guard sees only the proxy then"},
     {"proxy_rotation", T_ROTATION, F(proxy_rotation), 0, 0, 0, "host",
      "with several proxies: host (each host keeps one proxy while it works, so connections "
      "are reused) or request (a proxy per request, reusing that pair's idle connections)"},
@@ -1408,6 +1411,21 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
     }
     if (cfg->per_host > cfg->concurrency)
         cfg->per_host = cfg->concurrency;
+    /* socks5h sends names to the proxy: the address guard cannot see where they lead. */
+    for (unsigned r = 0; !cfg->proxy_remote_dns && r <= cfg->nhost_rules; r++) {
+        const hv_proxy_list_t *l = r < cfg->nhost_rules ? &cfg->host_rules[r].proxy : &cfg->proxy;
+        for (unsigned i = 0; i < l->count; i++) {
+            if (l->proxy[i].kind != HV_PROXY_SOCKS5H)
+                continue;
+            char where[1100];
+            hv_config_where(cfg, "proxy", where, sizeof(where));
+            snprintf(err, errcap,
+                     "%s: proxy: %s resolves names at the proxy, where the address guard "
+                     "cannot check them: set proxy_remote_dns = yes to allow it, or use "
+                     "socks5://", where, l->proxy[i].shown);
+            return UV_EINVAL;
+        }
+    }
     if (cfg->sources & HV_SOURCE_REDIS) {
         char where[1100], msg[1200];
         hv_redis_addr_t addr;

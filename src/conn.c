@@ -535,3 +535,13 @@ int hv_cf_conn_open(const hv_cf_t *cf)
 {
     return cf->conn->state == HV_CONN_OPEN;
 }
+
+int hv_cf_conn_closing(const hv_cf_t *cf)
+{
+    return cf->conn->state == HV_CONN_CLOSING;
+}
+
+hv_conn_env_t *hv_cf_env(const hv_cf_t *cf)
+{
+    return cf->conn->_env;
+}

@@ -30,6 +30,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/cf_connect.h"
+#include "harvestd/cf_socks.h"
 #include "harvestd/cf_tls.h"
 #include "harvestd/conn.h"
 #include "harvestd/http.h"
@@ -139,6 +140,14 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     f->robots_limits.truncate = 1;
     /* Enough idle connections to serve a full set of requests again without reconnecting. */
     f->max_idle = cfg->concurrency;
+    for (unsigned r = 0; cfg->proxy_remote_dns && r <= cfg->nhost_rules; r++) {
+        const hv_proxy_list_t *l = r < cfg->nhost_rules ? &cfg->host_rules[r].proxy : &cfg->proxy;
+        for (unsigned i = 0; i < l->count; i++)
+            if (l->proxy[i].kind == HV_PROXY_SOCKS5H)
+                HV_LOG(HV_LOG_NOTICE, "event=proxy_remote_dns proxy=%s note=\"the proxy "
+                       "resolves the targets' names: the address guard sees only the proxy\"",
+                       l->proxy[i].shown);
+    }
     TAILQ_INIT(&f->active);
     TAILQ_INIT(&f->idle_lru);
     return f;
@@ -405,6 +414,10 @@ static int is_lookup_error(int err)
 static int fail_proxy(hv_req_t *r, int status)
 {
     char name[32];
+    /* A layer's failure while the chain opened: a SOCKS5 proxy's lookup of the target's
+     * name is the target's, as it would be without the proxy. */
+    if (r->conn != NULL && r->conn->state == HV_CONN_HANDSHAKING && is_lookup_error(status))
+        return 0;
     switch (status) {
     case HV_EPROXY:
         finish_fault(r, HV_ET_PROXY, hv_conn_error(r->conn));
@@ -583,10 +596,14 @@ static void open_conn(hv_req_t *r, int allow_pool)
     hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
                            .port = u->port};
     hv_cf_connect_arg_t tunnel = {.proxy = r->proxy, .host = u->host, .port = u->port};
+    hv_cf_socks_arg_t socks = {.proxy = r->proxy, .host = u->host,
+                               .host_is_ip = u->host_is_ip, .port = u->port};
     hv_conn_layer_t layers[2];
     unsigned n = 0;
     /* An http URL's requests go to an HTTP proxy as they are (absolute-form): no tunnel. */
-    if (r->proxy != NULL && u->scheme == HV_SCHEME_HTTPS)
+    if (r->proxy != NULL && r->proxy->kind != HV_PROXY_HTTP)
+        layers[n++] = (hv_conn_layer_t){&hv_cf_socks, &socks};
+    else if (r->proxy != NULL && u->scheme == HV_SCHEME_HTTPS)
         layers[n++] = (hv_conn_layer_t){&hv_cf_connect, &tunnel};
     if (u->scheme == HV_SCHEME_HTTPS)
         layers[n++] = (hv_conn_layer_t){&hv_cf_tls, &tls};

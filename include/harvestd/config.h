@@ -111,6 +111,7 @@ typedef struct {
     hv_proxy_list_t proxy;       /* given with count 0: none (direct) */
     hv_no_proxy_t no_proxy;
     hv_rotation_t proxy_rotation;
+    int proxy_remote_dns;        /* socks5h allowed (the guard cannot see its targets) */
     uint64_t robots_ttl_ms;
     uint64_t robots_max_bytes;
     hv_host_rule_t host_rules[HV_HOST_RULES_MAX];

@@ -218,5 +218,10 @@ void hv_cf_set_fault(hv_cf_t *cf, const hv_fault_t *fault);
 int hv_cf_reading(const hv_cf_t *cf);
 /** Whether the whole chain is open (the owner has heard on_connect(0)). */
 int hv_cf_conn_open(const hv_cf_t *cf);
+/** Whether the connection is closing (a layer's own asynchronous work ends quietly then). */
+int hv_cf_conn_closing(const hv_cf_t *cf);
+/** What the connection shares with others: the DNS cache, the address guard, the figures
+ *  (a layer that resolves a name of its own checks its addresses with the same guard). */
+hv_conn_env_t *hv_cf_env(const hv_cf_t *cf);
 
 #endif

@@ -152,6 +152,17 @@ typedef enum {
     HV_D_PROXY_CLOSED,            /* closed before its reply was complete */
     HV_D_PROXY_BAD_REPLY,
     HV_D_PROXY_REPLY_TOO_LARGE,
+    HV_D_SOCKS_NO_ACCEPTABLE_METHOD, /* the SOCKS5 proxy takes neither no auth nor ours */
+    HV_D_SOCKS_AUTH_FAILED,
+    HV_D_SOCKS_GENERAL_FAILURE,   /* the SOCKS5 replies (RFC 1928 6) ... */
+    HV_D_SOCKS_NOT_ALLOWED,
+    HV_D_SOCKS_NETWORK_UNREACHABLE,
+    HV_D_SOCKS_HOST_UNREACHABLE,
+    HV_D_SOCKS_CONNECTION_REFUSED,
+    HV_D_SOCKS_TTL_EXPIRED,
+    HV_D_SOCKS_COMMAND_NOT_SUPPORTED,
+    HV_D_SOCKS_ADDRESS_TYPE_NOT_SUPPORTED,
+    HV_D_SOCKS_BAD_REPLY,         /* ... and one that is none of them */
 
     /* the block detector (block.h): the sign that made the host's pages block pages */
     HV_D_BLOCK_SAME_BODY,         /* same_body_as_<n>_urls */

@@ -94,3 +94,55 @@ def tinyproxy(tmp_path):
     yield make
     for p in made:
         p.stop()
+
+
+MICROSOCKS = shutil.which("microsocks") or "/usr/bin/microsocks"
+
+
+class Microsocks:
+    """Debian's microsocks (SOCKS5, RFC 1928/1929) on a free port of 127.0.0.1."""
+
+    def __init__(self, user=None, password=None):
+        self.user, self.password = user, password
+        self.port = _free_port()
+        self.proc = None
+
+    def url(self, scheme="socks5", with_auth=True):
+        auth = ("%s:%s@" % (self.user, self.password)) if with_auth and self.user else ""
+        return "%s://%s127.0.0.1:%d" % (scheme, auth, self.port)
+
+    def start(self):
+        argv = [MICROSOCKS, "-i", "127.0.0.1", "-p", str(self.port)]
+        if self.user:
+            argv += ["-u", self.user, "-P", self.password]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("microsocks exited")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("microsocks did not listen")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def microsocks():
+    if not os.path.exists(MICROSOCKS):
+        pytest.skip("microsocks is not installed (make deps)")
+    made = []
+
+    def make(user=None, password=None):
+        p = Microsocks(user, password).start()
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.stop()

@@ -80,3 +80,51 @@ def test_99_05_bad_proxy_urls_are_refused_with_file_and_line(harvestd, tmp_path)
     assert "bad.conf:2" in r.stderr and "proxy" in r.stderr and "hunter2" not in r.stderr, \
         r.stderr
     assert "user:***@" in r.stderr
+
+
+def test_99_06_socks5_with_and_without_credentials(run_harvestd, microsocks, tls_origin,
+                                                    origin, pki):
+    for user in (None, "crawler"):
+        proxy = microsocks(user=user, password="s3cretpw" if user else None)
+        urls = [tls_origin.url("/page?title=s").replace("127.0.0.1", "localhost"),
+                "http://localhost:%d/page?title=h" % origin.port]
+        run = run_harvestd(urls, "--proxy", proxy.url(), "--ca-file", pki.ca_file)
+        assert run.rc == 0, run.stderr
+        assert all(r["status"] == "ok" and r["proxy"] == "socks5://127.0.0.1:%d" % proxy.port
+                   for r in run.records), run.records
+        assert "3cretpw" not in run.stderr
+    # Wrong credentials: the proxy says no.
+    run = run_harvestd(urls[1:], "--proxy", "socks5://crawler:nope@127.0.0.1:%d" % proxy.port,
+                       "--retries", "0")
+    assert [(r["error_type"], r["error"]) for r in run.records] == \
+        [("ProxyError", "socks_auth_failed")], run.records
+
+
+def test_99_07_socks5h_needs_proxy_remote_dns(run_harvestd, harvestd, microsocks, origin,
+                                              tmp_path):
+    proxy = microsocks()
+    url = "http://localhost:%d/page?title=remote" % origin.port
+    conf = tmp_path / "h.conf"
+    conf.write_text("proxy = %s\n" % proxy.url("socks5h"))
+    r = harvestd.command("--check-config", "-c", str(conf))
+    assert r.returncode == 2 and "h.conf:1" in r.stderr and "proxy_remote_dns" in r.stderr, \
+        r.stderr
+    run = run_harvestd([url], "-c", str(conf), "--proxy-remote-dns")
+    assert run.rc == 0, run.stderr
+    assert run.records[0]["status"] == "ok", run.records
+    assert "event=proxy_remote_dns" in run.stderr
+
+
+def test_99_08_the_guard_checks_a_socks5_target(run_harvestd, microsocks, origin):
+    """socks5: harvestd resolves the target and the guard judges its address: a target the
+    guard refuses is refused even through an allowed proxy, and never reaches it."""
+    proxy = microsocks()
+    run = run_harvestd(["http://127.0.0.2:%d/page?title=x" % origin.port],
+                       "--proxy", proxy.url(), "--allow-addresses", "127.0.0.1/32")
+    assert run.rc == 0
+    r = run.records[0]
+    assert (r["error_type"], r["error"]) == ("BlockedAddress", "blocked_loopback_address"), r
+    # The proxy's own address is judged too.
+    run = run_harvestd([origin.url("/page?title=y")], "--proxy", proxy.url(),
+                       "--allow-addresses", "")
+    assert run.records[0]["error_type"] == "BlockedAddress", run.records
