@@ -433,6 +433,14 @@ const hv_fault_t *hv_conn_error(const hv_conn_t *c)
     return &c->_error;
 }
 
+const hv_cf_type_t *hv_conn_opening(const hv_conn_t *c)
+{
+    if (c->state != HV_CONN_HANDSHAKING)
+        return NULL;
+    const hv_cf_t *cf = consumer(c);
+    return cf != NULL ? cf->type : NULL;
+}
+
 int hv_conn_has_layer(const hv_conn_t *c, const hv_cf_type_t *type)
 {
     for (const hv_cf_t *cf = c->_bottom; cf != NULL; cf = cf->above)

@@ -869,7 +869,12 @@ static void req_on_timeout(hv_conn_t *c)
         finish_fail(r, HV_ET_TOTAL_TIMEOUT, HV_D_REQUEST_EXCEEDED, dur);
     } else if (r->state == RQ_CONNECTING) {
         hv_detail_duration(dur, sizeof(dur), cfg->connect_timeout_ms);
-        if (c->state == HV_CONN_RESOLVING)
+        const hv_cf_type_t *opening = hv_conn_opening(c);
+        /* Through a proxy, until its tunnel is open the time went to the proxy. */
+        if (r->proxy != NULL && (c->state != HV_CONN_HANDSHAKING || opening == &hv_cf_connect ||
+                                 opening == &hv_cf_socks))
+            finish_fail(r, HV_ET_PROXY, HV_D_PROXY_CONNECT_TIMED_OUT, NULL);
+        else if (c->state == HV_CONN_RESOLVING)
             finish_fail(r, HV_ET_DNS, HV_D_DNS_LOOKUP_EXCEEDED, dur);
         else if (c->state == HV_CONN_HANDSHAKING)
             finish_fail(r, HV_ET_CONNECT_TIMEOUT, HV_D_NO_TLS_HANDSHAKE_WITHIN, dur);

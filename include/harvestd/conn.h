@@ -150,6 +150,9 @@ const hv_fault_t *hv_conn_error(const hv_conn_t *c);
 /** Whether the chain has a layer of `type`. */
 int hv_conn_has_layer(const hv_conn_t *c, const hv_cf_type_t *type);
 
+/** The type of the layer opening now (HANDSHAKING), NULL in any other state. */
+const hv_cf_type_t *hv_conn_opening(const hv_conn_t *c);
+
 /** Queue `len` bytes for sending (copied). 0, or a UV_E* error (connection not open). */
 int hv_conn_write(hv_conn_t *c, const char *data, size_t len);
 

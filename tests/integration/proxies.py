@@ -146,3 +146,149 @@ def microsocks():
     yield make
     for p in made:
         p.stop()
+
+
+class FaultProxy:
+    """A proxy that misbehaves as real ones will not, by `mode` (a stdlib server of the test's
+    own on 127.0.0.1):
+      407-close     answers a CONNECT with 407, then closes
+      garbage       answers a CONNECT with a line that is no HTTP status
+      close         closes without a word once the CONNECT arrived
+      huge          answers with a reply head that never ends (20 KiB of header lines)
+      slow          answers 200 only after `delay` seconds
+      close-in-tls  answers 200, then closes as soon as the ClientHello comes through
+      socks-cut     a working SOCKS5 proxy (no authentication) that sends its replies one
+                    byte at a time, 20 ms apart, then relays to the target
+      socks-garbage answers a SOCKS5 greeting with version 4
+    .port, .url(scheme), .connections (accepted), .stop()."""
+
+    def __init__(self, mode, delay=0.0):
+        import socketserver
+        import threading
+        self.mode, self.delay = mode, delay
+        self.connections = 0
+        proxy = self
+
+        class Handler(socketserver.BaseRequestHandler):
+            def handle(self):
+                proxy.connections += 1
+                try:
+                    proxy._serve(self.request)
+                except OSError:
+                    pass
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, scheme="http"):
+        return "%s://127.0.0.1:%d" % (scheme, self.port)
+
+    @staticmethod
+    def _read_head(sock):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+    @staticmethod
+    def _recv_exact(sock, n):
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("closed")
+            data += chunk
+        return data
+
+    def _serve(self, sock):
+        import threading
+        mode = self.mode
+        if mode.startswith("socks"):
+            head = self._recv_exact(sock, 2)
+            self._recv_exact(sock, head[1])
+            if mode == "socks-garbage":
+                sock.sendall(b"\x04\x00")
+                return
+            self._drip(sock, b"\x05\x00")
+            req = self._recv_exact(sock, 4)
+            if req[3] == 1:
+                host = socket.inet_ntoa(self._recv_exact(sock, 4))
+            elif req[3] == 4:
+                host = socket.inet_ntop(socket.AF_INET6, self._recv_exact(sock, 16))
+            else:
+                host = self._recv_exact(sock, self._recv_exact(sock, 1)[0]).decode()
+            port = int.from_bytes(self._recv_exact(sock, 2), "big")
+            target = socket.create_connection((host, port), timeout=10)
+            self._drip(sock, b"\x05\x00\x00\x01\x7f\x00\x00\x01\x00\x00")
+
+            def pipe(a, b):
+                try:
+                    while True:
+                        chunk = a.recv(65536)
+                        if not chunk:
+                            break
+                        b.sendall(chunk)
+                except OSError:
+                    pass
+                finally:
+                    try:
+                        b.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+            t = threading.Thread(target=pipe, args=(target, sock), daemon=True)
+            t.start()
+            pipe(sock, target)
+            t.join(10)
+            target.close()
+            return
+        self._read_head(sock)
+        if mode == "407-close":
+            sock.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                         b"Proxy-Authenticate: Basic realm=\"x\"\r\nContent-Length: 0\r\n\r\n")
+        elif mode == "garbage":
+            sock.sendall(b"SURE THING\r\n\r\n")
+        elif mode == "huge":
+            for i in range(20):
+                sock.sendall(b"HTTP/1.1 200 OK\r\n" if i == 0 else b"X-Pad: " + b"a" * 1017 +
+                             b"\r\n")
+            time.sleep(2)
+        elif mode == "slow":
+            time.sleep(self.delay)
+            sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            time.sleep(2)
+        elif mode == "close-in-tls":
+            sock.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            sock.recv(1)
+        # "close": nothing
+
+    @staticmethod
+    def _drip(sock, data):
+        for b in data:
+            sock.sendall(bytes([b]))
+            time.sleep(0.02)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fault_proxies():
+    made = []
+
+    def make(mode, delay=0.0):
+        p = FaultProxy(mode, delay)
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.stop()

@@ -128,3 +128,45 @@ def test_99_08_the_guard_checks_a_socks5_target(run_harvestd, microsocks, origin
     run = run_harvestd([origin.url("/page?title=y")], "--proxy", proxy.url(),
                        "--allow-addresses", "")
     assert run.records[0]["error_type"] == "BlockedAddress", run.records
+
+
+@pytest.mark.parametrize("mode,error", [
+    ("407-close", "proxy_auth_required_407"),
+    ("garbage", "proxy_bad_reply"),
+    ("close", "proxy_closed_connection"),
+    ("huge", "proxy_reply_too_large"),
+])
+def test_99_09_a_proxy_that_breaks_the_tunnel(run_harvestd, fault_proxies, tls_origin, pki,
+                                              mode, error):
+    proxy = fault_proxies(mode)
+    url = tls_origin.url("/page?title=t").replace("127.0.0.1", "localhost")
+    run = run_harvestd([url], "--proxy", proxy.url(), "--ca-file", pki.ca_file)
+    assert run.rc == 0, run.stderr
+    r = run.records[0]
+    assert (r["status"], r["stage"], r["error_type"], r["error"]) == \
+        ("failed", "download", "ProxyError", error), r
+    assert tls_origin.tls_full == 0  # nothing reached the origin
+
+
+def test_99_10_slow_tunnels_cut_replies_and_a_tunnel_closed_mid_tls(
+        run_harvestd, fault_proxies, tls_origin, origin, pki):
+    slow = fault_proxies("slow", delay=3)
+    url = tls_origin.url("/page?title=t").replace("127.0.0.1", "localhost")
+    run = run_harvestd([url], "--proxy", slow.url(), "--ca-file", pki.ca_file,
+                       "--connect-timeout", "1s")
+    r = run.records[0]
+    assert (r["error_type"], r["error"]) == ("ProxyError", "proxy_connect_timed_out"), r
+    # A SOCKS5 proxy whose replies come a byte at a time still opens the tunnel.
+    cut = fault_proxies("socks-cut")
+    run = run_harvestd([url, origin.url("/page?title=c")], "--proxy", cut.url("socks5"),
+                       "--ca-file", pki.ca_file)
+    assert all(r["status"] == "ok" for r in run.records), run.records
+    garbage = fault_proxies("socks-garbage")
+    run = run_harvestd([url], "--proxy", garbage.url("socks5"), "--ca-file", pki.ca_file)
+    assert (run.records[0]["error_type"], run.records[0]["error"]) == \
+        ("ProxyError", "socks_bad_reply"), run.records
+    # The tunnel opens, then closes under the handshake: the origin's TLS failed.
+    mid = fault_proxies("close-in-tls")
+    run = run_harvestd([url], "--proxy", mid.url(), "--ca-file", pki.ca_file)
+    assert (run.records[0]["error_type"], run.records[0]["error"]) == \
+        ("TlsError", "tls_closed_during_handshake"), run.records
