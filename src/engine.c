@@ -848,6 +848,7 @@ void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out)
     out->dns = *hv_dns_stats(e->dns);
     out->polite = *hv_polite_stats(e->polite);
     out->has_tls = e->tls != NULL;
+    out->taken_ms = uv_now(e->loop);
     if (e->block != NULL) {
         out->block = *hv_block_stats(e->block);
         out->block_held = e->nheld;

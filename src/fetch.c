@@ -100,6 +100,8 @@ struct hv_fetch_s {
     int paused;
     uint64_t paused_at;
     uint64_t rotation;         /* proxy_rotation = request: the next pick */
+    hv_proxy_stats_t *proxies; /* every configured proxy URL once */
+    unsigned nproxies;
     hv_fetch_stats_t stats;
 };
 
@@ -111,6 +113,9 @@ static void idle_on_connect(hv_conn_t *c, int status);
 static void idle_on_read(hv_conn_t *c, const char *data, size_t len);
 static void idle_on_error(hv_conn_t *c, int err);
 static void idle_on_timeout(hv_conn_t *c);
+
+static hv_proxy_stats_t *proxy_stats(hv_fetch_t *f, const hv_proxy_t *p);
+static void proxy_outcome(hv_req_t *r, int failed);
 
 static const hv_conn_cbs_t req_cbs = {req_on_connect, req_on_read, req_on_error, req_on_timeout};
 static const hv_conn_cbs_t idle_cbs = {idle_on_connect, idle_on_read, idle_on_error,
@@ -140,14 +145,25 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     f->robots_limits.truncate = 1;
     /* Enough idle connections to serve a full set of requests again without reconnecting. */
     f->max_idle = cfg->concurrency;
-    for (unsigned r = 0; cfg->proxy_remote_dns && r <= cfg->nhost_rules; r++) {
+    for (unsigned r = 0; r <= cfg->nhost_rules; r++) {
         const hv_proxy_list_t *l = r < cfg->nhost_rules ? &cfg->host_rules[r].proxy : &cfg->proxy;
-        for (unsigned i = 0; i < l->count; i++)
-            if (l->proxy[i].kind == HV_PROXY_SOCKS5H)
+        for (unsigned i = 0; i < l->count; i++) {
+            const hv_proxy_t *p = &l->proxy[i];
+            if (p->kind == HV_PROXY_SOCKS5H)
                 HV_LOG(HV_LOG_NOTICE, "event=proxy_remote_dns proxy=%s note=\"the proxy "
                        "resolves the targets' names: the address guard sees only the proxy\"",
-                       l->proxy[i].shown);
+                       p->shown);
+            if (proxy_stats(f, p) != NULL)
+                continue;
+            f->proxies = hv_xrealloc(f->proxies, (f->nproxies + 1) * sizeof(*f->proxies));
+            memset(&f->proxies[f->nproxies], 0, sizeof(f->proxies[0]));
+            snprintf(f->proxies[f->nproxies].proxy, sizeof(f->proxies[0].proxy), "%s",
+                     p->shown);
+            f->nproxies++;
+        }
     }
+    f->stats.proxies = f->proxies;
+    f->stats.nproxies = f->nproxies;
     TAILQ_INIT(&f->active);
     TAILQ_INIT(&f->idle_lru);
     return f;
@@ -172,10 +188,29 @@ static const char *pool_key(const hv_url_t *u, const hv_proxy_t *proxy, char *ou
     return out;
 }
 
+/* The figures of `p` (NULL before hv_fetch_new() has listed it). */
+static hv_proxy_stats_t *proxy_stats(hv_fetch_t *f, const hv_proxy_t *p)
+{
+    for (unsigned i = 0; i < f->nproxies; i++)
+        if (strcmp(f->proxies[i].proxy, p->shown) == 0)
+            return &f->proxies[i];
+    return NULL;
+}
+
+/* Consecutive failures of a proxy before it is set aside, and its first pause (doubling up to
+ * the longest). */
+#define PROXY_FAILURES_ASIDE 3
+#define PROXY_ASIDE_MS 1000
+#define PROXY_ASIDE_MAX_MS 60000
+/* Pooled connections to a proxy found closed, none of them ever answered on, before its
+ * connections are no longer pooled. */
+#define PROXY_STALE_NO_REUSE 3
+
 /* The proxy for a request to `u` on attempt `attempts` (NULL: direct). With proxy_rotation =
  * host, a host keeps one proxy (a hash of its key), so that its connections are reused; a
  * retry moves to the next one, so that a proxy that failed is not asked again at once. With
- * request, the proxies take turns. */
+ * request, the proxies take turns. A proxy set aside after repeated failures is passed over
+ * while another of the list is not. */
 static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned attempts)
 {
     const hv_proxy_list_t *l = hv_config_host_proxies(f->cfg, u->host, u->host_is_ip);
@@ -189,7 +224,35 @@ static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned
         pool_key(u, NULL, key, sizeof(key));
         pick = XXH3_64bits(key, strlen(key)) + (attempts > 0 ? attempts - 1 : 0);
     }
-    return &l->proxy[pick % l->count];
+    uint64_t now = uv_now(f->loop);
+    for (unsigned k = 0; k < l->count; k++) {
+        const hv_proxy_t *p = &l->proxy[(pick + k) % l->count];
+        const hv_proxy_stats_t *ps = proxy_stats(f, p);
+        if (ps == NULL || ps->aside_until <= now)
+            return p;
+    }
+    return &l->proxy[pick % l->count]; /* all set aside: the chosen one all the same */
+}
+
+/* How the attempt went at the proxy: a failure there, or an answer through it. */
+static void proxy_outcome(hv_req_t *r, int failed)
+{
+    hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(r->f, r->proxy) : NULL;
+    if (ps == NULL)
+        return;
+    if (!failed) {
+        ps->streak = 0;
+        ps->aside_until = 0;
+        return;
+    }
+    ps->failures++;
+    if (++ps->streak < PROXY_FAILURES_ASIDE)
+        return;
+    unsigned doublings = HV_MIN(ps->streak - PROXY_FAILURES_ASIDE, 16u);
+    uint64_t pause = HV_MIN((uint64_t)PROXY_ASIDE_MS << doublings, (uint64_t)PROXY_ASIDE_MAX_MS);
+    ps->aside_until = uv_now(r->f->loop) + pause;
+    HV_LOG(HV_LOG_WARNING, "event=proxy_set_aside proxy=%s failures=%u pause_ms=%" PRIu64,
+           ps->proxy, ps->streak, pause);
 }
 
 /* Take `i` out of the pool and free it; returns its connection. */
@@ -331,6 +394,10 @@ static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, c
 
     fill_record(r);
     hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, detail, arg);
+    if (type == HV_ET_PROXY)
+        proxy_outcome(r, 1);
+    else if (job->rec->http_status > 0)
+        proxy_outcome(r, 0); /* an answer came through */
     HV_LOG(HV_LOG_INFO, "event=download_failed job=%" PRIu64 " url=%s error_type=%s error=%s",
            job->id, hv_log_url(url, sizeof(url), job->url.href), hv_error_type_name(type),
            job->rec->error);
@@ -353,6 +420,7 @@ static void finish_page(hv_req_t *r)
     char *body = hv_buf_steal(&r->http.body, &len);
 
     fill_record(r);
+    proxy_outcome(r, 0);
     job->rec->bytes = (int64_t)len;
     end_req(r);
     job->end = HV_JOB_GOT_PAGE;
@@ -366,6 +434,7 @@ static void finish_not_modified(hv_req_t *r)
     hv_fetch_t *f = r->f;
     hv_job_t *job = r->job;
     fill_record(r);
+    proxy_outcome(r, 0);
     end_req(r);
     job->end = HV_JOB_NOT_MODIFIED;
     f->on_end(f->ud, job);
@@ -555,6 +624,9 @@ static void send_request(hv_req_t *r)
     hv_buf_free(&req);
     if (rc == 0) {
         f->stats.requests++;
+        hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(f, r->proxy) : NULL;
+        if (ps != NULL)
+            ps->requests++;
         r->job->rec->requests++;
     }
     if (r->http_ready)
@@ -763,7 +835,14 @@ static void response_complete(hv_req_t *r)
     hv_conn_t *c = r->conn;
 
     r->conn = NULL;
-    if (r->http.keep_alive) {
+    hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(f, r->proxy) : NULL;
+    if (ps != NULL && r->reused)
+        ps->reuses++;
+    /* A proxy that closes every connection after one answer without saying so (tinyproxy
+     * does, to its clients' absolute-form requests): pooling its connections only costs a
+     * failed write each. */
+    int tunnel = hv_conn_has_layer(c, &hv_cf_connect) || hv_conn_has_layer(c, &hv_cf_socks);
+    if (r->http.keep_alive && !(ps != NULL && ps->no_reuse && !tunnel)) {
         char key[POOL_KEY_MAX];
         pool_put(f, c, pool_key(&r->job->url, r->proxy, key, sizeof(key)));
     } else {
@@ -832,6 +911,14 @@ static void req_on_error(hv_conn_t *c, int err)
     if (r->reused && r->http.bytes_in == 0 && stale_error(err) && !job->fresh_conn_retried) {
         job->fresh_conn_retried = 1;
         r->f->stats.stale_retries++;
+        hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(r->f, r->proxy) : NULL;
+        if (ps != NULL && ++ps->stale >= PROXY_STALE_NO_REUSE && ps->reuses == 0 &&
+            !ps->no_reuse) {
+            ps->no_reuse = 1;
+            HV_LOG(HV_LOG_NOTICE, "event=proxy_no_keepalive proxy=%s stale=%u note=\"it closed "
+                   "every pooled connection: its connections are no longer kept\"", ps->proxy,
+                   ps->stale);
+        }
         HV_LOG(HV_LOG_DEBUG, "event=stale_connection job=%" PRIu64 " conn=%" PRIu64, job->id,
                c->id);
         hv_conn_close(c);
@@ -964,5 +1051,6 @@ void hv_fetch_free(hv_fetch_t *f)
     idle_t *i;
     while ((i = TAILQ_FIRST(&f->idle_lru)) != NULL)
         pool_drop(f, i);
+    free(f->proxies);
     free(f);
 }

@@ -123,6 +123,26 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                      s->polite.throttled);
     counter(out, "harvestd_dns_cache_hits_total",
                        "Lookups answered by the cache or a lookup in flight.", d->hits);
+    /* One series per configured proxy URL: configured, not input, so bounded. */
+    if (f->nproxies > 0) {
+        appendf(out, "# HELP harvestd_proxy_requests_total Requests written through each proxy.\n"
+                     "# TYPE harvestd_proxy_requests_total counter\n");
+        for (unsigned i = 0; i < f->nproxies; i++)
+            appendf(out, "harvestd_proxy_requests_total{proxy=\"%s\"} %" PRIu64 "\n",
+                    f->proxies[i].proxy, f->proxies[i].requests);
+        appendf(out, "# HELP harvestd_proxy_failures_total Attempts that failed at each proxy "
+                     "(ProxyError).\n"
+                     "# TYPE harvestd_proxy_failures_total counter\n");
+        for (unsigned i = 0; i < f->nproxies; i++)
+            appendf(out, "harvestd_proxy_failures_total{proxy=\"%s\"} %" PRIu64 "\n",
+                    f->proxies[i].proxy, f->proxies[i].failures);
+        appendf(out, "# HELP harvestd_proxy_set_aside Whether each proxy is set aside after "
+                     "repeated failures.\n"
+                     "# TYPE harvestd_proxy_set_aside gauge\n");
+        for (unsigned i = 0; i < f->nproxies; i++)
+            appendf(out, "harvestd_proxy_set_aside{proxy=\"%s\"} %d\n", f->proxies[i].proxy,
+                    f->proxies[i].aside_until > s->taken_ms);
+    }
     /* The block detector's (zero when it is off: the series exist either way). */
     appendf(out,
             "# HELP harvestd_block_hosts Hosts the block detector suspects or found blocked.\n"

@@ -82,6 +82,7 @@ typedef struct hv_engine_stats_s {
     int has_tls;
     hv_tls_stats_t tls;
     hv_block_stats_t block;     /* the block detector's (zero while it is off) */
+    uint64_t taken_ms;          /* the loop time the figures were taken at */
     unsigned block_held;        /* records waiting for their host's verdict */
 } hv_engine_stats_t;
 

@@ -37,6 +37,18 @@ typedef struct hv_fetch_s hv_fetch_t;
  */
 typedef void (*hv_fetch_end_cb)(void *ud, hv_job_t *job);
 
+/** One configured proxy's figures (proxies with the same URL share them). */
+typedef struct {
+    char proxy[HV_PROXY_SHOWN_MAX]; /* as records show it: no user information */
+    uint64_t requests;          /* requests written through it */
+    uint64_t failures;          /* attempts that failed at the proxy (ProxyError) */
+    unsigned streak;            /* failures since its last success */
+    unsigned stale;             /* its pooled connections found closed (absolute-form) */
+    uint64_t reuses;            /* ... and answered on */
+    int no_reuse;               /* it closes after every request: connections are not kept */
+    uint64_t aside_until;       /* loop time before which it is not chosen when another is */
+} hv_proxy_stats_t;
+
 typedef struct {
     uint64_t requests;          /* requests written: every attempt, redirect hop, stale
                                    connection retry and robots.txt request */
@@ -44,6 +56,9 @@ typedef struct {
     uint64_t stale_retries;
     uint64_t redirects;
     hv_conn_stats_t conn;       /* what the connections counted (the guard's refusals) */
+    const hv_proxy_stats_t *proxies; /* one per configured proxy URL (fetch's; valid while
+                                        the stage lives) */
+    unsigned nproxies;
 } hv_fetch_stats_t;
 
 /** `tls` (shared, outlives the stage) serves https URLs. */

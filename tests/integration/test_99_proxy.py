@@ -170,3 +170,102 @@ def test_99_10_slow_tunnels_cut_replies_and_a_tunnel_closed_mid_tls(
     run = run_harvestd([url], "--proxy", mid.url(), "--ca-file", pki.ca_file)
     assert (run.records[0]["error_type"], run.records[0]["error"]) == \
         ("TlsError", "tls_closed_during_handshake"), run.records
+
+
+@pytest.fixture
+def hosts():
+    from origin import Origin
+    started = []
+
+    def make(n):
+        for i in range(n):
+            started.append(Origin("host-%d" % i).start())
+        return started
+    yield make
+    for o in started:
+        o.stop()
+
+
+def _per_proxy_targets(proxies, pattern):
+    """{proxy port: {target port: requests}} from the request lines the proxies logged."""
+    import re
+    seen = {}
+    for p in proxies:
+        counts = {}
+        for line in p.requests():
+            m = re.match(pattern, line)
+            if m:
+                counts[int(m.group(1))] = counts.get(int(m.group(1)), 0) + 1
+        seen[p.port] = counts
+    return seen
+
+
+def test_99_11_rotation_by_host_keeps_pooling_and_by_request_spreads(
+        run_harvestd, tinyproxy, tls_origins, hosts, pki):
+    proxies = [tinyproxy() for _ in range(4)]
+    origins = [tls_origins("localhost", name="h%d" % i) for i in range(8)]
+    urls = ["https://localhost:%d/page?title=p%d" % (o.port, i) for i in range(50)
+            for o in origins]
+    plist = ", ".join(p.url() for p in proxies)
+    run = run_harvestd(urls, "--proxy", plist, "--per-host", "2", "--ca-file", pki.ca_file,
+                       timeout=120)
+    assert run.rc == 0 and all(r["status"] == "ok" for r in run.records)
+    seen = _per_proxy_targets(proxies, r"CONNECT localhost:(\d+) ")
+    for o in origins:
+        used = [port for port, counts in seen.items() if o.port in counts]
+        assert len(used) == 1, (o.port, seen)  # each host through exactly one proxy
+        mine = [r for r in run.records if ":%d/" % o.port in r["requested_url"]]
+        assert len(mine) == 50 and all(r["proxy"].endswith(":%d" % used[0]) for r in mine)
+    s = run.summary
+    reused, opened = s["connections_reused"], s["connections_opened"]
+    assert reused / (reused + opened) >= 0.9, s
+
+    # Per request, over http (absolute form): an even spread. tinyproxy closes its clients'
+    # connections after each answer without saying so; after a few stale connections harvestd
+    # stops pooling them.
+    for p in proxies:
+        p.stop()
+    proxies = [tinyproxy() for _ in range(4)]
+    plain = hosts(8)
+    urls = [o.url("/page?title=p%d" % i) for i in range(50) for o in plain]
+    plist = ", ".join(p.url() for p in proxies)
+    run = run_harvestd(urls, "--proxy", plist, "--proxy-rotation", "request", timeout=120)
+    assert run.rc == 0 and all(r["status"] == "ok" for r in run.records)
+    per = [sum(c.values()) for c in
+           _per_proxy_targets(proxies, r"GET http://127\.0\.0\.1:(\d+)/").values()]
+    assert sum(per) >= len(urls)
+    assert all(abs(n - len(urls) / 4) <= 0.1 * len(urls) / 4 for n in per), per
+    assert run.summary["stale_retries"] <= 4 * 3 + 2 * 4, run.summary
+    assert run.stderr.count("event=proxy_no_keepalive") == 4
+
+
+def test_99_12_a_failing_proxy_is_set_aside_and_counted(run_harvestd, tinyproxy, hosts,
+                                                         start_daemon, spool):
+    """Two proxies, one of them dead: its hosts' retries go to the other, it is set aside
+    after three failures and passed over; /metrics counts requests and failures per proxy."""
+    import urllib.request
+    from harness import wait_complete
+    from origin import free_port
+    good = tinyproxy()
+    dead = "http://127.0.0.1:%d" % free_port()
+    origins = hosts(6)
+    urls = [o.url("/page?title=q%d" % i) for i in range(5) for o in origins]
+    port = free_port()
+    d = start_daemon(proxy="%s, %s" % (dead, good.url()), retries="3", retry_base="20ms",
+                     metrics_listen="127.0.0.1:%d" % port)
+    spool.drop("p.txt", urls)
+    wait_complete(d, spool, ["p.txt"], timeout=30)
+    recs = spool.records("p.txt")
+    assert len(recs) == len(urls) and all(r["status"] == "ok" for r in recs), \
+        [r for r in recs if r["status"] != "ok"][:3]
+    assert all(r["proxy"] == "http://127.0.0.1:%d" % good.port for r in recs)
+    assert d.events("proxy_set_aside")
+    m = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5).read().decode()
+    assert 'harvestd_proxy_failures_total{proxy="%s"}' % dead in m
+    fails = [l for l in m.splitlines()
+             if l.startswith('harvestd_proxy_failures_total{proxy="%s"}' % dead)]
+    assert int(fails[0].split()[-1]) >= 3
+    reqs = [l for l in m.splitlines()
+            if l.startswith('harvestd_proxy_requests_total{proxy="%s"}' % good.url())]
+    assert int(reqs[0].split()[-1]) >= len(urls)
+    assert d.stop() == 0
