@@ -145,7 +145,7 @@ FUZZ_CC      ?= clang-14
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = fuzzer-no-link,address,undefined
-FUZZ_TARGETS  = http_response url config select charset robots html tls_client
+FUZZ_TARGETS  = http_response url config select charset robots html tls_client proxy_reply
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 # Seconds one input may run before libFuzzer reports it as a hang.
 FUZZ_TIMEOUT ?= 30
@@ -180,6 +180,14 @@ $(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(LIB_OBJS) $(LLHTTP_LIB) $(FL
 
 # A target that includes a module's source (to reach its statics) links without its object.
 $(BUILD)/fuzz/tls_client $(BUILD)/fuzz/tls_client-record: FUZZ_OWN_OBJS = $(BUILD)/src/tls.o
+
+# The proxy layers run alone, their chain (conn.c) and the DNS cache replaced by the target:
+# only the plain modules they use are linked.
+PROXY_REPLY_OBJS = $(addprefix $(BUILD)/src/,common.o detail.o log.o proxy.o guard.o url.o html/utf8.o)
+$(BUILD)/fuzz/proxy_reply: tests/fuzz/proxy_reply.c tests/fuzz/fuzz.h $(LIB_OBJS) $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(FINAL_CFLAGS) -MMD -MP -fsanitize=fuzzer $(FINAL_LDFLAGS) \
+	    -o $@ $< $(PROXY_REPLY_OBJS) $(DEPS_LIBS)
 
 # `make fuzz-tls-seeds`: record real handshakes against an in-memory mbedtls server as the
 # tls_client corpus seeds (see tests/fuzz/tls_client.c); needed again when the ClientHello

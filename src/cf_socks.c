@@ -34,7 +34,7 @@ typedef struct {
     size_t in_len;
 } cf_socks_t;
 
-static hv_cf_t *create(hv_conn_t *c, const void *arg)
+static hv_cf_t *socks_create(hv_conn_t *c, const void *arg)
 {
     const hv_cf_socks_arg_t *a = arg;
     (void)c;
@@ -51,7 +51,7 @@ static hv_cf_t *create(hv_conn_t *c, const void *arg)
     return &t->cf;
 }
 
-static void destroy(hv_cf_t *cf)
+static void socks_destroy(hv_cf_t *cf)
 {
     cf_socks_t *t = hv_container_of(cf, cf_socks_t, cf);
     hv_dns_cancel(&t->waiter);
@@ -60,7 +60,7 @@ static void destroy(hv_cf_t *cf)
     free(t);
 }
 
-static void fail(cf_socks_t *t, hv_detail_t code)
+static void socks_fail(cf_socks_t *t, hv_detail_t code)
 {
     hv_fault_t f = {code, ""};
     hv_cf_set_fault(&t->cf, &f);
@@ -70,7 +70,7 @@ static void fail(cf_socks_t *t, hv_detail_t code)
 static void send_or_fail(cf_socks_t *t, const uint8_t *msg, size_t len)
 {
     if (hv_cf_down(&t->cf, (const char *)msg, len) != 0)
-        fail(t, HV_D_PROXY_CLOSED);
+        socks_fail(t, HV_D_PROXY_CLOSED);
 }
 
 static void greet(cf_socks_t *t)
@@ -84,7 +84,7 @@ static void greet(cf_socks_t *t)
     send_or_fail(t, hello, t->has_auth ? 4 : 3);
 }
 
-static void send_connect(cf_socks_t *t)
+static void socks_request(cf_socks_t *t)
 {
     uint8_t req[4 + 1 + 255 + 2];
     size_t n = 0;
@@ -171,7 +171,7 @@ static void open_socks(hv_cf_t *cf)
         memset(&ss, 0, sizeof(ss));
         if (uv_ip4_addr(t->host, 0, (struct sockaddr_in *)&ss) != 0 &&
             uv_ip6_addr(t->host, 0, (struct sockaddr_in6 *)&ss) != 0) {
-            fail(t, HV_D_SOCKS_ADDRESS_TYPE_NOT_SUPPORTED);
+            socks_fail(t, HV_D_SOCKS_ADDRESS_TYPE_NOT_SUPPORTED);
             return;
         }
         hv_conn_env_t *env = hv_cf_env(cf);
@@ -237,14 +237,14 @@ static void on_reply(cf_socks_t *t)
     switch (t->state) {
     case S_GREETING:
         if (r[0] != 5) {
-            fail(t, HV_D_SOCKS_BAD_REPLY);
+            socks_fail(t, HV_D_SOCKS_BAD_REPLY);
         } else if (r[1] == 0x00) {
-            send_connect(t);
+            socks_request(t);
         } else if (r[1] == 0x02 && t->has_auth) {
             uint8_t msg[3 + 2 * 255];
             size_t ulen = strlen(t->user), plen = strlen(t->password), n = 0;
             if (ulen > 255 || plen > 255) {
-                fail(t, HV_D_SOCKS_AUTH_FAILED);
+                socks_fail(t, HV_D_SOCKS_AUTH_FAILED);
                 return;
             }
             msg[n++] = 1;
@@ -258,22 +258,22 @@ static void on_reply(cf_socks_t *t)
             send_or_fail(t, msg, n);
             explicit_bzero(msg, sizeof(msg));
         } else {
-            fail(t, HV_D_SOCKS_NO_ACCEPTABLE_METHOD);
+            socks_fail(t, HV_D_SOCKS_NO_ACCEPTABLE_METHOD);
         }
         return;
     case S_LOGIN:
         if (r[0] != 1)
-            fail(t, HV_D_SOCKS_BAD_REPLY);
+            socks_fail(t, HV_D_SOCKS_BAD_REPLY);
         else if (r[1] != 0)
-            fail(t, HV_D_SOCKS_AUTH_FAILED);
+            socks_fail(t, HV_D_SOCKS_AUTH_FAILED);
         else
-            send_connect(t);
+            socks_request(t);
         return;
     case S_CONNECTING:
         if (r[0] != 5 || r[2] != 0) {
-            fail(t, HV_D_SOCKS_BAD_REPLY);
+            socks_fail(t, HV_D_SOCKS_BAD_REPLY);
         } else if (r[1] != 0) {
-            fail(t, r[1] < HV_ARRAY_SIZE(reply_details) && reply_details[r[1]] != HV_D_NONE
+            socks_fail(t, r[1] < HV_ARRAY_SIZE(reply_details) && reply_details[r[1]] != HV_D_NONE
                         ? reply_details[r[1]]
                         : HV_D_SOCKS_BAD_REPLY);
         } else {
@@ -292,12 +292,12 @@ static void recv_socks(hv_cf_t *cf, const char *data, size_t len)
     cf_socks_t *t = hv_container_of(cf, cf_socks_t, cf);
     while (len > 0 && t->state != S_OPEN) {
         if (t->state == S_RESOLVING) {
-            fail(t, HV_D_SOCKS_BAD_REPLY); /* it speaks before it was asked */
+            socks_fail(t, HV_D_SOCKS_BAD_REPLY); /* it speaks before it was asked */
             return;
         }
         size_t want = reply_len(t);
         if (want == SIZE_MAX) {
-            fail(t, HV_D_SOCKS_BAD_REPLY);
+            socks_fail(t, HV_D_SOCKS_BAD_REPLY);
             return;
         }
         /* Take only what belongs to this reply (the bytes after it are the next one's or,
@@ -310,7 +310,7 @@ static void recv_socks(hv_cf_t *cf, const char *data, size_t len)
         len -= take;
         want = reply_len(t);
         if (want == SIZE_MAX) {
-            fail(t, HV_D_SOCKS_BAD_REPLY);
+            socks_fail(t, HV_D_SOCKS_BAD_REPLY);
             return;
         }
         if (want == 0 || t->in_len < want)
@@ -330,7 +330,7 @@ static int send_socks(hv_cf_t *cf, const char *data, size_t len)
     return hv_cf_down(cf, data, len); /* open: a pass-through */
 }
 
-static int ended(hv_cf_t *cf, int err)
+static int socks_ended(hv_cf_t *cf, int err)
 {
     (void)err;
     hv_fault_t f = {HV_D_PROXY_CLOSED, ""};
@@ -340,10 +340,10 @@ static int ended(hv_cf_t *cf, int err)
 
 const hv_cf_type_t hv_cf_socks = {
     .name = "socks5",
-    .create = create,
+    .create = socks_create,
     .open = open_socks,
     .recv = recv_socks,
     .send = send_socks,
-    .ended = ended,
-    .destroy = destroy,
+    .ended = socks_ended,
+    .destroy = socks_destroy,
 };
