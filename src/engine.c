@@ -879,9 +879,14 @@ void hv_engine_format_stats(char *out, size_t cap, const hv_engine_stats_t *s)
                      s->dns.lookups, s->dns.hits, p->robots_fetches, p->robots_disallowed,
                      p->decreases, p->increases, p->throttled);
     if (s->has_tls && n > 0 && (size_t)n < cap)
-        snprintf(out + n, cap - (size_t)n,
-                 " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
-                 s->tls.handshakes, s->tls.resumed, s->tls.failures);
+        n += snprintf(out + n, cap - (size_t)n,
+                      " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
+                      s->tls.handshakes, s->tls.resumed, s->tls.failures);
+    /* Per configured proxy: requests written through it and failures at it. */
+    for (unsigned i = 0; i < f->nproxies && n > 0 && (size_t)n < cap; i++)
+        n += snprintf(out + n, cap - (size_t)n, "%s%s(%" PRIu64 ",%" PRIu64 ")",
+                      i == 0 ? " proxies=" : ";", f->proxies[i].proxy, f->proxies[i].requests,
+                      f->proxies[i].failures);
 }
 
 static void on_closed(hv_handles_t *hs)

@@ -26,6 +26,10 @@ def test_99_01_https_through_connect_and_http_in_absolute_form(
                             for l in connects), lines
     assert len(connects) <= 2, connects  # kept alive: a tunnel per connection, not per page
     assert len(gets) == 6 and all(origin.url("/page") in l for l in gets), lines
+    # The summary line counts the requests through each proxy (stale retries included).
+    import re
+    m = re.search(r" proxies=http://127\.0\.0\.1:%d\((\d+),0\)" % proxy.port, run.stderr)
+    assert m and int(m.group(1)) >= 12, run.stderr
 
 
 def test_99_02_credentials_are_sent_and_never_shown(run_harvestd, tinyproxy, tls_origin,
