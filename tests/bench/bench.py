@@ -2104,7 +2104,8 @@ class Bench:
         the proxy, nginx's worker) per 1,000 pages in each side's best run."""
         px = self.proxy or {}
         parts = []
-        for scheme, modes in (("http", ("direct", "http", "socks5")), ("https", ("direct", "http"))):
+        for scheme, modes in (("http", ("direct", "http", "socks5")),
+                              ("https", ("direct", "http"))):
             sides = [(m, px.get((scheme, m))) for m in modes]
             sides = [(m, v) for m, v in sides if v]
             if not sides:
