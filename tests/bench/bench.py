@@ -7,8 +7,8 @@ Environment (set by the Makefile):
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs)
-  BENCH_PHASES    some of "nginx latency stream recrawl block" (default: all five), to measure
-                  only those
+  BENCH_PHASES    some of "nginx latency stream recrawl block proxy" (default: all six), to
+                  measure only those
 
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
@@ -26,6 +26,8 @@ What it measures (see README.md beside this file for the details and the reasons
   7. The block detector: the HTTP title run with it off and on, alternating; and hosts of a
      Python origin (blockorigin.py) that turn to one "Access denied" page halfway: block
      pages written ok, and the time from the switch to harvestd's verdict.
+  8. Proxies: the HTTP title run direct, through tinyproxy and through microsocks (SOCKS5),
+     alternating; HTTPS direct and through tinyproxy's CONNECT, alternating too.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
 The table and the PASS/FAIL targets go to standard output, progress to standard error, and
 everything (raw numbers included) to BENCH_DIR/results.json.
@@ -79,6 +81,8 @@ if QUICK:
         "block_onoff_urls": 5_000,
         "block_hosts": 10,
         "block_urls_per_host": 100,
+        "proxy_urls": 5_000,
+        "proxy_https_urls": 2_000,
     }
 else:
     CONFIG = {
@@ -94,6 +98,8 @@ else:
         "block_onoff_urls": 20_000,
         "block_hosts": 20,
         "block_urls_per_host": 200,
+        "proxy_urls": 20_000,
+        "proxy_https_urls": 20_000,
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -121,6 +127,10 @@ CONFIG.update({
     # The block-page run: each host switches after half its URLs; a suspect host is probed
     # after this pause (the default, 5 s, would make the run wait for it).
     "block_probe_delay": "1s",
+    # tinyproxy serves at most this many client connections at once (harvestd opens 32 with
+    # nginx_args; the Debian default, 100, would do, but leaves no room for connections that
+    # are closing).
+    "proxy_max_clients": 1024,
 })
 CONFIG["big_args"] = CONFIG["rules_args"] + ["--links"]
 
@@ -140,12 +150,14 @@ TARGETS = {
     "recrawl_body_bytes": 0.05,
     "block_on_vs_off": 0.97,
     "block_ok_pages_per_host": 2,
+    "proxy_http_vs_direct": 0.90,
+    "proxy_socks_vs_direct": 0.90,
 }
 
 BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
 
 # In this order; BENCH_PHASES picks some of them.
-PHASES = ("nginx", "latency", "stream", "recrawl", "block")
+PHASES = ("nginx", "latency", "stream", "recrawl", "block", "proxy")
 
 
 def log(msg):
@@ -412,6 +424,109 @@ class Nginx:
             return 0
 
 
+# ---- proxies: tinyproxy (HTTP, CONNECT) and microsocks (SOCKS5) ------------------------------
+
+TINYPROXY_CONF = """\
+# Written by tests/bench/bench.py for one benchmark run.
+Port {port}
+Listen 127.0.0.1
+Allow 127.0.0.1
+Timeout 60
+MaxClients {max_clients}
+LogFile "{dir}/tinyproxy.log"
+LogLevel Warning
+DisableViaHeader Yes
+"""
+
+
+def proc_cpu_s(pid):
+    """User + system CPU seconds of process `pid`, all its threads (the finished ones too), from
+    /proc/PID/stat; None if it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After the command name: state is field 3, utime and stime fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_children(pid):
+    """The pids whose parent is `pid` (nginx's workers)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+class Proxy:
+    """Debian's tinyproxy (`kind` "http": absolute-form requests and CONNECT) or microsocks
+    ("socks5") on a free port of 127.0.0.1, in its own process group. Each is one process
+    (a thread per client connection), so cpu_s() is all the proxy's CPU."""
+
+    BINARIES = {"http": "tinyproxy", "socks5": "microsocks"}
+
+    def __init__(self, kind, d):
+        self.kind = kind
+        self.name = self.BINARIES[kind]
+        self.dir = d
+        self.proc = None
+        self.port = None
+
+    def url(self):
+        return "%s://127.0.0.1:%d" % (self.kind, self.port)
+
+    def start(self):
+        binary = shutil.which(self.name) or "/usr/bin/" + self.name
+        if not os.access(binary, os.X_OK):
+            raise BenchError("%s is not installed (listed in third_party/packages.txt; "
+                             "`make deps` installs it)" % self.name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.port = free_port()
+        if self.kind == "http":
+            conf = os.path.join(self.dir, "tinyproxy.conf")
+            with open(conf, "w") as f:
+                f.write(TINYPROXY_CONF.format(port=self.port, dir=self.dir,
+                                              max_clients=CONFIG["proxy_max_clients"]))
+            open(self.log_path(), "w").close()
+            cmd = [binary, "-d", "-c", conf]
+        else:
+            cmd = [binary, "-i", "127.0.0.1", "-p", str(self.port)]
+        self.proc = CHILDREN.popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=open(os.path.join(self.dir, "stderr.log"), "wb"))
+        if not wait_listening("127.0.0.1", self.port, self.proc):
+            raise BenchError("%s did not start listening on 127.0.0.1:%d (see %s)"
+                             % (self.name, self.port, self.dir))
+
+    def log_path(self):
+        return os.path.join(self.dir, "tinyproxy.log")
+
+    def cpu_s(self):
+        return proc_cpu_s(self.proc.pid) if self.proc is not None else None
+
+    def log_lines(self):
+        """tinyproxy's log lines (only warnings and worse at LogLevel Warning)."""
+        if self.kind != "http":
+            return []
+        try:
+            with open(self.log_path(), errors="replace") as f:
+                return [line.rstrip("\n") for line in f if line.strip()]
+        except OSError:
+            return []
+
+    def stop(self):
+        if self.proc is not None:
+            CHILDREN.stop(self.proc, signal.SIGTERM)
+            self.proc = None
+
+
 # ---- wrk: the fetch limit ----------------------------------------------------------------------
 
 def run_wrk(base_url, paths_file, seconds):
@@ -485,15 +600,17 @@ def parse_summary(stderr_text):
     return None
 
 
-def check_records(out_path, expected_count, expected_title, field=None):
+def check_records(out_path, expected_count, expected_title, field=None, proxy=False):
     """Read harvestd's JSONL output. `expected_count` maps each requested URL to the number of
     input lines that name it, `expected_title(url)` gives the title its page must yield;
     `field`, if given, is (name, prefix): every record's fields[name] must start with prefix.
+    `proxy`, unless False, is the `proxy` every record must carry (None: no `proxy` at all).
     Returns (ok, why, details)."""
     seen = collections.Counter()
     failures = collections.Counter()
     bad_title = 0
     bad_field = 0
+    bad_proxy = 0
     bad_json = 0
     example = None
     records = 0
@@ -514,6 +631,10 @@ def check_records(out_path, expected_count, expected_title, field=None):
                 continue
             url = rec.get("requested_url")
             seen[url] += 1
+            if proxy is not False and rec.get("proxy") != proxy:
+                bad_proxy += 1
+                if example is None:
+                    example = rec
             statuses[rec.get("http_status")] += 1
             for flag in ("not_modified", "unchanged", "from_cache"):
                 flags[flag] += rec.get(flag) is True
@@ -546,6 +667,8 @@ def check_records(out_path, expected_count, expected_title, field=None):
         problems.append("%d wrong/missing titles" % bad_title)
     if bad_field:
         problems.append("%d wrong/missing fields.%s" % (bad_field, field[0]))
+    if bad_proxy:
+        problems.append("%d records with proxy other than %s" % (bad_proxy, proxy or "none"))
     if bad_json:
         problems.append("%d lines not JSON" % bad_json)
     if missing:
@@ -555,7 +678,7 @@ def check_records(out_path, expected_count, expected_title, field=None):
     details = {"records": records, "failed": dict(failures), "bad_title": bad_title,
                "http_statuses": {str(k): v for k, v in statuses.items()},
                "body_bytes": body_bytes, "flags": dict(flags),
-               "bad_field": bad_field,
+               "bad_field": bad_field, "bad_proxy": bad_proxy,
                "bad_json": bad_json, "missing": missing, "extra": extra, "example": example}
     return not problems, "; ".join(problems), details
 
@@ -1143,6 +1266,8 @@ class Bench:
         self.block_onoff = None
         self.block_switch = None
         self.block_note = None
+        self.proxy = None
+        self.proxy_log = []
 
     def fail_row(self, label, urls, why):
         self.rows.append({"label": label, "urls": urls, "check": "FAIL: " + why})
@@ -1679,6 +1804,149 @@ class Bench:
                 fmt_num(bs["lines_after_total"]),
                 fmt_num(bs["lines_after_total"] - bs["requests_after_total"])))
 
+    # -- proxies
+
+    PROXY_LABELS = {("http", "direct"): "harvestd HTTP, direct",
+                    ("http", "http"): "harvestd HTTP, via tinyproxy",
+                    ("http", "socks5"): "harvestd HTTP, via microsocks (SOCKS5)",
+                    ("https", "direct"): "harvestd HTTPS, direct",
+                    ("https", "http"): "harvestd HTTPS, via tinyproxy (CONNECT)"}
+
+    def proxy_phase(self):
+        """The HTTP title run direct, through tinyproxy (absolute-form requests over pooled
+        connections to the proxy) and through microsocks (SOCKS5), alternating direct, http,
+        socks, direct, http, socks so that a machine whose speed drifts hits the three alike;
+        then HTTPS direct and through tinyproxy (CONNECT), alternating too. Each row shows its
+        side's best run. On 2 cores the proxy competes with harvestd and nginx for the CPU: its
+        CPU seconds (and nginx's worker's) are read from /proc before and after each run."""
+        counts = {"http": CONFIG["proxy_urls"], "https": CONFIG["proxy_https_urls"]}
+        nginx = Nginx(self.dir, self.root, self.big_root, self.cert, self.key)
+        proxies = {kind: Proxy(kind, os.path.join(self.dir, "proxy", kind))
+                   for kind in ("http", "socks5")}
+        runs = {key: [] for key in self.PROXY_LABELS}
+        try:
+            try:
+                nginx.start()
+                for p in proxies.values():
+                    p.start()
+            except BenchError as e:
+                for key, label in self.PROXY_LABELS.items():
+                    self.fail_row(label, counts[key[0]], str(e))
+                return
+            workers = proc_children(nginx.proc.pid)
+            bases = {"http": "http://127.0.0.1:%d" % nginx.http_port,
+                     "https": "https://127.0.0.1:%d" % nginx.https_port}
+            self.header.append("proxies: tinyproxy %s (MaxClients %d, LogLevel Warning), "
+                               "microsocks %s" % (proxies["http"].url(),
+                                                  CONFIG["proxy_max_clients"],
+                                                  proxies["socks5"].url()))
+            # As in the block phase: a first pass, not reported, brings the corpus into the
+            # page cache, so that the first run compared does not measure the disk.
+            n = counts["http"]
+            base = bases["http"]
+            run_harvestd(self.bin, self.runs_dir, "proxy-warmup-%d" % n,
+                         [base + self.paths[i % len(self.paths)] for i in range(n)],
+                         cycling_counts(n, base, self.paths), lambda u: None,
+                         CONFIG["nginx_args"], timeout=120 + n // 100)
+            order = [("http", m) for _ in range(2) for m in ("direct", "http", "socks5")] + \
+                [("https", m) for _ in range(2) for m in ("direct", "http")]
+            for scheme, mode in order:
+                key = (scheme, mode)
+                runs[key].append(self._proxy_run(
+                    nginx, workers, proxies.get(mode), scheme, bases[scheme], counts[scheme],
+                    len(runs[key]) + 1))
+        finally:
+            for p in proxies.values():
+                p.stop()
+            nginx.stop()
+        self._proxy_rows(runs, counts)
+
+    def _proxy_run(self, nginx, workers, proxy, scheme, base, n, k):
+        """One run of the proxy phase: `proxy` None goes direct, and then no record may carry
+        `proxy`; through a proxy every record must carry its URL."""
+        cut = len(base)
+        urls = [base + self.paths[i % len(self.paths)] for i in range(n)]
+        counts = cycling_counts(n, base, self.paths)
+        extra = list(CONFIG["nginx_args"])
+        if scheme == "https":
+            extra += ["--ca-file", self.ca]
+        want = None
+        if proxy is not None:
+            want = proxy.url()
+            extra += ["--proxy", want]
+        name = "proxy-%s-%s-%d-%d" % (scheme, proxy.kind if proxy else "direct", n, k)
+
+        def check(path):
+            return check_records(path, counts, lambda u: self.titles.get(u[cut:]), proxy=want)
+
+        errors0 = nginx.error_count()
+        log0 = len(proxy.log_lines()) if proxy else 0
+        proxy0 = proxy.cpu_s() if proxy else None
+        nginx0 = [proc_cpu_s(w) for w in workers]
+        res = run_harvestd(self.bin, self.runs_dir, name, urls, None, None, extra,
+                           timeout=120 + n // 100, check=check)
+        proxy1 = proxy.cpu_s() if proxy else None
+        nginx1 = [proc_cpu_s(w) for w in workers]
+        res["proxy"] = want
+        res["proxy_cpu_s"] = proxy1 - proxy0 if proxy1 is not None and proxy0 is not None \
+            else None
+        res["nginx_cpu_s"] = sum(b - a for a, b in zip(nginx0, nginx1)
+                                 if a is not None and b is not None) if workers else None
+        if proxy is not None:
+            if proxy.proc.poll() is not None:
+                res["ok"] = False
+                res["why"] = ((res["why"] + "; ") if res["why"] else "") + \
+                    "%s exited (status %s)" % (proxy.name, proxy.proc.returncode)
+                self.broken.append("%s: %s exited during %s" % (name, proxy.name, name))
+            # Only the lines of the runs: at start-up tinyproxy warns that no User is set and
+            # logs wait_listening()'s probe as a client that closed before its request.
+            res["proxy_log_lines"] = proxy.log_lines()[log0:]
+            self.proxy_log.extend(res["proxy_log_lines"])
+        self._nginx_errors(nginx, errors0, res)
+        self.harvest[name] = res
+        if res["broke"]:
+            self.broken.append("%s %d: %s" % (self.PROXY_LABELS[(scheme, proxy.kind if proxy
+                                                                  else "direct")], n, res["why"]))
+        return res
+
+    def _proxy_rows(self, runs, counts):
+        """One row per (scheme, route), its best run; the proxied rows against the direct one
+        of their scheme."""
+        self.proxy = {}
+        best = {}
+        for key, label in self.PROXY_LABELS.items():
+            done = [r for r in runs[key] if not r["broke"]]
+            if len(done) < 2:   # the broken runs are in self.broken already
+                self.rows.append({"label": label, "urls": counts[key[0]], "check": "FAIL: " + (
+                    "; ".join(r["why"] for r in runs[key] if r["broke"]) or "not run")})
+                continue
+            b = best[key] = max(done, key=lambda r: r["pages_per_s"])
+            direct = best.get((key[0], "direct"))
+            ratio = b["pages_per_s"] / direct["pages_per_s"] if direct and key[1] != "direct" \
+                else None
+            whys = [r["why"] for r in done if not r["ok"]]
+            summ = b.get("summary") or {}
+            parts = []
+            if ratio is not None:
+                parts.append("{:.0%} of direct".format(ratio))
+            conns = "conns %s opened, %s reused" % (fmt_num(summ.get("connections_opened")),
+                                                    fmt_num(summ.get("connections_reused")))
+            if summ.get("stale_retries"):
+                conns += " (%s stale)" % fmt_num(summ["stale_retries"])
+            parts.append(conns)
+            if key[1] != "direct":
+                parts.append("%s CPU %s s" % (Proxy.BINARIES[key[1]],
+                                              fmt_num(b["proxy_cpu_s"], "{:.2f}")))
+            # Every run's rate is in the note: the check column is cut at 110 characters.
+            check = ("FAIL: " + "; ".join(whys)) if whys else "ok; " + "; ".join(parts)
+            if whys:
+                check += "; " + "; ".join(parts)
+            row = harvest_row(label + " (best of 2)", b, check)
+            self.rows.append(row)
+            self.proxy[key] = {"best": b, "ratio": ratio, "ok": not whys and len(done) == 2,
+                               "rates": [r["pages_per_s"] for r in runs[key]],
+                               "urls": counts[key[0]]}
+
     # -- targets and report
 
     def targets(self):
@@ -1816,7 +2084,72 @@ class Bench:
                        "" if bs["ok"] else ", run FAILED"))
         else:
             target(name, False, "not measured")
+        px = self.proxy or {}
+        for kind, tkey, what in (("http", "proxy_http_vs_direct", "tinyproxy"),
+                                 ("socks5", "proxy_socks_vs_direct", "microsocks (SOCKS5)")):
+            name = "HTTP titles through {} >= {:.0%} of direct".format(what, TARGETS[tkey])
+            via, direct = px.get(("http", kind)), px.get(("http", "direct"))
+            if via and direct:
+                target(name, via["ok"] and direct["ok"] and via["ratio"] >= TARGETS[tkey],
+                       "{:.1%} ({:,.0f} / {:,.0f} pages/s, best of 2 each{})".format(
+                           via["ratio"], via["best"]["pages_per_s"],
+                           direct["best"]["pages_per_s"],
+                           "" if via["ok"] and direct["ok"] else ", a run FAILED"))
+            else:
+                target(name, False, "not measured")
         return out
+
+    def _proxy_note(self):
+        """The proxy rows' note: every run's rate, and the CPU of the three processes (harvestd,
+        the proxy, nginx's worker) per 1,000 pages in each side's best run."""
+        px = self.proxy or {}
+        parts = []
+        for scheme, modes in (("http", ("direct", "http", "socks5")),
+                              ("https", ("direct", "http"))):
+            sides = [(m, px.get((scheme, m))) for m in modes]
+            sides = [(m, v) for m, v in sides if v]
+            if not sides:
+                continue
+            direct = px.get((scheme, "direct"))
+            names = {"direct": "direct", "http": "tinyproxy", "socks5": "microsocks"}
+            rates = "; ".join("%s %s" % (names[m], " and ".join(fmt_num(r) for r in v["rates"]))
+                              for m, v in sides)
+            cpu = []
+            for m, v in sides:
+                b = v["best"]
+                k = 1000.0 / b["urls"]
+                summ = b.get("summary") or {}
+                text = "%s %s/%s/%s" % (
+                    names[m], fmt_num(b["cpu_s_per_1k"], "{:.3f}"),
+                    fmt_num(b["proxy_cpu_s"] * k if b["proxy_cpu_s"] is not None else None,
+                            "{:.3f}"),
+                    fmt_num(b["nginx_cpu_s"] * k if b["nginx_cpu_s"] is not None else None,
+                            "{:.3f}"))
+                if m != "direct" and direct:
+                    text += " (harvestd x%.2f)" % (b["cpu_s_per_1k"] /
+                                                   direct["best"]["cpu_s_per_1k"])
+                extra = []
+                if summ.get("stale_retries"):
+                    extra.append("%s stale retries" % fmt_num(summ["stale_retries"]))
+                if summ.get("retries"):
+                    extra.append("%s retries" % fmt_num(summ["retries"]))
+                if scheme == "https":
+                    extra.append("%s TLS handshakes, %s resumed" % (
+                        fmt_num(summ["tls_handshakes"]), fmt_num(summ.get("tls_resumed"))))
+                if extra:
+                    text += " [%s]" % ", ".join(extra)
+                cpu.append(text)
+            parts.append("%s %s URLs, pages/s %s; CPU s/1k of the best runs, harvestd/proxy/"
+                         "nginx: %s" % (scheme.upper(), fmt_num(sides[0][1]["urls"]), rates,
+                                        ", ".join(cpu)))
+        if not parts:
+            return None
+        note = "proxies: runs alternating (HTTP direct/tinyproxy/microsocks twice after an " \
+            "unreported warm-up, then HTTPS direct/tinyproxy twice): " + " | ".join(parts)
+        if self.proxy_log:
+            note += " | tinyproxy logged %d warnings or worse during the runs, the first: %s" % (
+                len(self.proxy_log), self.proxy_log[0][:160])
+        return note
 
     def _growth_target(self, target, prefix, key, runs, limit):
         """Peak RSS of the largest of `runs` (URL counts of the runs named KEY-N) against the
@@ -1869,6 +2202,9 @@ class Bench:
                              " and ".join(fmt_num(v) for v in bo["runs"]["on"])))
         if self.block_note:
             notes.append(self.block_note)
+        proxy_note = self._proxy_note()
+        if proxy_note:
+            notes.append(proxy_note)
         big = [(n, self.harvest.get("big-%d" % n)) for n in CONFIG["big_runs"]]
         big = [(n, r) for n, r in big if r and not r["broke"]]
         if big:
@@ -1892,6 +2228,7 @@ class Bench:
         print(text, flush=True)
         self.results.update(header=self.header, rows=self.rows, targets=targets, table=table,
                             text=text, notes=notes, broken=self.broken, harvestd=self.harvest,
+                            proxy_log=self.proxy_log,
                             wall_s=round(total, 1), finished_at=datetime.datetime.now(
                                 datetime.timezone.utc).isoformat())
         tmp = os.path.join(self.dir, "results.json.tmp")
