@@ -130,6 +130,7 @@ static void recv_connect(hv_cf_t *cf, const char *data, size_t len)
     free(t->reply);
     t->reply = NULL;
     cf->passthrough = 1;
+    hv_cf_quickack(cf);
     hv_cf_opened(cf);
     if (used < len)
         hv_cf_up(cf, data + used, len - used);

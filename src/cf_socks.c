@@ -279,6 +279,7 @@ static void on_reply(cf_socks_t *t)
         } else {
             t->state = S_OPEN;
             t->cf.passthrough = 1;
+            hv_cf_quickack(&t->cf);
             hv_cf_opened(&t->cf);
         }
         return;

@@ -14,6 +14,8 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +40,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_write_cb(uv_write_t *req, int status);
 static void open_layer(hv_conn_t *c, hv_cf_t *cf);
+static void quickack(hv_conn_t *c);
 
 static void set_state(hv_conn_t *c, hv_conn_state_t st)
 {
@@ -357,6 +360,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0 || c->state == HV_CONN_CLOSING)
         return; /* EAGAIN, or bytes nobody wants any more */
     hv_cf_t *cf = consumer(c);
+    if (c->_quickack && nread > 0)
+        quickack(c);
     /* UV_ENOBUFS (a layer's full inbound buffer) cannot happen while every read is consumed
      * at once and reads stop when a layer pauses; should it, it is reported as an error below
      * rather than left to stall the connection. */
@@ -542,6 +547,26 @@ int hv_cf_reading(const hv_cf_t *cf)
 int hv_cf_conn_open(const hv_cf_t *cf)
 {
     return cf->conn->state == HV_CONN_OPEN;
+}
+
+/* Linux turns quick ACKs off again on its own after a while: they are asked for anew after
+ * every read. */
+static void quickack(hv_conn_t *c)
+{
+#ifdef TCP_QUICKACK
+    uv_os_fd_t fd;
+    int on = 1;
+    if (uv_fileno((uv_handle_t *)&c->_tcp, &fd) == 0)
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &on, sizeof(on));
+#else
+    (void)c;
+#endif
+}
+
+void hv_cf_quickack(hv_cf_t *cf)
+{
+    cf->conn->_quickack = 1;
+    quickack(cf->conn);
 }
 
 int hv_cf_conn_closing(const hv_cf_t *cf)

@@ -124,6 +124,7 @@ struct hv_conn_s {
     hv_addr_class_t _blocked;   /* the first address the guard refused, HV_ADDR_PUBLIC if none */
     uint16_t _port;
     int _reading;
+    int _quickack;              /* ACK every read at once (a layer asked: hv_cf_quickack()) */
     hv_handles_t _handles;      /* tcp, timer, drain: the memory goes when all have closed */
 };
 
@@ -221,6 +222,10 @@ void hv_cf_set_fault(hv_cf_t *cf, const hv_fault_t *fault);
 int hv_cf_reading(const hv_cf_t *cf);
 /** Whether the whole chain is open (the owner has heard on_connect(0)). */
 int hv_cf_conn_open(const hv_cf_t *cf);
+/** ACK what the socket receives at once from now on, rather than after the kernel's delayed
+ *  ACK: for a layer whose peer relays in small writes that wait for our ACK (a proxy's
+ *  tunnel without TCP_NODELAY: the last piece of each answer would wait up to 40 ms). */
+void hv_cf_quickack(hv_cf_t *cf);
 /** Whether the connection is closing (a layer's own asynchronous work ends quietly then). */
 int hv_cf_conn_closing(const hv_cf_t *cf);
 /** What the connection shares with others: the DNS cache, the address guard, the figures
