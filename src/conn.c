@@ -36,6 +36,8 @@ static const char *const state_names[] = {"resolving", "connecting", "handshakin
 
 static void on_connected(uv_connect_t *req, int status);
 static void on_tcp_retry_close(uv_handle_t *h);
+static void on_tcp_retired(uv_handle_t *h);
+static void on_he_timer(uv_timer_t *t);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 static void on_write_cb(uv_write_t *req, int status);
@@ -78,11 +80,33 @@ static void on_timer(uv_timer_t *t)
         c->cbs->on_timeout(c);
 }
 
-static const struct sockaddr *current_addr(const hv_conn_t *c)
+static const struct sockaddr *addr_at(const hv_conn_t *c, unsigned idx)
 {
     if (c->_is_literal)
-        return c->_addr_idx == 0 ? (const struct sockaddr *)&c->_literal : NULL;
-    return hv_dns_entry_addr(c->_dns_entry, c->_addr_idx);
+        return idx == 0 ? (const struct sockaddr *)&c->_literal : NULL;
+    return hv_dns_entry_addr(c->_dns_entry, idx);
+}
+
+/* The order the addresses are tried in (RFC 8305 4): the families alternate, starting with
+ * the family of the first address the lookup gave. */
+static void plan_addresses(hv_conn_t *c)
+{
+    unsigned fam_a[HV_CONN_ADDRS_MAX], fam_b[HV_CONN_ADDRS_MAX], na = 0, nb = 0;
+    const struct sockaddr *first = addr_at(c, 0), *sa;
+    for (unsigned i = 0; i < HV_CONN_ADDRS_MAX && (sa = addr_at(c, i)) != NULL; i++) {
+        if (sa->sa_family == first->sa_family)
+            fam_a[na++] = i;
+        else
+            fam_b[nb++] = i;
+    }
+    c->_norder = 0;
+    c->_next = 0;
+    for (unsigned i = 0; i < na || i < nb; i++) {
+        if (i < na)
+            c->_order[c->_norder++] = fam_a[i];
+        if (i < nb)
+            c->_order[c->_norder++] = fam_b[i];
+    }
 }
 
 /* Why no connect is under way once the addresses ran out: the last tried address's error,
@@ -106,14 +130,19 @@ static void log_blocked(const hv_conn_t *c, const struct sockaddr *sa, hv_addr_c
            c->_host, addr, hv_addr_class_name(cls));
 }
 
-/* Connect to the current address, moving past addresses that the guard refuses or that fail
- * synchronously. Returns 0 when a connect is under way, else out_of_addresses(). The guard
- * sees the very address handed to the kernel: nothing is connected that it did not allow. */
-static int try_connect(hv_conn_t *c)
+static int racing(const hv_conn_t *c)
 {
-    const struct sockaddr *sa;
+    return c->_busy[0] || c->_busy[1];
+}
 
-    for (; (sa = current_addr(c)) != NULL; c->_addr_idx++) {
+/* Start a connect on racer `slot` to the next address in the plan, moving past addresses
+ * that the guard refuses or that fail synchronously. Returns 0 when a connect is under way,
+ * else out_of_addresses(). The guard sees the very address handed to the kernel: nothing is
+ * connected that it did not allow. */
+static int start_attempt(hv_conn_t *c, unsigned slot)
+{
+    while (c->_next < c->_norder) {
+        const struct sockaddr *sa = addr_at(c, c->_order[c->_next++]);
         hv_addr_class_t cls = hv_guard_check(c->_env->guard, sa);
         if (cls != HV_ADDR_PUBLIC) {
             c->_env->stats->blocked[cls]++;
@@ -131,43 +160,84 @@ static int try_connect(hv_conn_t *c)
             ((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->_port);
         else
             ((struct sockaddr_in *)&ss)->sin_port = htons(c->_port);
-        c->_connect_req.data = c;
+        c->_reqs[slot].data = c;
         if (c->_tried++ == 0)
             c->_env->stats->opened++;
-        c->_last_err = uv_tcp_connect(&c->_connect_req, &c->_tcp, (struct sockaddr *)&ss,
+        c->_last_err = uv_tcp_connect(&c->_reqs[slot], &c->_tcps[slot], (struct sockaddr *)&ss,
                                       on_connected);
-        if (c->_last_err == 0)
+        if (c->_last_err == 0) {
+            c->_busy[slot] = 1;
+            /* RFC 8305 5: the next attempt starts if this one has not succeeded within the
+             * delay, not only once it failed. */
+            if (c->_next < c->_norder)
+                uv_timer_start(&c->_he, on_he_timer, HV_CONN_ATTEMPT_DELAY_MS, 0);
             return 0;
+        }
     }
     return out_of_addresses(c);
 }
 
 static void fail_connect(hv_conn_t *c, int status)
 {
+    uv_timer_stop(&c->_he);
     release_dns(c);
     c->cbs->on_connect(c, status);
+}
+
+/* The racer that is not connecting (and not closing to be replaced), or -1. */
+static int idle_racer(const hv_conn_t *c)
+{
+    for (int i = 0; i < 2; i++)
+        if (!c->_busy[i] && !c->_replacing[i])
+            return i;
+    return -1;
+}
+
+static void on_he_timer(uv_timer_t *t)
+{
+    hv_conn_t *c = t->data;
+    int slot = idle_racer(c);
+    if (c->state != HV_CONN_CONNECTING || slot < 0 || c->_next >= c->_norder)
+        return;
+    HV_LOG(HV_LOG_DEBUG, "event=connect_race conn=%" PRIu64 " next=%u", c->id, c->_next);
+    int rc = start_attempt(c, (unsigned)slot);
+    if (rc != 0 && !racing(c) && !c->_replacing[0] && !c->_replacing[1])
+        fail_connect(c, rc);
 }
 
 static void on_connected(uv_connect_t *req, int status)
 {
     hv_conn_t *c = req->data;
-    if (status == UV_ECANCELED || c->state == HV_CONN_CLOSING)
+    unsigned slot = (unsigned)(req - c->_reqs);
+    c->_busy[slot] = 0;
+    if (status == UV_ECANCELED || c->state != HV_CONN_CONNECTING)
         return;
     if (status != 0) {
-        HV_LOG(HV_LOG_DEBUG, "event=connect_failed conn=%" PRIu64 " addr_idx=%u err=%s", c->id,
-               c->_addr_idx, uv_err_name(status));
+        HV_LOG(HV_LOG_DEBUG, "event=connect_failed conn=%" PRIu64 " slot=%u err=%s", c->id,
+               slot, uv_err_name(status));
         c->_last_err = status;
-        c->_addr_idx++;
-        if (current_addr(c) != NULL) {
-            /* A handle whose connect failed cannot connect again: replace it. */
-            uv_close((uv_handle_t *)&c->_tcp, on_tcp_retry_close);
+        if (c->_next < c->_norder) {
+            /* A handle whose connect failed cannot connect again: replace it, and try the
+             * next address at once (RFC 8305 5: a failure does not wait for the delay). */
+            c->_replacing[slot] = 1;
+            uv_close((uv_handle_t *)&c->_tcps[slot], on_tcp_retry_close);
             return;
         }
-        fail_connect(c, status);
+        if (!racing(c) && !c->_replacing[0] && !c->_replacing[1])
+            fail_connect(c, status);
         return;
     }
+    /* The first to connect wins; the other attempt, if any, is dropped. */
+    uv_timer_stop(&c->_he);
+    c->_sock = &c->_tcps[slot];
+    unsigned other = 1 - slot;
+    if (c->_busy[other]) {
+        c->_busy[other] = 0;
+        c->_replacing[other] = 1;
+        uv_close((uv_handle_t *)&c->_tcps[other], on_tcp_retired);
+    }
     release_dns(c);
-    uv_tcp_nodelay(&c->_tcp, 1);
+    uv_tcp_nodelay(c->_sock, 1);
     if (c->_bottom == NULL) {
         set_state(c, HV_CONN_OPEN);
         c->cbs->on_connect(c, 0);
@@ -175,23 +245,42 @@ static void on_connected(uv_connect_t *req, int status)
     }
     set_state(c, HV_CONN_HANDSHAKING);
     c->_reading = 0;
-    if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
+    if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
         c->_reading = 1;
     open_layer(c, c->_bottom);
 }
 
+/* A racer closed to be replaced: open it again, and try the next address on it. */
 static void on_tcp_retry_close(uv_handle_t *h)
 {
     hv_conn_t *c = h->data;
+    unsigned slot = (unsigned)((uv_tcp_t *)h - c->_tcps);
+    c->_replacing[slot] = 0;
     if (c->state == HV_CONN_CLOSING) {
         hv_handles_closed(&c->_handles);
         return;
     }
-    uv_tcp_init(c->_env->loop, &c->_tcp);
-    c->_tcp.data = c;
-    int rc = try_connect(c);
-    if (rc != 0)
+    uv_tcp_init(c->_env->loop, &c->_tcps[slot]);
+    c->_tcps[slot].data = c;
+    if (c->state != HV_CONN_CONNECTING)
+        return;
+    int rc = start_attempt(c, slot);
+    if (rc != 0 && !racing(c))
         fail_connect(c, rc);
+}
+
+/* The racer that lost: open again, idle, until the connection closes. */
+static void on_tcp_retired(uv_handle_t *h)
+{
+    hv_conn_t *c = h->data;
+    unsigned slot = (unsigned)((uv_tcp_t *)h - c->_tcps);
+    c->_replacing[slot] = 0;
+    if (c->state == HV_CONN_CLOSING) {
+        hv_handles_closed(&c->_handles);
+        return;
+    }
+    uv_tcp_init(c->_env->loop, &c->_tcps[slot]);
+    c->_tcps[slot].data = c;
 }
 
 static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
@@ -203,7 +292,8 @@ static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
     }
     c->_dns_entry = e;
     set_state(c, HV_CONN_CONNECTING);
-    int rc = try_connect(c);
+    plan_addresses(c);
+    int rc = start_attempt(c, 0);
     if (rc != 0)
         fail_connect(c, rc);
 }
@@ -242,15 +332,21 @@ int hv_conn_connect(hv_conn_env_t *env, const hv_conn_layer_t *layers, unsigned 
     c->_port = port;
     c->_host = hv_xstrdup(host);
     c->_dns_waiter.cb = on_dns;
-    uv_tcp_init(loop, &c->_tcp);
-    uv_timer_init(loop, &c->_timer);
-    uv_idle_init(loop, &c->_later);
-    c->_tcp.data = c;
-    c->_timer.data = c;
-    c->_later.data = c;
     hv_handles_init(&c->_handles, on_closed);
-    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_tcp);
+    for (int i = 0; i < 2; i++) {
+        uv_tcp_init(loop, &c->_tcps[i]);
+        c->_tcps[i].data = c;
+        hv_handles_own(&c->_handles, (uv_handle_t *)&c->_tcps[i]);
+    }
+    c->_sock = &c->_tcps[0];
+    uv_timer_init(loop, &c->_timer);
+    uv_timer_init(loop, &c->_he);
+    uv_idle_init(loop, &c->_later);
+    c->_timer.data = c;
+    c->_he.data = c;
+    c->_later.data = c;
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_timer);
+    hv_handles_own(&c->_handles, (uv_handle_t *)&c->_he);
     hv_handles_own(&c->_handles, (uv_handle_t *)&c->_later);
 
     if (nlayers > HV_CONN_LAYERS_MAX) {
@@ -290,7 +386,8 @@ int hv_conn_connect(hv_conn_env_t *env, const hv_conn_layer_t *layers, unsigned 
             goto fail;
     }
     set_state(c, HV_CONN_CONNECTING);
-    rc = try_connect(c);
+    plan_addresses(c);
+    rc = start_attempt(c, 0);
     if (rc == HV_EBLOCKED) {
         /* Reported like any connect failure, from the loop, with its detail. */
         c->_deferred = rc;
@@ -347,7 +444,7 @@ static int write_copy(hv_conn_t *c, const char *data, size_t len)
     memcpy(wr->data, data, len);
     wr->conn = c;
     wr->buf = uv_buf_init(wr->data, (unsigned)len);
-    int rc = uv_write(&wr->req, (uv_stream_t *)&c->_tcp, &wr->buf, 1, on_write_cb);
+    int rc = uv_write(&wr->req, (uv_stream_t *)c->_sock, &wr->buf, 1, on_write_cb);
     if (rc != 0)
         free(wr);
     return rc;
@@ -408,7 +505,7 @@ void hv_conn_read_start(hv_conn_t *c)
 {
     if (c->state != HV_CONN_OPEN || c->_reading)
         return;
-    if (uv_read_start((uv_stream_t *)&c->_tcp, on_alloc, on_read) == 0)
+    if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
         c->_reading = 1;
     /* Data a layer holds while paused produces no socket event: deliver it from the loop
      * (not from inside this call, which an owner may make mid-callback). */
@@ -423,7 +520,7 @@ void hv_conn_read_stop(hv_conn_t *c)
         uv_idle_stop(&c->_later);
     if (!c->_reading)
         return;
-    uv_read_stop((uv_stream_t *)&c->_tcp);
+    uv_read_stop((uv_stream_t *)c->_sock);
     c->_reading = 0;
 }
 
@@ -556,7 +653,7 @@ static void quickack(hv_conn_t *c)
 #ifdef TCP_QUICKACK
     uv_os_fd_t fd;
     int on = 1;
-    if (uv_fileno((uv_handle_t *)&c->_tcp, &fd) == 0)
+    if (uv_fileno((uv_handle_t *)c->_sock, &fd) == 0)
         (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &on, sizeof(on));
 #else
     (void)c;

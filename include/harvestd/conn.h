@@ -1,7 +1,10 @@
 /*
- * conn.h: one client connection: name lookup (through the dns cache), TCP connect with
- * fallback to the host's next address, bounded reads, owned writes and one timer, and above
- * the TCP stream a chain of layers (filters), bottom first: a proxy tunnel, TLS.
+ * conn.h: one client connection: name lookup (through the dns cache), TCP connect to the
+ * host's addresses as Happy Eyeballs does (RFC 8305: the families alternate, starting with
+ * the lookup's first; the next address is tried when one fails, or 250 ms after the last
+ * attempt started while it has not connected, two attempts at most at once; the first to
+ * connect wins), bounded reads, owned writes and one timer, and above the TCP stream a chain
+ * of layers (filters), bottom first: a proxy tunnel, TLS.
  *
  * The connection is a plaintext byte stream to whoever owns it (fetch, redis): it hands up
  * what the top layer delivers and sends what it is given through the layers. The owner never
@@ -57,6 +60,11 @@ typedef struct {
     const void *arg;
 } hv_conn_layer_t;
 
+/** Addresses of a host tried in one connect, and the delay before the next attempt starts
+ *  while one is still under way (RFC 8305's Connection Attempt Delay). */
+#define HV_CONN_ADDRS_MAX 16
+#define HV_CONN_ATTEMPT_DELAY_MS 250
+
 /** Layers a chain may have above TCP. */
 #define HV_CONN_LAYERS_MAX 4
 
@@ -104,7 +112,14 @@ struct hv_conn_s {
 
     /* private */
     hv_conn_env_t *_env;
-    uv_tcp_t _tcp;
+    uv_tcp_t _tcps[2];          /* two racers for Happy Eyeballs (RFC 8305) */
+    uv_connect_t _reqs[2];
+    int _busy[2];               /* ... connecting */
+    int _replacing[2];          /* ... closing, to be opened again */
+    uv_tcp_t *_sock;            /* the one that connected */
+    uv_timer_t _he;             /* the delay before the next attempt starts */
+    unsigned _order[HV_CONN_ADDRS_MAX]; /* the addresses in the order they are tried */
+    unsigned _norder, _next;
     uv_timer_t _timer;
     uv_idle_t _later;           /* reports from the loop: data a layer buffered while reading
                                    was paused, a failure known inside hv_conn_connect() */
@@ -112,13 +127,11 @@ struct hv_conn_s {
     hv_cf_t *_bottom;           /* the chain, bottom first (NULL: plain TCP) */
     hv_cf_t *_top;
     hv_fault_t _error;          /* a layer's last failure, or the guard's refusal */
-    uv_connect_t _connect_req;
     hv_dns_waiter_t _dns_waiter;
     hv_dns_entry_t *_dns_entry;
     char *_host;
     struct sockaddr_storage _literal; /* the address when the host is an IP literal */
     int _is_literal;
-    unsigned _addr_idx;
     unsigned _tried;            /* addresses a connect was started to */
     int _last_err;              /* the last of those connects' errors */
     hv_addr_class_t _blocked;   /* the first address the guard refused, HV_ADDR_PUBLIC if none */

@@ -26,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = r"""
 set -e
 ip link set lo up
+[ -z "$NETNS_SETUP" ] || sh -c "$NETNS_SETUP"
 mount --bind "$1" /etc/resolv.conf
 ready=$2
 shift 2
@@ -63,9 +64,10 @@ def available():
     return ""
 
 
-def run(argv, tmp_path, names=None, timeout=60):
-    """Run `argv` in its own network namespace where `names` ({name: [ipv4...]}) resolve and
-    every other name is NXDOMAIN. Returns the CompletedProcess (text stdout and stderr). A
+def run(argv, tmp_path, names=None, timeout=60, setup=""):
+    """Run `argv` in its own network namespace where `names` ({name: [address...]}, A records
+    for IPv4 addresses and AAAA for IPv6 ones) resolve and every other name is NXDOMAIN;
+    `setup` is shell run first inside (after lo is up: e.g. a dummy interface). Returns the CompletedProcess (text stdout and stderr). A
     harvestd command line that says nothing about the address guard allows loopback, where
     the test's servers are (harness.LOOPBACK_RANGES)."""
     argv = list(argv)
@@ -81,7 +83,7 @@ def run(argv, tmp_path, names=None, timeout=60):
     resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
     ready = own / "resolver.out"
     specs = ["%s=%s" % (n, ",".join(a)) for n, a in (names or {}).items()]
-    env = dict(os.environ, RESOLVER=os.path.join(HERE, "resolver.py"))
+    env = dict(os.environ, RESOLVER=os.path.join(HERE, "resolver.py"), NETNS_SETUP=setup)
     cmd = (["unshare", "-m", "-n", "sh", "-c", SCRIPT, "sh", str(resolv), str(ready)] + specs
            + ["--"] + list(argv))
     done = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env, text=True)

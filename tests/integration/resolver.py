@@ -13,7 +13,7 @@ import struct
 import sys
 
 NOERROR, NXDOMAIN, FORMERR = 0, 3, 1
-TYPE_A, CLASS_IN = 1, 1
+TYPE_A, TYPE_AAAA, CLASS_IN = 1, 28, 1
 
 
 def parse_question(msg):
@@ -50,10 +50,15 @@ def answer(msg, names):
     if addrs is None:
         return msg[:2] + struct.pack("!HHHHH", flags | NXDOMAIN, 1, 0, 0, 0) + question
     records = b""
-    if qtype == TYPE_A:
-        for a in addrs:
+    count = 0
+    for a in addrs:
+        if qtype == TYPE_A and ":" not in a:
             records += struct.pack("!HHHIH", 0xC00C, TYPE_A, CLASS_IN, 5, 4) + socket.inet_aton(a)
-    count = len(addrs) if qtype == TYPE_A else 0
+            count += 1
+        elif qtype == TYPE_AAAA and ":" in a:
+            records += (struct.pack("!HHHIH", 0xC00C, TYPE_AAAA, CLASS_IN, 5, 16)
+                        + socket.inet_pton(socket.AF_INET6, a))
+            count += 1
     return msg[:2] + struct.pack("!HHHHH", flags | NOERROR, 1, count, 0, 0) + question + records
 
 

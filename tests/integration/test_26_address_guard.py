@@ -215,7 +215,7 @@ class NsRun:
         self.accepted = accepted
 
 
-def run_in_namespace(tmp_path, urls, *args, names=None, listen=()):
+def run_in_namespace(tmp_path, urls, *args, names=None, listen=(), setup=""):
     """Run `harvestd --once` over `urls` with `args` (after the harness's defaults) in a network
     namespace of its own where `names` ({name: [ipv4...]}) resolve (netns.run), with a Listener
     inside on each (host, port, title) of `listen`. Returns an NsRun; its `accepted` maps each
@@ -232,7 +232,7 @@ def run_in_namespace(tmp_path, urls, *args, names=None, listen=()):
     print("$ (in a namespace of its own, names %r, listening on %r) %s"
           % (names, list(listen), " ".join(command)))
     done = netns.run([sys.executable, os.path.abspath(__file__), json.dumps(plan)], run_dir,
-                     names=names)
+                     names=names, setup=setup)
     check_sanitizer(done.stderr)
     assert done.returncode == 0, \
         "the namespace's program failed (%d):\n%s" % (done.returncode, done.stderr)
@@ -763,3 +763,37 @@ def test_26_17_invalid_ipv4_looking_hosts_fail_at_input(tmp_path):
 
 if __name__ == "__main__":
     main(sys.argv)
+
+
+# ---------------------------------------------------------------------------- happy eyeballs
+
+
+def test_26_40_happy_eyeballs_starts_the_other_family_after_250ms(tmp_path):
+    """A name with an IPv6 address where SYNs go unanswered (a listener on ::1 whose accept
+    queue is full: the kernel drops further SYNs) and an IPv4 one that works: the IPv6
+    attempt comes first (::1 outranks IPv4 in RFC 6724's table), and the IPv4 one starts
+    250 ms later instead of after the connect timeout (RFC 8305)."""
+    stuck = ("import socket, time\n"
+             "s = socket.socket(socket.AF_INET6)\n"
+             "s.bind(('::1', %d))\n"
+             "s.listen(0)\n"
+             "held = []\n"
+             "for _ in range(4):\n"
+             "    c = socket.socket(socket.AF_INET6)\n"
+             "    c.setblocking(False)\n"
+             "    c.connect_ex(('::1', %d))\n"
+             "    held.append(c)\n"
+             "time.sleep(30)\n") % (NS_PORT, NS_PORT)
+    script = tmp_path / "stuck.py"
+    script.write_text(stuck)
+    setup = "timeout 30 python3 %s & sleep 0.5" % script
+    names = {"dual.test": ["::1", "127.0.0.1"]}
+    url = "http://dual.test:%d/page" % NS_PORT
+    run = run_in_namespace(tmp_path, [url], "--connect-timeout", "3s", "-vv", names=names,
+                           listen=[("127.0.0.1", NS_PORT, "dual")], setup=setup)
+    assert run.rc == 0, run.stderr
+    r = run.records[0]
+    assert r["status"] == "ok" and r["title"] == "dual", (r, run.stderr[-3000:])
+    assert "event=connect_race" in run.stderr  # the second attempt started on the delay
+    assert 200 <= r["elapsed_ms"] < 2000, r  # not after the 3 s connect timeout
+    assert run.accepted["127.0.0.1"] == 1
