@@ -250,37 +250,39 @@ static void on_connected(uv_connect_t *req, int status)
     open_layer(c, c->_bottom);
 }
 
-/* A racer closed to be replaced: open it again, and try the next address on it. */
-static void on_tcp_retry_close(uv_handle_t *h)
+/* A racer's handle that the connection closed itself has closed: it is opened again, idle,
+ * and its slot returned; -1 when the connection is closing meanwhile (then this close counts
+ * as the handle's last, and the connection may be gone). */
+static int racer_reopened(uv_handle_t *h)
 {
     hv_conn_t *c = h->data;
-    unsigned slot = (unsigned)((uv_tcp_t *)h - c->_tcps);
+    int slot = (int)((uv_tcp_t *)h - c->_tcps);
     c->_replacing[slot] = 0;
     if (c->state == HV_CONN_CLOSING) {
         hv_handles_closed(&c->_handles);
-        return;
+        return -1;
     }
     uv_tcp_init(c->_env->loop, &c->_tcps[slot]);
     c->_tcps[slot].data = c;
-    if (c->state != HV_CONN_CONNECTING)
+    return slot;
+}
+
+/* A racer closed to be replaced: try the next address on it. */
+static void on_tcp_retry_close(uv_handle_t *h)
+{
+    hv_conn_t *c = h->data;
+    int slot = racer_reopened(h);
+    if (slot < 0 || c->state != HV_CONN_CONNECTING)
         return;
-    int rc = start_attempt(c, slot);
+    int rc = start_attempt(c, (unsigned)slot);
     if (rc != 0 && !racing(c))
         fail_connect(c, rc);
 }
 
-/* The racer that lost: open again, idle, until the connection closes. */
+/* The racer that lost: idle until the connection closes. */
 static void on_tcp_retired(uv_handle_t *h)
 {
-    hv_conn_t *c = h->data;
-    unsigned slot = (unsigned)((uv_tcp_t *)h - c->_tcps);
-    c->_replacing[slot] = 0;
-    if (c->state == HV_CONN_CLOSING) {
-        hv_handles_closed(&c->_handles);
-        return;
-    }
-    uv_tcp_init(c->_env->loop, &c->_tcps[slot]);
-    c->_tcps[slot].data = c;
+    (void)racer_reopened(h);
 }
 
 static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
