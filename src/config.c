@@ -135,9 +135,9 @@ static const directive_t directives[] = {
     {"record_digest", T_BOOL, F(record_digest), 0, 1, 0, "no",
      "records of parsed pages carry body_digest, 16 hex digits of their decoded body's XXH3-64"},
     {"proxy", T_PROXIES, F(proxy), 0, 0, 0, "",
-     "requests go through these proxies: http://[USER:PASSWORD@]HOST[:PORT] (CONNECT for "
-     "https URLs), comma-separated; none or empty: direct (a [host \"NAME\"] section may "
-     "set its own, or none)"},
+     "requests go through these proxies, comma-separated: http://[USER:PASSWORD@]HOST[:PORT] "
+     "(CONNECT for https URLs), socks5:// or socks5h://...; none or empty: direct (a "
+     "[host \"NAME\"] section may set its own, or none)"},
     {"no_proxy", T_NO_PROXY, F(no_proxy), 0, 0, 0, "",
      "hosts that go direct whatever proxy says: names (with their subdomains), .domains, "
      "address ranges, or *"},
