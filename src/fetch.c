@@ -234,6 +234,15 @@ static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned
     return &l->proxy[pick % l->count]; /* all set aside: the chosen one all the same */
 }
 
+/* Whether an http URL goes to HTTP proxy `p` through a tunnel rather than in absolute form:
+ * when the proxy keeps no connection alive to its clients, a tunnel is kept alive as long as
+ * the origin keeps it. */
+static int http_tunnel(hv_fetch_t *f, const hv_proxy_t *p)
+{
+    const hv_proxy_stats_t *ps = proxy_stats(f, p);
+    return ps != NULL && ps->tunnel_http && !ps->no_tunnel_http;
+}
+
 /* How the attempt went at the proxy: a failure there, or an answer through it. */
 static void proxy_outcome(hv_req_t *r, int failed)
 {
@@ -394,6 +403,14 @@ static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, c
 
     fill_record(r);
     hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, detail, arg);
+    hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(f, r->proxy) : NULL;
+    if (type == HV_ET_PROXY && detail == HV_D_PROXY_HTTP_STATUS && ps != NULL &&
+        ps->tunnel_http && !ps->no_tunnel_http && job->url.scheme == HV_SCHEME_HTTP) {
+        /* It refused to tunnel to an http port: back to the absolute form, unpooled. */
+        ps->no_tunnel_http = 1;
+        HV_LOG(HV_LOG_NOTICE, "event=proxy_no_http_tunnel proxy=%s error=%s", ps->proxy,
+               job->rec->error);
+    }
     if (type == HV_ET_PROXY)
         proxy_outcome(r, 1);
     else if (job->rec->http_status > 0)
@@ -612,7 +629,8 @@ static void send_request(hv_req_t *r)
     char auth[2 * HV_PROXY_CRED_MAX + 32];
     hv_http_via_t via = {NULL};
     int proxied = r->proxy != NULL && r->proxy->kind == HV_PROXY_HTTP &&
-                  r->job->url.scheme == HV_SCHEME_HTTP;
+                  r->job->url.scheme == HV_SCHEME_HTTP &&
+                  !hv_conn_has_layer(r->conn, &hv_cf_connect);
     if (proxied && r->proxy->has_auth && hv_proxy_basic_auth(r->proxy, auth, sizeof(auth)) == 0)
         via.authorization = auth;
     hv_buf_init(&req, HV_HTTP_REQUEST_MAX);
@@ -675,7 +693,7 @@ static void open_conn(hv_req_t *r, int allow_pool)
     /* An http URL's requests go to an HTTP proxy as they are (absolute-form): no tunnel. */
     if (r->proxy != NULL && r->proxy->kind != HV_PROXY_HTTP)
         layers[n++] = (hv_conn_layer_t){&hv_cf_socks, &socks};
-    else if (r->proxy != NULL && u->scheme == HV_SCHEME_HTTPS)
+    else if (r->proxy != NULL && (u->scheme == HV_SCHEME_HTTPS || http_tunnel(f, r->proxy)))
         layers[n++] = (hv_conn_layer_t){&hv_cf_connect, &tunnel};
     if (u->scheme == HV_SCHEME_HTTPS)
         layers[n++] = (hv_conn_layer_t){&hv_cf_tls, &tls};
@@ -915,9 +933,10 @@ static void req_on_error(hv_conn_t *c, int err)
         if (ps != NULL && ++ps->stale >= PROXY_STALE_NO_REUSE && ps->reuses == 0 &&
             !ps->no_reuse) {
             ps->no_reuse = 1;
+            ps->tunnel_http = 1;
             HV_LOG(HV_LOG_NOTICE, "event=proxy_no_keepalive proxy=%s stale=%u note=\"it closed "
-                   "every pooled connection: its connections are no longer kept\"", ps->proxy,
-                   ps->stale);
+                   "every pooled connection: http URLs go through CONNECT tunnels from now on, "
+                   "and requests it answers itself are not kept\"", ps->proxy, ps->stale);
         }
         HV_LOG(HV_LOG_DEBUG, "event=stale_connection job=%" PRIu64 " conn=%" PRIu64, job->id,
                c->id);

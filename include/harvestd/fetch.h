@@ -46,6 +46,8 @@ typedef struct {
     unsigned stale;             /* its pooled connections found closed (absolute-form) */
     uint64_t reuses;            /* ... and answered on */
     int no_reuse;               /* it closes after every request: connections are not kept */
+    int tunnel_http;            /* ... so http URLs go through CONNECT tunnels, kept alive */
+    int no_tunnel_http;         /* ... unless it refused such a tunnel: absolute form again */
     uint64_t aside_until;       /* loop time before which it is not chosen when another is */
 } hv_proxy_stats_t;
 

@@ -1,8 +1,9 @@
 """Real proxies for the integration tests, on loopback.
 
-    Tinyproxy(tmp_dir, user=None, password=None).start()
+    Tinyproxy(tmp_dir, user=None, password=None, connect_ports=()).start()
         Debian's tinyproxy in the foreground (-d) on a free port of 127.0.0.1, allowing only
-        127.0.0.1, any CONNECT port, with BasicAuth when a user is given; its log (LogLevel
+        127.0.0.1, any CONNECT port (or only `connect_ports`), with BasicAuth when a user is
+        given; its log (LogLevel
         Info: one "Connect (file descriptor N): ..." and one "Request (file descriptor N):
         METHOD TARGET" line per request) in tmp_dir/tinyproxy.log. .port, .url(), .requests()
         (the request lines it logged), .stop().
@@ -30,10 +31,11 @@ def _free_port():
 
 
 class Tinyproxy:
-    def __init__(self, tmp_dir, user=None, password=None):
+    def __init__(self, tmp_dir, user=None, password=None, connect_ports=()):
         self.dir = str(tmp_dir)
         os.makedirs(self.dir, exist_ok=True)
         self.user, self.password = user, password
+        self.connect_ports = list(connect_ports)
         self.port = _free_port()
         self.proc = None
         self.log_path = os.path.join(self.dir, "tinyproxy.log")
@@ -49,6 +51,7 @@ class Tinyproxy:
                  "DisableViaHeader Yes"]
         if self.user:
             lines.append("BasicAuth %s %s" % (self.user, self.password))
+        lines += ["ConnectPort %d" % p for p in self.connect_ports]
         with open(self.conf_path, "w") as f:
             f.write("\n".join(lines) + "\n")
         open(self.log_path, "w").close()
@@ -87,8 +90,9 @@ def tinyproxy(tmp_path):
         pytest.skip("tinyproxy is not installed (make deps)")
     made = []
 
-    def make(user=None, password=None):
-        p = Tinyproxy(tmp_path / ("tinyproxy-%d" % len(made)), user, password).start()
+    def make(user=None, password=None, connect_ports=()):
+        p = Tinyproxy(tmp_path / ("tinyproxy-%d" % len(made)), user, password,
+                      connect_ports).start()
         made.append(p)
         return p
     yield make
