@@ -783,10 +783,12 @@ def test_26_40_happy_eyeballs_starts_the_other_family_after_250ms(tmp_path):
              "    c.setblocking(False)\n"
              "    c.connect_ex(('::1', %d))\n"
              "    held.append(c)\n"
-             "time.sleep(30)\n") % (NS_PORT, NS_PORT)
+             "time.sleep(10)\n") % (NS_PORT, NS_PORT)
     script = tmp_path / "stuck.py"
     script.write_text(stuck)
-    setup = "timeout 30 python3 %s & sleep 0.5" % script
+    # Its output away from the namespace's pipes, which would otherwise stay open, and the run
+    # with them, until it ends.
+    setup = "timeout 10 python3 %s >/dev/null 2>&1 </dev/null & sleep 0.5" % script
     names = {"dual.test": ["::1", "127.0.0.1"]}
     url = "http://dual.test:%d/page" % NS_PORT
     run = run_in_namespace(tmp_path, [url], "--connect-timeout", "3s", "-vv", names=names,
