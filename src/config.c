@@ -147,6 +147,9 @@ static const directive_t directives[] = {
     {"proxy_rotation", T_ROTATION, F(proxy_rotation), 0, 0, 0, "host",
      "with several proxies: host (each host keeps one proxy while it works, so connections "
      "are reused) or request (a proxy per request, reusing that pair's idle connections)"},
+    {"proxy_connections", T_UINT, F(proxy_connections), 0, 100000, 0, "0",
+     "most connections open through one proxy at a time, in use and idle (requests beyond "
+     "them wait their turn); 0: no cap but concurrency"},
     {"retries", T_UINT, F(retries), 0, 20, 0, "3",
      "further attempts after a transient failure (429/5xx in retry_statuses, connect errors, "
      "resets, timeouts)"},

@@ -121,6 +121,7 @@ static const char *const hv_details[HV_D__COUNT] = {
 
     [HV_D_PROXY_CONNECT_REFUSED] = "proxy_connect_refused",
     [HV_D_PROXY_CONNECT_TIMED_OUT] = "proxy_connect_timed_out",
+    [HV_D_NO_PROXY_CONNECTION_WITHIN] = "no_proxy_connection_within_<duration>",
     [HV_D_PROXY_CONNECT_ERROR] = "proxy_connect_error_<error>",
     [HV_D_PROXY_NAME_NOT_RESOLVED] = "proxy_name_not_resolved",
     [HV_D_PROXY_AUTH_REQUIRED] = "proxy_auth_required_407",

@@ -19,6 +19,7 @@
  */
 #include "harvestd/fetch.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,15 +43,17 @@
 /* Room for a pool key: scheme, host and port of a URL. */
 #define POOL_KEY_MAX (HV_PROXY_SHOWN_MAX + HV_URL_MAX + 32)
 
-typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING } rq_state_t;
+/* QUEUED: waiting for room under its proxy's connection cap (no connection yet). */
+typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING, RQ_QUEUED } rq_state_t;
 
-static const char *const rq_state_names[] = {"connecting", "waiting", "receiving"};
+static const char *const rq_state_names[] = {"connecting", "waiting", "receiving", "queued"};
 
 /* An idle keep-alive connection, the owner of its callbacks while it waits in the pool. */
 typedef struct idle_s {
     hv_fetch_t *f;
     hv_conn_t *conn;
     struct pool_host_s *ph;
+    hv_proxy_stats_t *ps;          /* the proxy it goes through (NULL: direct) */
     TAILQ_ENTRY(idle_s) host_link; /* in its host's list */
     TAILQ_ENTRY(idle_s) lru_link;  /* in the pool's, oldest first */
 } idle_t;
@@ -68,7 +71,10 @@ typedef struct hv_req_s {
     hv_job_t *job;
     hv_conn_t *conn;
     const hv_proxy_t *proxy;   /* this hop's (config's), NULL: direct */
+    hv_proxy_stats_t *ps;      /* ... and its figures */
     int reused;
+    int queued;                /* in the fetch's waiting list (RQ_QUEUED) */
+    TAILQ_ENTRY(hv_req_s) wait_link;
     rq_state_t state;
     int timer_total;           /* the armed timer is the job's total deadline */
     int http_ready;
@@ -102,6 +108,8 @@ struct hv_fetch_s {
     uint64_t rotation;         /* proxy_rotation = request: the next pick */
     hv_proxy_stats_t *proxies; /* every configured proxy URL once */
     unsigned nproxies;
+    TAILQ_HEAD(, hv_req_s) waiting; /* requests queued under a proxy's cap, oldest first */
+    uv_timer_t wait_timer;     /* wakes them: room made, or the first deadline */
     hv_fetch_stats_t stats;
 };
 
@@ -116,6 +124,9 @@ static void idle_on_timeout(hv_conn_t *c);
 
 static hv_proxy_stats_t *proxy_stats(hv_fetch_t *f, const hv_proxy_t *p);
 static void proxy_outcome(hv_req_t *r, int failed);
+static void conn_closed(hv_fetch_t *f, hv_proxy_stats_t *ps);
+static void connect_req(hv_req_t *r, int allow_pool);
+static void on_wait_timer(uv_timer_t *t);
 
 static const hv_conn_cbs_t req_cbs = {req_on_connect, req_on_read, req_on_error, req_on_timeout};
 static const hv_conn_cbs_t idle_cbs = {idle_on_connect, idle_on_read, idle_on_error,
@@ -166,6 +177,9 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     f->stats.nproxies = f->nproxies;
     TAILQ_INIT(&f->active);
     TAILQ_INIT(&f->idle_lru);
+    TAILQ_INIT(&f->waiting);
+    uv_timer_init(loop, &f->wait_timer);
+    f->wait_timer.data = f;
     return f;
 }
 
@@ -237,16 +251,15 @@ static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned
 /* Whether an http URL goes to HTTP proxy `p` through a tunnel rather than in absolute form:
  * when the proxy keeps no connection alive to its clients, a tunnel is kept alive as long as
  * the origin keeps it. */
-static int http_tunnel(hv_fetch_t *f, const hv_proxy_t *p)
+static int http_tunnel(const hv_proxy_stats_t *ps)
 {
-    const hv_proxy_stats_t *ps = proxy_stats(f, p);
     return ps != NULL && ps->tunnel_http && !ps->no_tunnel_http;
 }
 
 /* How the attempt went at the proxy: a failure there, or an answer through it. */
 static void proxy_outcome(hv_req_t *r, int failed)
 {
-    hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(r->f, r->proxy) : NULL;
+    hv_proxy_stats_t *ps = r->ps;
     if (ps == NULL)
         return;
     if (!failed) {
@@ -264,11 +277,13 @@ static void proxy_outcome(hv_req_t *r, int failed)
            ps->proxy, ps->streak, pause);
 }
 
-/* Take `i` out of the pool and free it; returns its connection. */
-static hv_conn_t *pool_remove(hv_fetch_t *f, idle_t *i)
+/* Take `i` out of the pool and free it; returns its connection (and its proxy's figures in
+ * `ps`). */
+static hv_conn_t *pool_remove(hv_fetch_t *f, idle_t *i, hv_proxy_stats_t **ps)
 {
     pool_host_t *ph = i->ph;
     hv_conn_t *c = i->conn;
+    *ps = i->ps;
     TAILQ_REMOVE(&ph->idle, i, host_link);
     TAILQ_REMOVE(&f->idle_lru, i, lru_link);
     f->nidle--;
@@ -283,7 +298,9 @@ static hv_conn_t *pool_remove(hv_fetch_t *f, idle_t *i)
 
 static void pool_drop(hv_fetch_t *f, idle_t *i)
 {
-    hv_conn_close(pool_remove(f, i));
+    hv_proxy_stats_t *ps;
+    hv_conn_close(pool_remove(f, i, &ps));
+    conn_closed(f, ps);
 }
 
 static pool_host_t *pool_find(hv_fetch_t *f, const char *key)
@@ -293,11 +310,12 @@ static pool_host_t *pool_find(hv_fetch_t *f, const char *key)
     return ph;
 }
 
-static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key)
+static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key, hv_proxy_stats_t *ps)
 {
     pool_host_t *ph = pool_find(f, key);
     if (ph != NULL && ph->nidle >= f->cfg->per_host) {
         hv_conn_close(c);
+        conn_closed(f, ps);
         return;
     }
     if (ph == NULL) {
@@ -310,6 +328,7 @@ static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key)
     i->f = f;
     i->conn = c;
     i->ph = ph;
+    i->ps = ps;
     hv_conn_set_owner(c, &idle_cbs, i);
     TAILQ_INSERT_HEAD(&ph->idle, i, host_link);
     ph->nidle++;
@@ -320,6 +339,8 @@ static void pool_put(hv_fetch_t *f, hv_conn_t *c, const char *key)
     hv_conn_read_start(c);
     if (f->nidle > f->max_idle)
         pool_drop(f, TAILQ_FIRST(&f->idle_lru));
+    else if (ps != NULL && ps->waiting > 0)
+        uv_timer_start(&f->wait_timer, on_wait_timer, 0, 0); /* theirs, or room for them */
 }
 
 static hv_conn_t *pool_take(hv_fetch_t *f, const char *key)
@@ -327,7 +348,8 @@ static hv_conn_t *pool_take(hv_fetch_t *f, const char *key)
     pool_host_t *ph = pool_find(f, key);
     if (ph == NULL)
         return NULL;
-    hv_conn_t *c = pool_remove(f, TAILQ_FIRST(&ph->idle));
+    hv_proxy_stats_t *ps;
+    hv_conn_t *c = pool_remove(f, TAILQ_FIRST(&ph->idle), &ps);
     hv_conn_set_timer(c, 0);
     return c;
 }
@@ -360,6 +382,80 @@ static void idle_on_timeout(hv_conn_t *c)
     pool_drop(i->f, i);
 }
 
+/* ---- the proxies' connection caps (proxy_connections) ---- */
+
+/*
+ * A proxy's connections, in use and idle, are counted from the connect to the close. A
+ * request that needs a new connection through a proxy at its cap first closes that proxy's
+ * oldest idle connection (to another origin: one to its own was taken); when there is none it
+ * waits. Requests for a proxy that others wait for go behind them, in order, even those that
+ * could take an idle connection: a busy host must not keep the others waiting. A closed connection or
+ * one put back in the pool wakes the waiting list (on the next loop turn, never inside the
+ * close); a request whose deadline passes while it waits fails with ProxyError
+ * no_proxy_connection_within_<total_timeout>, not counted against the proxy.
+ */
+
+static int proxy_full(const hv_fetch_t *f, const hv_proxy_stats_t *ps)
+{
+    return ps != NULL && f->cfg->proxy_connections > 0 && ps->open >= f->cfg->proxy_connections;
+}
+
+/* Whether `r` may open a connection now, after closing an idle one of its proxy if need be. */
+static int proxy_room(hv_fetch_t *f, hv_req_t *r)
+{
+    hv_proxy_stats_t *ps = r->ps;
+    if (!proxy_full(f, ps))
+        return 1;
+    idle_t *i;
+    TAILQ_FOREACH(i, &f->idle_lru, lru_link)
+    {
+        if (i->ps == ps) {
+            pool_drop(f, i);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Arm the waiting list's timer for its first deadline. */
+static void wait_timer_arm(hv_fetch_t *f)
+{
+    hv_req_t *r;
+    uint64_t first = UINT64_MAX;
+    TAILQ_FOREACH(r, &f->waiting, wait_link)
+        first = HV_MIN(first, r->job->deadline_ms);
+    if (first == UINT64_MAX) {
+        uv_timer_stop(&f->wait_timer);
+        return;
+    }
+    uint64_t now = uv_now(f->loop);
+    uv_timer_start(&f->wait_timer, on_wait_timer, first > now ? first - now : 0, 0);
+}
+
+static void queue_req(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    r->queued = 1;
+    r->ps->waiting++;
+    r->ps->waits++;
+    TAILQ_INSERT_TAIL(&f->waiting, r, wait_link);
+    set_state(r, RQ_QUEUED);
+    if (!uv_is_active((uv_handle_t *)&f->wait_timer) ||
+        uv_timer_get_due_in(&f->wait_timer) > 0)
+        wait_timer_arm(f);
+}
+
+/* A connection through `ps` (NULL: direct) was closed. */
+static void conn_closed(hv_fetch_t *f, hv_proxy_stats_t *ps)
+{
+    if (ps == NULL)
+        return;
+    assert(ps->open > 0);
+    ps->open--;
+    if (ps->waiting > 0)
+        uv_timer_start(&f->wait_timer, on_wait_timer, 0, 0);
+}
+
 /* ---- request lifecycle ---- */
 
 static void arm(hv_req_t *r, uint64_t phase_ms)
@@ -370,12 +466,22 @@ static void arm(hv_req_t *r, uint64_t phase_ms)
     hv_conn_set_timer(r->conn, r->timer_total ? left : phase_ms);
 }
 
+static void unqueue(hv_req_t *r)
+{
+    TAILQ_REMOVE(&r->f->waiting, r, wait_link);
+    r->ps->waiting--;
+    r->queued = 0;
+}
+
 static void end_req(hv_req_t *r)
 {
     hv_fetch_t *f = r->f;
+    if (r->queued)
+        unqueue(r);
     if (r->conn != NULL) {
         hv_conn_close(r->conn);
         r->conn = NULL;
+        conn_closed(f, r->ps);
     }
     if (r->http_ready)
         hv_http_free(&r->http);
@@ -403,7 +509,7 @@ static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, c
 
     fill_record(r);
     hv_record_fail(job->rec, HV_STAGE_DOWNLOAD, type, detail, arg);
-    hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(f, r->proxy) : NULL;
+    hv_proxy_stats_t *ps = r->ps;
     if (type == HV_ET_PROXY && detail == HV_D_PROXY_HTTP_STATUS && ps != NULL &&
         ps->tunnel_http && !ps->no_tunnel_http && job->url.scheme == HV_SCHEME_HTTP) {
         /* It refused to tunnel to an http port: back to the absolute form, unpooled. */
@@ -411,8 +517,8 @@ static void finish_fail(hv_req_t *r, hv_error_type_t type, hv_detail_t detail, c
         HV_LOG(HV_LOG_NOTICE, "event=proxy_no_http_tunnel proxy=%s error=%s", ps->proxy,
                job->rec->error);
     }
-    if (type == HV_ET_PROXY)
-        proxy_outcome(r, 1);
+    if (type == HV_ET_PROXY && detail != HV_D_NO_PROXY_CONNECTION_WITHIN)
+        proxy_outcome(r, 1); /* (waiting under the cap is not the proxy's failure) */
     else if (job->rec->http_status > 0)
         proxy_outcome(r, 0); /* an answer came through */
     HV_LOG(HV_LOG_INFO, "event=download_failed job=%" PRIu64 " url=%s error_type=%s error=%s",
@@ -642,9 +748,8 @@ static void send_request(hv_req_t *r)
     hv_buf_free(&req);
     if (rc == 0) {
         f->stats.requests++;
-        hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(f, r->proxy) : NULL;
-        if (ps != NULL)
-            ps->requests++;
+        if (r->ps != NULL)
+            r->ps->requests++;
         r->job->rec->requests++;
     }
     if (r->http_ready)
@@ -668,12 +773,34 @@ static void send_request(hv_req_t *r)
 
 static void open_conn(hv_req_t *r, int allow_pool)
 {
+    r->proxy = choose_proxy(r->f, &r->job->url, r->job->attempts);
+    r->ps = r->proxy != NULL ? proxy_stats(r->f, r->proxy) : NULL;
+    connect_req(r, allow_pool);
+}
+
+/* A connection for `r` through its chosen proxy: an idle one, a new one, or a place in the
+ * waiting list when the proxy is at its cap. */
+static void connect_req(hv_req_t *r, int allow_pool)
+{
     hv_fetch_t *f = r->f;
     const hv_url_t *u = &r->job->url;
     char key[POOL_KEY_MAX];
-    r->proxy = choose_proxy(f, u, r->job->attempts);
-    hv_conn_t *c = allow_pool ? pool_take(f, pool_key(u, r->proxy, key, sizeof(key))) : NULL;
-
+    hv_conn_t *c = NULL;
+    /* Behind requests that wait for its proxy, even with an idle connection of its own to
+     * take: they may need that connection's place, and come first. */
+    if (r->ps != NULL && r->ps->waiting > 0 && !r->queued) {
+        queue_req(r);
+        return;
+    }
+    if (allow_pool)
+        c = pool_take(f, pool_key(u, r->proxy, key, sizeof(key)));
+    if (c == NULL && !proxy_room(f, r)) {
+        if (!r->queued)
+            queue_req(r);
+        return;
+    }
+    if (r->queued)
+        unqueue(r);
     if (c != NULL) {
         f->stats.connections_reused++;
         hv_conn_set_owner(c, &req_cbs, r);
@@ -693,7 +820,7 @@ static void open_conn(hv_req_t *r, int allow_pool)
     /* An http URL's requests go to an HTTP proxy as they are (absolute-form): no tunnel. */
     if (r->proxy != NULL && r->proxy->kind != HV_PROXY_HTTP)
         layers[n++] = (hv_conn_layer_t){&hv_cf_socks, &socks};
-    else if (r->proxy != NULL && (u->scheme == HV_SCHEME_HTTPS || http_tunnel(f, r->proxy)))
+    else if (r->proxy != NULL && (u->scheme == HV_SCHEME_HTTPS || http_tunnel(r->ps)))
         layers[n++] = (hv_conn_layer_t){&hv_cf_connect, &tunnel};
     if (u->scheme == HV_SCHEME_HTTPS)
         layers[n++] = (hv_conn_layer_t){&hv_cf_tls, &tls};
@@ -705,6 +832,8 @@ static void open_conn(hv_req_t *r, int allow_pool)
         fail_connect(r, rc);
         return;
     }
+    if (r->ps != NULL)
+        r->ps->open++;
     r->conn = c;
     r->reused = 0;
     set_state(r, RQ_CONNECTING);
@@ -853,7 +982,7 @@ static void response_complete(hv_req_t *r)
     hv_conn_t *c = r->conn;
 
     r->conn = NULL;
-    hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(f, r->proxy) : NULL;
+    hv_proxy_stats_t *ps = r->ps;
     if (ps != NULL && r->reused)
         ps->reuses++;
     /* A proxy that closes every connection after one answer without saying so (tinyproxy
@@ -862,9 +991,10 @@ static void response_complete(hv_req_t *r)
     int tunnel = hv_conn_has_layer(c, &hv_cf_connect) || hv_conn_has_layer(c, &hv_cf_socks);
     if (r->http.keep_alive && !(ps != NULL && ps->no_reuse && !tunnel)) {
         char key[POOL_KEY_MAX];
-        pool_put(f, c, pool_key(&r->job->url, r->proxy, key, sizeof(key)));
+        pool_put(f, c, pool_key(&r->job->url, r->proxy, key, sizeof(key)), ps);
     } else {
         hv_conn_close(c);
+        conn_closed(f, ps);
     }
 
     r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
@@ -929,7 +1059,7 @@ static void req_on_error(hv_conn_t *c, int err)
     if (r->reused && r->http.bytes_in == 0 && stale_error(err) && !job->fresh_conn_retried) {
         job->fresh_conn_retried = 1;
         r->f->stats.stale_retries++;
-        hv_proxy_stats_t *ps = r->proxy != NULL ? proxy_stats(r->f, r->proxy) : NULL;
+        hv_proxy_stats_t *ps = r->ps;
         if (ps != NULL && ++ps->stale >= PROXY_STALE_NO_REUSE && ps->reuses == 0 &&
             !ps->no_reuse) {
             ps->no_reuse = 1;
@@ -942,6 +1072,7 @@ static void req_on_error(hv_conn_t *c, int err)
                c->id);
         hv_conn_close(c);
         r->conn = NULL;
+        conn_closed(r->f, ps);
         open_conn(r, 0);
         return;
     }
@@ -1008,6 +1139,57 @@ void hv_fetch_next_attempt(hv_job_t *job)
     job->fresh_conn_retried = 0;
 }
 
+/* Whether the first request waiting for `ps` can go on: its proxy has room, or a connection
+ * of its own pool (or another idle one of its proxy) to take. */
+static int wait_over(hv_fetch_t *f, const hv_req_t *r)
+{
+    char key[POOL_KEY_MAX];
+    if (!proxy_full(f, r->ps))
+        return 1;
+    if (pool_find(f, pool_key(&r->job->url, r->proxy, key, sizeof(key))) != NULL)
+        return 1;
+    const idle_t *i;
+    TAILQ_FOREACH(i, &f->idle_lru, lru_link)
+        if (i->ps == r->ps)
+            return 1;
+    return 0;
+}
+
+/* Wake the waiting list: each proxy's first waiters while it has room, and every waiter whose
+ * deadline passed. One at a time, from the top: starting or failing one may change the list. */
+static void on_wait_timer(uv_timer_t *t)
+{
+    hv_fetch_t *f = t->data;
+    char dur[32];
+    for (;;) {
+        uint64_t now = uv_now(f->loop);
+        hv_req_t *r;
+        TAILQ_FOREACH(r, &f->waiting, wait_link)
+        {
+            if (r->job->deadline_ms <= now)
+                break;
+            /* only the first waiter of its proxy may go */
+            const hv_req_t *q = TAILQ_FIRST(&f->waiting);
+            while (q != r && q->ps != r->ps)
+                q = TAILQ_NEXT(q, wait_link);
+            if (q == r && wait_over(f, r))
+                break;
+        }
+        if (r == NULL)
+            break;
+        if (r->job->deadline_ms <= now) {
+            unqueue(r);
+            hv_detail_duration(dur, sizeof(dur), f->cfg->total_timeout_ms);
+            finish_fail(r, HV_ET_PROXY, HV_D_NO_PROXY_CONNECTION_WITHIN, dur);
+            continue;
+        }
+        connect_req(r, 1); /* still queued: it goes ahead of those behind it */
+        if (r->queued) /* lost the room to nothing: cannot happen, but never spin */
+            break;
+    }
+    wait_timer_arm(f);
+}
+
 void hv_fetch_pause(hv_fetch_t *f)
 {
     hv_req_t *r;
@@ -1065,11 +1247,18 @@ const hv_fetch_stats_t *hv_fetch_stats(const hv_fetch_t *f)
     return &f->stats;
 }
 
+static void fetch_closed(uv_handle_t *h)
+{
+    hv_fetch_t *f = h->data;
+    free(f->proxies);
+    free(f);
+}
+
 void hv_fetch_free(hv_fetch_t *f)
 {
     idle_t *i;
     while ((i = TAILQ_FIRST(&f->idle_lru)) != NULL)
         pool_drop(f, i);
-    free(f->proxies);
-    free(f);
+    assert(TAILQ_EMPTY(&f->waiting));
+    uv_close((uv_handle_t *)&f->wait_timer, fetch_closed);
 }

@@ -124,24 +124,31 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
     counter(out, "harvestd_dns_cache_hits_total",
                        "Lookups answered by the cache or a lookup in flight.", d->hits);
     /* One series per configured proxy URL: configured, not input, so bounded. */
-    if (f->nproxies > 0) {
-        appendf(out, "# HELP harvestd_proxy_requests_total Requests written through each proxy.\n"
-                     "# TYPE harvestd_proxy_requests_total counter\n");
-        for (unsigned i = 0; i < f->nproxies; i++)
-            appendf(out, "harvestd_proxy_requests_total{proxy=\"%s\"} %" PRIu64 "\n",
-                    f->proxies[i].proxy, f->proxies[i].requests);
-        appendf(out, "# HELP harvestd_proxy_failures_total Attempts that failed at each proxy "
-                     "(ProxyError).\n"
-                     "# TYPE harvestd_proxy_failures_total counter\n");
-        for (unsigned i = 0; i < f->nproxies; i++)
-            appendf(out, "harvestd_proxy_failures_total{proxy=\"%s\"} %" PRIu64 "\n",
-                    f->proxies[i].proxy, f->proxies[i].failures);
-        appendf(out, "# HELP harvestd_proxy_set_aside Whether each proxy is set aside after "
-                     "repeated failures.\n"
-                     "# TYPE harvestd_proxy_set_aside gauge\n");
-        for (unsigned i = 0; i < f->nproxies; i++)
-            appendf(out, "harvestd_proxy_set_aside{proxy=\"%s\"} %d\n", f->proxies[i].proxy,
-                    f->proxies[i].aside_until > s->taken_ms);
+    static const struct {
+        const char *name, *type, *help;
+    } proxy_series[] = {
+        {"harvestd_proxy_requests_total", "counter", "Requests written through each proxy."},
+        {"harvestd_proxy_failures_total", "counter",
+         "Attempts that failed at each proxy (ProxyError)."},
+        {"harvestd_proxy_set_aside", "gauge",
+         "Whether each proxy is set aside after repeated failures."},
+        {"harvestd_proxy_connections", "gauge",
+         "Connections open through each proxy, in use and idle."},
+        {"harvestd_proxy_waits_total", "counter",
+         "Requests that waited for room under proxy_connections."},
+    };
+    for (unsigned k = 0; f->nproxies > 0 && k < HV_ARRAY_SIZE(proxy_series); k++) {
+        appendf(out, "# HELP %s %s\n# TYPE %s %s\n", proxy_series[k].name,
+                proxy_series[k].help, proxy_series[k].name, proxy_series[k].type);
+        for (unsigned i = 0; i < f->nproxies; i++) {
+            const hv_proxy_stats_t *p = &f->proxies[i];
+            uint64_t v = k == 0 ? p->requests
+                         : k == 1 ? p->failures
+                         : k == 2 ? (uint64_t)(p->aside_until > s->taken_ms)
+                         : k == 3 ? p->open
+                                  : p->waits;
+            appendf(out, "%s{proxy=\"%s\"} %" PRIu64 "\n", proxy_series[k].name, p->proxy, v);
+        }
     }
     /* The block detector's (zero when it is off: the series exist either way). */
     appendf(out,

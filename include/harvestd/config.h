@@ -112,6 +112,7 @@ typedef struct {
     hv_no_proxy_t no_proxy;
     hv_rotation_t proxy_rotation;
     int proxy_remote_dns;        /* socks5h allowed (the guard cannot see its targets) */
+    unsigned proxy_connections;  /* most connections open through one proxy; 0: no cap */
     uint64_t robots_ttl_ms;
     uint64_t robots_max_bytes;
     hv_host_rule_t host_rules[HV_HOST_RULES_MAX];
@@ -158,7 +159,7 @@ typedef struct {
     uint64_t recrawl_min_age_ms; /* younger stored records answer without a request */
 
     /* where each directive was last set: 0 default, >0 line of config_file, -1 command line */
-    int origin[64];
+    int origin[96];
     char config_file[1024];
 
     char metrics_listen[128];   /* "127.0.0.1:9464"; empty: no endpoint */

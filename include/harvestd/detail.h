@@ -145,6 +145,8 @@ typedef enum {
     /* a proxy (proxy.h, cf_connect.h) */
     HV_D_PROXY_CONNECT_REFUSED,   /* the proxy's own address refused the connection */
     HV_D_PROXY_CONNECT_TIMED_OUT,
+    HV_D_NO_PROXY_CONNECTION_WITHIN, /* no_proxy_connection_within_<duration>: waited under
+                                        proxy_connections until the deadline */
     HV_D_PROXY_CONNECT_ERROR,     /* proxy_connect_error_<error> */
     HV_D_PROXY_NAME_NOT_RESOLVED, /* the proxy's own name */
     HV_D_PROXY_AUTH_REQUIRED,     /* proxy_auth_required_407 */

@@ -49,6 +49,9 @@ typedef struct {
     int tunnel_http;            /* ... so http URLs go through CONNECT tunnels, kept alive */
     int no_tunnel_http;         /* ... unless it refused such a tunnel: absolute form again */
     uint64_t aside_until;       /* loop time before which it is not chosen when another is */
+    unsigned open;              /* connections open through it, in use and idle */
+    unsigned waiting;           /* requests waiting for room under proxy_connections */
+    uint64_t waits;             /* ... in all */
 } hv_proxy_stats_t;
 
 typedef struct {

@@ -165,4 +165,4 @@ def pytest_report_header(config):
 
 # The Redis server fixture (tests of the stream source and its commands).
 from redisd import redis_server  # noqa: E402,F401
-from proxies import fault_proxies, microsocks, tinyproxy  # noqa: E402,F401
+from proxies import counting_socks, fault_proxies, microsocks, tinyproxy  # noqa: E402,F401

@@ -296,3 +296,140 @@ def fault_proxies():
     yield make
     for p in made:
         p.stop()
+
+
+class CountingSocks:
+    """A SOCKS5 proxy (no authentication; IPv4 and IPv6 targets) in one thread around one
+    selector, that counts what its clients keep open. Each round reads the connections it
+    has before it accepts new ones (after a few milliseconds), so that a connection closed
+    before another was opened is never counted with it.
+    .port, .url(scheme), .connections (accepted), .max_open (most open at once), .stop()."""
+
+    def __init__(self):
+        import selectors
+        import threading
+        self.sel = selectors.DefaultSelector()
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(128)
+        self.listener.setblocking(False)
+        self.port = self.listener.getsockname()[1]
+        self.sel.register(self.listener, selectors.EVENT_READ, None)
+        self.connections = self.open = self.max_open = 0
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def url(self, scheme="socks5"):
+        return "%s://127.0.0.1:%d" % (scheme, self.port)
+
+    def _run(self):
+        import selectors
+        while not self.stopping:
+            ready = self.sel.select(0.1)
+            accept = False
+            for key, _ in ready:
+                if key.data is None:
+                    accept = True
+                elif key.data["client"] is not None:
+                    self._readable(key.fileobj, key.data)
+            if accept:
+                # A close and a later connect may reach the kernel's queues on two CPUs:
+                # give a close a moment to land, and read again, before accepting.
+                time.sleep(0.005)
+                for key, _ in self.sel.select(0):
+                    if key.data is not None and key.data["client"] is not None:
+                        self._readable(key.fileobj, key.data)
+            while accept:
+                try:
+                    client, _ = self.listener.accept()
+                except BlockingIOError:
+                    break
+                client.setblocking(True)  # reads come when ready; MSG_DONTWAIT drains
+                self.sel.register(client, selectors.EVENT_READ,
+                                  {"client": client, "target": None, "buf": b"",
+                                   "state": "greet"})
+                self.connections += 1
+                self.open += 1
+                self.max_open = max(self.max_open, self.open)
+
+    def _close(self, conn):
+        for s in (conn["client"], conn["target"]):
+            if s is not None:
+                self.sel.unregister(s)
+                s.close()
+        conn["client"] = conn["target"] = None
+        self.open -= 1
+
+    def _readable(self, sock, conn):
+        # Read until the socket has nothing more: an end after data is seen in this round.
+        flags = 0
+        while conn["client"] is not None:
+            try:
+                data = sock.recv(65536, flags)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                self._close(conn)
+                return
+            self._handle(sock, conn, data)
+            flags = socket.MSG_DONTWAIT
+
+    def _handle(self, sock, conn, data):
+        import selectors
+        try:
+            if conn["state"] == "relay":
+                (conn["target"] if sock is conn["client"] else conn["client"]).sendall(data)
+                return
+            conn["buf"] += data
+            buf = conn["buf"]
+            if conn["state"] == "greet":
+                if len(buf) < 2 or len(buf) < 2 + buf[1]:
+                    return
+                conn["client"].sendall(b"\x05\x00")
+                conn["buf"], conn["state"] = buf[2 + buf[1]:], "request"
+                buf = conn["buf"]
+            if len(buf) < 4:
+                return
+            size = {1: 4, 4: 16}.get(buf[3])
+            if size is None:
+                self._close(conn)
+                return
+            if len(buf) < 4 + size + 2:
+                return
+            host = socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6,
+                                    buf[4:4 + size])
+            port = int.from_bytes(buf[4 + size:6 + size], "big")
+            conn["target"] = socket.create_connection((host, port), timeout=5)
+            conn["target"].setblocking(True)
+            self.sel.register(conn["target"], selectors.EVENT_READ, conn)
+            conn["client"].sendall(b"\x05\x00\x00\x01\x7f\x00\x00\x01\x00\x00")
+            conn["state"] = "relay"
+            if buf[6 + size:]:
+                conn["target"].sendall(buf[6 + size:])
+        except OSError:
+            self._close(conn)
+
+    def stop(self):
+        self.stopping = True
+        self.thread.join(5)
+        for key in list(self.sel.get_map().values()):
+            if key.data is not None and key.data["client"] is not None:
+                self._close(key.data)
+        self.listener.close()
+        self.sel.close()
+
+
+@pytest.fixture
+def counting_socks():
+    made = []
+
+    def make():
+        p = CountingSocks()
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.stop()

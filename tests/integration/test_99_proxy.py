@@ -300,3 +300,53 @@ def test_99_13_http_falls_back_to_absolute_form_where_tunnels_are_refused(
         [r for r in run.records if r["status"] != "ok"][:3]
     assert "event=proxy_no_keepalive" in run.stderr
     assert run.stderr.count("event=proxy_no_http_tunnel") == 1, run.stderr
+
+
+def test_99_14_proxy_connections_caps_what_is_open_through_a_proxy(run_harvestd,
+                                                                   counting_socks, hosts):
+    """One host, per_host 8, through a SOCKS5 proxy: without a cap the proxy sees eight
+    connections at once; with proxy_connections = 2, two in all, the other requests waiting
+    their turn for them. Eight hosts through two connections: idle connections to other hosts
+    are closed to make room, and every record is ok."""
+    origins = hosts(8)
+    one = [origins[0].url("/page?title=c%d" % i) for i in range(64)]
+    args = ["--concurrency", "16", "--per-host", "8"]
+    free = counting_socks()
+    run = run_harvestd(one, "--proxy", free.url(), *args)
+    assert run.rc == 0 and all(r["status"] == "ok" for r in run.records), run.stderr
+    assert free.max_open > 2, free.max_open
+
+    capped = counting_socks()
+    run = run_harvestd(one, "--proxy", capped.url(), "--proxy-connections", "2", *args)
+    assert run.rc == 0 and len(run.records) == len(one), run.stderr
+    assert all(r["status"] == "ok" for r in run.records), \
+        [r for r in run.records if r["status"] != "ok"][:3]
+    assert capped.connections == 2 and capped.max_open == 2, \
+        (capped.connections, capped.max_open)
+
+    many = [o.url("/page?title=m%d" % i) for i in range(12) for o in origins]
+    capped = counting_socks()
+    run = run_harvestd(many, "--proxy", capped.url(), "--proxy-connections", "2", *args)
+    assert run.rc == 0 and len(run.records) == len(many), run.stderr
+    assert all(r["status"] == "ok" for r in run.records), \
+        [r for r in run.records if r["status"] != "ok"][:3]
+    assert capped.connections >= 8, capped.connections
+
+
+def test_99_15_a_request_that_waits_past_its_deadline_for_a_proxy_connection(
+        run_harvestd, counting_socks, hosts):
+    """proxy_connections = 1 and three pages of 1.5 s each on three hosts, total_timeout 2 s:
+    the first is ok; the second gets the connection with 0.5 s left and times out; the third
+    never gets one: ProxyError no_proxy_connection_within_2s, not held against the proxy."""
+    origins = hosts(3)
+    urls = [o.url("/hold?key=w%d&max=1.5&title=W" % i) for i, o in enumerate(origins)]
+    proxy = counting_socks()
+    run = run_harvestd(urls, "--proxy", proxy.url("socks5"), "--proxy-connections", "1",
+                       "--concurrency", "3", "--total-timeout", "2s", "--retries", "0")
+    assert run.rc == 0, run.stderr
+    kinds = sorted((r["status"], r.get("error_type"), r.get("error")) for r in run.records)
+    assert kinds == [("failed", "ProxyError", "no_proxy_connection_within_2s"),
+                     ("failed", "TotalTimeout", "request_exceeded_2s"),
+                     ("ok", None, None)], kinds
+    assert proxy.max_open == 1
+    assert "event=proxy_set_aside" not in run.stderr
