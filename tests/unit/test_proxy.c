@@ -226,7 +226,8 @@ TEST_IMPL(proxy_creds_refusals_never_quote_the_password)
         {longline, 0, "creds:1: 'u:***'"},
         {"P:80 a:x\n\np:80 b:hunter2\n", 0, "creds:3: a second entry for p:80 (the first is "
                                              "on line 1)"},
-        {"[::1]:80 a:x\n[0::1]:80 b:hunter2\n", 0, "creds:2: a second entry for [0::1]:80 (the first is on line 1)"},
+        {"[::1]:80 a:x\n[0::1]:80 b:hunter2\n", 0, "creds:2: a second entry for [0::1]:80 (the "
+                                                "first is on line 1)"},
         {"* a:x\n* b:hunter2\n", 0, "creds:2: a second entry for * (the first is on line 1)"},
         {nul, sizeof(nul) - 1, "creds:1: a NUL byte"},
         {"", 0, "creds: no entry (HOST:PORT USER:PASSWORD, or * USER:PASSWORD)"},
