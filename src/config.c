@@ -29,6 +29,7 @@
 #include "harvestd/common.h"
 #include "harvestd/http.h"
 #include "harvestd/redisurl.h"
+#include "harvestd/secretfile.h"
 #include "harvestd/streamkeys.h"
 
 typedef enum {
@@ -138,6 +139,10 @@ static const directive_t directives[] = {
      "requests go through these proxies, comma-separated: http://[USER:PASSWORD@]HOST[:PORT] "
      "(CONNECT for https URLs), socks5:// or socks5h://...; none or empty: direct (a "
      "[host \"NAME\"] section may set its own, or none)"},
+    {"proxy_credentials_file", T_PATH, F(proxy_credentials_file), 0, 0, 0, "",
+     "credentials for the proxies whose URL has none, from a file its owner alone may read: "
+     "a line each, HOST:PORT USER:PASSWORD (percent-encoded), or * USER:PASSWORD for the "
+     "others; empty: none"},
     {"no_proxy", T_NO_PROXY, F(no_proxy), 0, 0, 0, "",
      "hosts that go direct whatever proxy says: names (with their subdomains), .domains, "
      "address ranges, or *"},
@@ -1395,6 +1400,48 @@ int hv_config_check_system(const hv_config_t *cfg, char *err, size_t errcap)
     return rc;
 }
 
+/* proxy_credentials_file: its entries given to every list's proxies that have no credentials
+ * of their URL, each entry used by one proxy at least. The file is read here, where the
+ * configuration is checked, so that --check-config and the start fail on one that will not
+ * do, naming it, its line and never a password. */
+static int load_proxy_credentials(hv_config_t *cfg, char *err, size_t errcap)
+{
+    const char *path = cfg->proxy_credentials_file;
+    char *text = hv_xmalloc(HV_PROXY_CREDS_FILE_MAX + 1);
+    char where[1100], msg[1400];
+    hv_proxy_creds_t creds;
+    size_t len = 0;
+    int rc = UV_EINVAL;
+
+    memset(&creds, 0, sizeof(creds));
+    /* One byte more than the bound tells a longer file. */
+    if (hv_secret_file_read(path, "proxy credentials file", text, HV_PROXY_CREDS_FILE_MAX + 1,
+                            &len, msg, sizeof(msg)) != 0)
+        goto out;
+    if (len > HV_PROXY_CREDS_FILE_MAX) {
+        snprintf(msg, sizeof(msg), "the proxy credentials file %s holds more than %d bytes",
+                 path, HV_PROXY_CREDS_FILE_MAX);
+        goto out;
+    }
+    if (hv_proxy_creds_parse(text, len, path, &creds, msg, sizeof(msg)) != 0)
+        goto out;
+    hv_proxy_creds_apply(&creds, &cfg->proxy);
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        hv_proxy_creds_apply(&creds, &cfg->host_rules[i].proxy);
+    if (hv_proxy_creds_check(&creds, path, msg, sizeof(msg)) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc != 0) {
+        hv_config_where(cfg, "proxy_credentials_file", where, sizeof(where));
+        snprintf(err, errcap, "%s: proxy_credentials_file: %s", where, msg);
+    }
+    hv_proxy_creds_free(&creds);
+    explicit_bzero(text, HV_PROXY_CREDS_FILE_MAX + 1);
+    free(text);
+    return rc;
+}
+
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
 {
     for (unsigned i = 0; i < cfg->nrulesets; i++) {
@@ -1428,6 +1475,11 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
                      "socks5://", where, l->proxy[i].shown);
             return UV_EINVAL;
         }
+    }
+    if (cfg->proxy_credentials_file[0] != '\0') {
+        int rc = load_proxy_credentials(cfg, err, errcap);
+        if (rc != 0)
+            return rc;
     }
     if (cfg->sources & HV_SOURCE_REDIS) {
         char where[1100], msg[1200];

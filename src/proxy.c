@@ -20,6 +20,55 @@ static const struct {
     {"socks5h://", HV_PROXY_SOCKS5H, 1080},
 };
 
+/* HOST[:PORT] in [p, end), the whole of it: a name, an IPv4 literal or a bracketed IPv6
+ * literal, lower-cased into `host` (HV_PROXY_HOST_MAX bytes; IPv6 without its brackets), and
+ * the port into `*port` when given (left as it was otherwise, unless `need_port`). 0 or -1.
+ * Proxy URLs and the credentials file's entries name hosts alike. */
+static int parse_host_port(const char *p, const char *end, char *host, int *host_is_ip,
+                           uint16_t *port, int need_port)
+{
+    const char *start = p, *host_end;
+    if (p < end && *p == '[') {
+        start = p + 1;
+        host_end = memchr(start, ']', (size_t)(end - start));
+        if (host_end == NULL)
+            return -1;
+        p = host_end + 1;
+    } else {
+        for (host_end = p; host_end < end && *host_end != ':' && *host_end != '/'; host_end++)
+            ;
+        p = host_end;
+    }
+    size_t hlen = (size_t)(host_end - start);
+    if (hlen == 0 || hlen >= HV_PROXY_HOST_MAX)
+        return -1;
+    for (size_t i = 0; i < hlen; i++) {
+        unsigned char ch = (unsigned char)start[i];
+        if (!(hv_ascii_is_alpha(ch) || hv_ascii_is_digit(ch) || ch == '.' || ch == '-' ||
+              ch == ':' || ch == '_'))
+            return -1;
+        host[i] = (char)hv_ascii_lower(ch);
+    }
+    host[hlen] = '\0';
+    struct in6_addr a6;
+    struct in_addr a4;
+    *host_is_ip = inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1;
+    if (strchr(host, ':') != NULL && !*host_is_ip)
+        return -1;
+    if (p < end && *p == ':') {
+        unsigned long v = 0;
+        size_t digits = 0;
+        for (p++; p < end && hv_ascii_is_digit((unsigned char)*p) && digits < 6; p++, digits++)
+            v = v * 10 + (unsigned long)(*p - '0');
+        if (digits == 0 || p != end || v == 0 || v > 65535)
+            return -1;
+        *port = (uint16_t)v;
+    } else if (p != end || need_port) {
+        return -1;
+    }
+    return 0;
+}
+
 int hv_proxy_parse(const char *text, hv_proxy_t *out, char *err, size_t errcap)
 {
     char shown[HV_PROXY_SHOWN_MAX + 64];
@@ -58,46 +107,8 @@ int hv_proxy_parse(const char *text, hv_proxy_t *out, char *err, size_t errcap)
         out->has_auth = 1;
         p = at + 1;
     }
-    const char *host = p, *host_end;
-    if (*p == '[') {
-        host = p + 1;
-        host_end = memchr(host, ']', (size_t)(end - host));
-        if (host_end == NULL)
-            goto bad;
-        p = host_end + 1;
-    } else {
-        host_end = p + strcspn(p, ":/");
-        if (host_end > end)
-            host_end = end;
-        p = host_end;
-    }
-    size_t hlen = (size_t)(host_end - host);
-    if (hlen == 0 || hlen >= sizeof(out->host))
+    if (parse_host_port(p, end, out->host, &out->host_is_ip, &out->port, 0) != 0)
         goto bad;
-    memcpy(out->host, host, hlen);
-    out->host[hlen] = '\0';
-    for (char *c = out->host; *c != '\0'; c++) {
-        unsigned char ch = (unsigned char)*c;
-        if (!(hv_ascii_is_alpha(ch) || hv_ascii_is_digit(ch) || ch == '.' || ch == '-' ||
-              ch == ':' || ch == '_'))
-            goto bad;
-        *c = (char)hv_ascii_lower(ch);
-    }
-    struct in6_addr a6;
-    struct in_addr a4;
-    out->host_is_ip = inet_pton(AF_INET, out->host, &a4) == 1 ||
-                      inet_pton(AF_INET6, out->host, &a6) == 1;
-    if (strchr(out->host, ':') != NULL && !out->host_is_ip)
-        goto bad;
-    if (p < end && *p == ':') {
-        char *num_end;
-        unsigned long port = strtoul(p + 1, &num_end, 10);
-        if (num_end == p + 1 || num_end != end || port == 0 || port > 65535)
-            goto bad;
-        out->port = (uint16_t)port;
-    } else if (p != end) {
-        goto bad;
-    }
     snprintf(out->shown, sizeof(out->shown),
              strchr(out->host, ':') != NULL ? "%s[%s]:%u" : "%s%s:%u", prefixes[out->kind],
              out->host, (unsigned)out->port);
@@ -180,14 +191,206 @@ int hv_proxy_list_format(const hv_proxy_list_t *l, char *out, size_t cap)
     for (unsigned i = 0; i < l->count; i++) {
         const hv_proxy_t *p = &l->proxy[i];
         const char *rest = strstr(p->shown, "://") + 3;
+        int url_auth = p->has_auth && !p->auth_from_file;
         int w = snprintf(out + n, cap - n, "%s%.*s%s%s%s", i > 0 ? ", " : "",
-                         (int)(rest - p->shown), p->shown, p->has_auth ? p->user : "",
-                         p->has_auth ? ":***@" : "", rest);
+                         (int)(rest - p->shown), p->shown, url_auth ? p->user : "",
+                         url_auth ? ":***@" : "", rest);
         if (w < 0 || (size_t)w >= cap - n)
             return -1;
         n += (size_t)w;
     }
     return 0;
+}
+
+/* ---- the credentials file ---- */
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* "host:port" as an entry names it ("[::1]:3128"), or "*". */
+static const char *cred_shown(const hv_proxy_cred_t *e, char *out, size_t cap)
+{
+    if (e->any)
+        snprintf(out, cap, "*");
+    else
+        snprintf(out, cap, strchr(e->host, ':') != NULL ? "[%s]:%u" : "%s:%u", e->host,
+                 (unsigned)e->port);
+    return out;
+}
+
+/* One host, as two names (lower case alike) or as two addresses. */
+static int same_host(const char *a, int a_ip, const char *b, int b_ip)
+{
+    unsigned char x[16], y[16];
+    if (!a_ip || !b_ip)
+        return !a_ip && !b_ip && strcmp(a, b) == 0;
+    int fa = strchr(a, ':') != NULL ? AF_INET6 : AF_INET;
+    int fb = strchr(b, ':') != NULL ? AF_INET6 : AF_INET;
+    return fa == fb && inet_pton(fa, a, x) == 1 && inet_pton(fb, b, y) == 1 &&
+           memcmp(x, y, fa == AF_INET6 ? 16 : 4) == 0;
+}
+
+/* The line [p, end) (without its newline) into `e`: 0, or -1 with what is wrong in `err`
+ * (after the caller's "NAME:LINE: "). Nothing here quotes what follows the user. */
+static int parse_cred_line(const char *p, const char *end, hv_proxy_cred_t *e, char *err,
+                           size_t errcap)
+{
+    const char *field_end = p, *cred;
+    while (field_end < end && !is_blank(*field_end))
+        field_end++;
+    for (cred = field_end; cred < end && is_blank(*cred); cred++)
+        ;
+    if (cred == end) {
+        snprintf(err, errcap, "expected HOST:PORT USER:PASSWORD, or * USER:PASSWORD");
+        return -1;
+    }
+    if (field_end - p == 1 && *p == '*') {
+        e->any = 1;
+    } else if (parse_host_port(p, field_end, e->host, &e->host_is_ip, &e->port, 1) != 0) {
+        snprintf(err, errcap, "the first field is neither HOST:PORT (a name, an IPv4 address "
+                 "or a bracketed IPv6 address, and a port) nor *");
+        return -1;
+    }
+    const char *colon = memchr(cred, ':', (size_t)(end - cred));
+    if (colon == NULL) {
+        snprintf(err, errcap, "the credentials (***) must be USER:PASSWORD");
+        return -1;
+    }
+    if (hv_url_percent_decode(cred, colon, e->user, sizeof(e->user)) != 0 ||
+        hv_url_percent_decode(colon + 1, end, e->password, sizeof(e->password)) != 0) {
+        snprintf(err, errcap, "'%.*s:***': the user and the password must be percent-encoded, "
+                 "at most %d bytes each", (int)HV_MIN((size_t)(colon - cred),
+                                                      (size_t)3 * HV_PROXY_CRED_MAX),
+                 cred, HV_PROXY_CRED_MAX - 1);
+        return -1;
+    }
+    return 0;
+}
+
+int hv_proxy_creds_parse(const char *text, size_t len, const char *name, hv_proxy_creds_t *out,
+                         char *err, size_t errcap)
+{
+    hv_proxy_creds_t c = {0};
+    hv_proxy_cred_t e;
+    const char *p = text, *stop = text + len;
+    unsigned line = 0, room = 0;
+    char why[1024], shown[HV_PROXY_HOST_MAX + 16];
+
+    memset(&e, 0, sizeof(e));
+    while (p < stop) {
+        const char *nl = memchr(p, '\n', (size_t)(stop - p));
+        const char *end = nl != NULL ? nl : stop, *next = nl != NULL ? nl + 1 : stop;
+        line++;
+        if (memchr(p, '\0', (size_t)(end - p)) != NULL) {
+            snprintf(why, sizeof(why), "a NUL byte");
+            goto bad;
+        }
+        while (p < end && is_blank(*p))
+            p++;
+        while (end > p && (is_blank(end[-1]) || end[-1] == '\r'))
+            end--;
+        if (p == end || *p == '#') {
+            p = next;
+            continue;
+        }
+        memset(&e, 0, sizeof(e));
+        if (parse_cred_line(p, end, &e, why, sizeof(why)) != 0)
+            goto bad;
+        e.line = line;
+        for (unsigned i = 0; i < c.count; i++) {
+            const hv_proxy_cred_t *o = &c.cred[i];
+            if (o->any == e.any && (e.any || (o->port == e.port &&
+                                              same_host(o->host, o->host_is_ip, e.host,
+                                                        e.host_is_ip)))) {
+                snprintf(why, sizeof(why), "a second entry for %s (the first is on line %u)",
+                         cred_shown(&e, shown, sizeof(shown)), o->line);
+                goto bad;
+            }
+        }
+        if (c.count == HV_PROXY_CREDS_MAX) {
+            snprintf(why, sizeof(why), "more than %d entries", HV_PROXY_CREDS_MAX);
+            goto bad;
+        }
+        if (c.count == room) {
+            /* Grown by hand, so that the array left behind is wiped before it is freed. */
+            unsigned n = c.count;
+            room = room == 0 ? 8 : HV_MIN(2 * room, (unsigned)HV_PROXY_CREDS_MAX);
+            hv_proxy_cred_t *bigger = hv_xcalloc(room, sizeof(*bigger));
+            if (n > 0)
+                memcpy(bigger, c.cred, n * sizeof(*c.cred));
+            hv_proxy_creds_free(&c);
+            c.cred = bigger;
+            c.count = n;
+        }
+        c.cred[c.count++] = e;
+        explicit_bzero(&e, sizeof(e));
+        p = next;
+    }
+    if (c.count == 0) {
+        snprintf(err, errcap, "%s: no entry (HOST:PORT USER:PASSWORD, or * USER:PASSWORD)",
+                 name);
+        return -1;
+    }
+    *out = c;
+    return 0;
+bad:
+    snprintf(err, errcap, "%s:%u: %s", name, line, why);
+    explicit_bzero(&e, sizeof(e));
+    hv_proxy_creds_free(&c);
+    return -1;
+}
+
+void hv_proxy_creds_apply(hv_proxy_creds_t *c, hv_proxy_list_t *l)
+{
+    for (unsigned i = 0; i < l->count; i++) {
+        hv_proxy_t *p = &l->proxy[i];
+        hv_proxy_cred_t *own = NULL, *any = NULL;
+        for (unsigned k = 0; k < c->count; k++) {
+            hv_proxy_cred_t *e = &c->cred[k];
+            if (e->any)
+                any = e;
+            else if (e->port == p->port && same_host(e->host, e->host_is_ip, p->host,
+                                                     p->host_is_ip))
+                own = e;
+        }
+        hv_proxy_cred_t *e = own != NULL ? own : any;
+        if (e != NULL)
+            e->matched++;
+        if (p->has_auth && !p->auth_from_file)
+            continue;
+        explicit_bzero(p->user, sizeof(p->user));
+        explicit_bzero(p->password, sizeof(p->password));
+        p->has_auth = p->auth_from_file = e != NULL;
+        if (e != NULL) {
+            memcpy(p->user, e->user, sizeof(p->user));
+            memcpy(p->password, e->password, sizeof(p->password));
+        }
+    }
+}
+
+int hv_proxy_creds_check(const hv_proxy_creds_t *c, const char *name, char *err, size_t errcap)
+{
+    char shown[HV_PROXY_HOST_MAX + 16];
+    for (unsigned i = 0; i < c->count; i++) {
+        const hv_proxy_cred_t *e = &c->cred[i];
+        if (e->matched > 0)
+            continue;
+        snprintf(err, errcap, "%s:%u: %s matches no proxy of the configuration%s", name,
+                 e->line, cred_shown(e, shown, sizeof(shown)),
+                 e->any ? " (every proxy has an entry of its own)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+void hv_proxy_creds_free(hv_proxy_creds_t *c)
+{
+    if (c->cred != NULL)
+        explicit_bzero(c->cred, c->count * sizeof(*c->cred));
+    free(c->cred);
+    memset(c, 0, sizeof(*c));
 }
 
 int hv_proxy_basic_auth(const hv_proxy_t *p, char *out, size_t cap)

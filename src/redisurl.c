@@ -1,15 +1,11 @@
 /* redisurl.c: redis:// and rediss:// URLs, and the password file (see redisurl.h). */
 #include "harvestd/redisurl.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <uv.h>
 
 #include "harvestd/common.h"
+#include "harvestd/secretfile.h"
 #include "harvestd/url.h"
 
 const char *hv_redis_url_mask(const char *url, char *out, size_t cap)
@@ -100,61 +96,17 @@ fail:
     return -1;
 }
 
-/* The file's first `cap` bytes (all of it when shorter): the byte count, or a negative
- * errno. */
-static ssize_t read_up_to(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    while (n < cap) {
-        ssize_t got = read(fd, buf + n, cap - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return -errno;
-        if (got == 0)
-            break;
-        n += (size_t)got;
-    }
-    return (ssize_t)n;
-}
-
 int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, size_t errcap)
 {
     char buf[HV_REDIS_PASSWORD_MAX + 2];
-    struct stat st;
-    ssize_t n = 0;
     size_t len = 0;
     const char *nl = NULL;
     int rc = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errcap, "cannot read the password file %s: %s", path,
-                 hv_strerror(uv_translate_sys_error(errno)));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errcap, "the password file %s is not a regular file", path);
-        goto out;
-    }
-    if (st.st_mode & (S_IRGRP | S_IROTH)) {
-        snprintf(err, errcap, "the password file %s is readable by %s (mode %04o): let only "
-                 "its owner read it (chmod 600)", path,
-                 (st.st_mode & S_IRGRP) && (st.st_mode & S_IROTH) ? "its group and others"
-                 : (st.st_mode & S_IRGRP)                          ? "its group"
-                                                                   : "others",
-                 (unsigned)(st.st_mode & 07777));
-        goto out;
-    }
     /* The longest password and a CR LF, and one byte more to tell a longer file. */
     cap = HV_MIN(cap, sizeof(buf) - 2);
-    n = read_up_to(fd, buf, cap + 2);
-    if (n < 0) {
-        snprintf(err, errcap, "cannot read the password file %s: %s", path,
-                 hv_strerror(uv_translate_sys_error((int)-n)));
+    if (hv_secret_file_read(path, "password file", buf, cap + 2, &len, err, errcap) != 0)
         goto out;
-    }
-    len = (size_t)n;
     nl = memchr(buf, '\n', len);
     if (nl != NULL && (size_t)(nl - buf) + 1 < len) {
         snprintf(err, errcap, "the password file %s has more than one line", path);
@@ -181,8 +133,6 @@ int hv_redis_password_read(const char *path, char *out, size_t cap, char *err, s
     rc = 0;
 out:
     explicit_bzero(buf, sizeof(buf));
-    if (fd >= 0)
-        close(fd);
     return rc;
 }
 

@@ -109,6 +109,7 @@ typedef struct {
 
     /* proxies */
     hv_proxy_list_t proxy;       /* given with count 0: none (direct) */
+    char proxy_credentials_file[1024]; /* credentials for proxies without their own; empty: none */
     hv_no_proxy_t no_proxy;
     hv_rotation_t proxy_rotation;
     int proxy_remote_dns;        /* socks5h allowed (the guard cannot see its targets) */
@@ -247,7 +248,10 @@ void hv_config_free(hv_config_t *cfg);
 /** Whether directive `name` is a yes/no switch (on the command line it takes no value). */
 int hv_config_is_flag(const char *name);
 
-/** Resolve derived defaults (parse_jobs = CPUs) and cross-checks; 0 or UV_EINVAL + `err`. */
+/** Resolve derived defaults (parse_jobs = CPUs) and cross-checks; read the files the
+ *  configuration names that must be right before the start (proxy_credentials_file, whose
+ *  entries it gives to the proxies; redis_password_file): 0 or UV_EINVAL + `err`, which
+ *  names the directive, where it was set and the file. */
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap);
 
 /** `--check-config`'s look at the system: the daemon's spool_dir exists (the daemon creates

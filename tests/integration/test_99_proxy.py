@@ -1,5 +1,8 @@
 """Proxies: requests through a real tinyproxy on loopback (CONNECT for https, absolute-form
-for http), with and without credentials, and the failures of a proxy as ProxyError records."""
+for http), with and without credentials (in the URL or in proxy_credentials_file), and the
+failures of a proxy as ProxyError records."""
+
+import os
 
 import pytest
 
@@ -302,7 +305,108 @@ def test_99_13_http_falls_back_to_absolute_form_where_tunnels_are_refused(
     assert run.stderr.count("event=proxy_no_http_tunnel") == 1, run.stderr
 
 
-def test_99_14_proxy_connections_caps_what_is_open_through_a_proxy(run_harvestd,
+# ------------------------------------------------------------- proxy_credentials_file
+
+
+def _creds_file(tmp_path, text, mode=0o600, name="proxies.cred"):
+    path = tmp_path / name
+    path.write_text(text)
+    os.chmod(str(path), mode)
+    return str(path)
+
+
+def test_99_14_credentials_from_the_file_reach_the_proxies(run_harvestd, tinyproxy, microsocks,
+                                                             tls_origin, origin, pki, tmp_path):
+    """The file's entries reach an HTTP proxy of a [host] section (its HOST:PORT line,
+    percent-decoded) and the global SOCKS5 one (the * line, a password with blanks); a URL's own
+    credentials win over the file's. No password in the log or the records."""
+    tiny = tinyproxy(user="crawler", password="s3cretpw")
+    socks = microsocks(user="sockuser", password="s0cks pass word")
+    creds = _creds_file(tmp_path, "# proxies of the test\n\n"
+                        "127.0.0.1:%d crawler:%%733cretpw\r\n"
+                        "* sockuser:s0cks pass word  \n" % tiny.port)
+    conf = tmp_path / "creds.conf"
+    conf.write_text("proxy = socks5://127.0.0.1:%d\n"
+                    "proxy_credentials_file = %s\n"
+                    "[host \"localhost\"]\n"
+                    "proxy = http://127.0.0.1:%d\n" % (socks.port, creds, tiny.port))
+    via_http = [tls_origin.url("/page?title=a"), "http://localhost:%d/page?title=b" % origin.port]
+    via_socks = [origin.url("/page?title=c"), origin.url("/page?title=d")]
+    run = run_harvestd(via_http + via_socks, "-c", str(conf), "--ca-file", pki.ca_file, "-vv")
+    assert run.rc == 0, run.stderr
+    recs = {r["requested_url"]: r for r in run.records}
+    assert all(r["status"] == "ok" for r in run.records), run.records
+    assert all(recs[u]["proxy"] == "http://127.0.0.1:%d" % tiny.port for u in via_http), recs
+    assert all(recs[u]["proxy"] == "socks5://127.0.0.1:%d" % socks.port for u in via_socks), recs
+    assert tiny.requests(), "nothing went through tinyproxy"
+    for secret in ("3cretpw", "s0cks pass word", "s0cks"):
+        assert secret not in run.stderr
+        assert all(secret not in str(r) for r in run.records)
+
+    # The command line names the file as well; a URL with credentials of its own keeps them
+    # (the file's, wrong for it, are not sent).
+    creds = _creds_file(tmp_path, "127.0.0.1:%d crawler:wrong\n" % tiny.port, name="wrong.cred")
+    run = run_harvestd(via_http, "--proxy", tiny.url(), "--proxy-credentials-file", creds,
+                       "--ca-file", pki.ca_file)
+    assert run.rc == 0, run.stderr
+    assert [r["status"] for r in run.records] == ["ok", "ok"], run.records
+    run = run_harvestd(via_http, "--proxy", tiny.url(with_auth=False),
+                       "--proxy-credentials-file", creds, "--ca-file", pki.ca_file,
+                       "--retries", "0")
+    # Without the URL's, the file's wrong ones are sent: tinyproxy answers 401 to wrong
+    # credentials (407 to none, test_99_02), to the CONNECT and to the absolute-form request.
+    assert sorted(r["error"] for r in run.records) == ["http_401", "proxy_http_401"], \
+        run.records
+
+
+@pytest.mark.parametrize("mode,says", [(0o644, "its group and others (mode 0644)"),
+                                       (0o604, "others (mode 0604)")])
+def test_99_15_a_credentials_file_others_may_read_stops_the_start(harvestd, start_daemon,
+                                                                   spool, tmp_path, mode, says):
+    creds = _creds_file(tmp_path, "* crawler:hunter2pw\n", mode)
+    os.makedirs(str(spool.root), exist_ok=True)
+    d = start_daemon(ready=False, proxy="http://127.0.0.1:3128", proxy_credentials_file=creds)
+    assert d.wait(20) == 2
+    message = ("proxy_credentials_file: the proxy credentials file %s is readable by %s: let "
+               "only its owner read it (chmod 600)" % (creds, says))
+    assert message in d.stderr_text()
+    checked = harvestd.command("--check-config", "-c", d.config)
+    assert checked.returncode == 2 and message in checked.stderr, checked
+    assert "hunter2pw" not in d.stderr_text() + checked.stderr
+
+
+@pytest.mark.parametrize("lines,line,says", [
+    (["# fine", "127.0.0.1:3128 crawler:fine", "127.0.0.1:3129 hunter2pw"], 3,
+     "the credentials (***) must be USER:PASSWORD"),
+    (["127.0.0.1:3128 crawler:bad%zzhunter2pw"], 1,
+     "'crawler:***': the user and the password must be percent-encoded"),
+    (["127.0.0.1 crawler:hunter2pw"], 1, "the first field is neither HOST:PORT"),
+    (["127.0.0.1:3128 crawler:hunter2pw", "", "127.0.0.1:3128 other:hunter2pw"], 3,
+     "a second entry for 127.0.0.1:3128 (the first is on line 1)"),
+    (["127.0.0.1:3128 crawler:x", "127.0.0.1:3218 crawler:hunter2pw"], 2,
+     "127.0.0.1:3218 matches no proxy of the configuration"),
+])
+def test_99_16_a_bad_credentials_line_is_named_without_its_password(
+        harvestd, run_harvestd, start_daemon, spool, origin, tmp_path, lines, line, says):
+    creds = _creds_file(tmp_path, "\n".join(lines) + "\n")
+    os.makedirs(str(spool.root), exist_ok=True)
+    d = start_daemon(ready=False, proxy="http://127.0.0.1:3128", proxy_credentials_file=creds)
+    assert d.wait(20) == 2
+    stderr = d.stderr_text()
+    where = "%s:%d: " % (creds, line)
+    assert "proxy_credentials_file: " + where + says in stderr, stderr
+    checked = harvestd.command("--check-config", "-c", d.config)
+    assert checked.returncode == 2 and where + says in checked.stderr, checked
+    # --once stops before a record is written.
+    run = run_harvestd([origin.url("/page?title=x")], "--proxy", "http://127.0.0.1:3128",
+                       "--proxy-credentials-file", creds, parse=False)
+    assert run.rc == 2 and where + says in run.stderr, run.stderr
+    assert not os.path.exists(run.out_path) or os.path.getsize(run.out_path) == 0
+    for text in (stderr, checked.stderr, checked.stdout, run.stderr):
+        assert "hunter2pw" not in text
+
+
+def test_99_17_proxy_connections_caps_what_is_open_through_a_proxy(run_harvestd,
                                                                    counting_socks, hosts):
     """One host, per_host 8, through a SOCKS5 proxy: without a cap the proxy sees eight
     connections at once; with proxy_connections = 2, two in all, the other requests waiting
@@ -333,7 +437,7 @@ def test_99_14_proxy_connections_caps_what_is_open_through_a_proxy(run_harvestd,
     assert capped.connections >= 8, capped.connections
 
 
-def test_99_15_a_request_that_waits_past_its_deadline_for_a_proxy_connection(
+def test_99_18_a_request_that_waits_past_its_deadline_for_a_proxy_connection(
         run_harvestd, counting_socks, hosts):
     """proxy_connections = 1 and three pages of 1.5 s each on three hosts, total_timeout 2 s:
     the first is ok; the second gets the connection with 0.5 s left and times out; the third

@@ -1,5 +1,7 @@
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -540,4 +542,113 @@ TEST_IMPL(config_help_shows_canonical_defaults)
         if (strstr(text, lines[i]) == NULL)
             hv_test_fail(__FILE__, __LINE__, "not in --help: %s", lines[i]);
     free(text);
+}
+
+/* `data` into the file `name` of the test's directory, with `mode`: its path. */
+static const char *secret_file(const char *name, const char *data, size_t len, mode_t mode)
+{
+    static char path[512];
+    snprintf(path, sizeof(path), "%s/%s", hv_test_tmpdir(), name);
+    FILE *f = fopen(path, "wb");
+    ASSERT_NOT_NULL(f);
+    ASSERT_EQ(len, fwrite(data, 1, len, f));
+    ASSERT_OK(fclose(f));
+    ASSERT_OK(chmod(path, mode));
+    return path;
+}
+
+/* proxy_credentials_file: read when the configuration is finished, its entries given to the
+ * global list and to every [host] list; the dump shows the key's path and the proxies as
+ * configured. */
+TEST_IMPL(config_proxy_credentials_file)
+{
+    static const char creds[] = "# proxies\n10.0.0.7:3128 crawler:s3cret\n* other:hunter2\n";
+    hv_config_t c;
+    char err[1500], text[1200], path[600];
+    snprintf(path, sizeof(path), "%s",
+             secret_file("proxies.cred", creds, sizeof(creds) - 1, 0600));
+    hv_config_defaults(&c);
+    snprintf(text, sizeof(text),
+             "proxy = http://10.0.0.7:3128\n"
+             "proxy_credentials_file = %s\n"
+             "[host \"api.example.org\"]\n"
+             "proxy = socks5://10.0.0.8, http://own:urlpw@10.0.0.7:3128\n", path);
+    ASSERT_OK(load_text(&c, text, err, sizeof(err)));
+    if (hv_config_finish(&c, err, sizeof(err)) != 0)
+        hv_test_fail(__FILE__, __LINE__, "%s", err);
+    const hv_proxy_list_t *l = hv_config_host_proxies(&c, "example.com", 0);
+    ASSERT_NOT_NULL(l);
+    ASSERT_STR_EQ("crawler", l->proxy[0].user);
+    ASSERT_STR_EQ("s3cret", l->proxy[0].password);
+    l = hv_config_host_proxies(&c, "api.example.org", 0);
+    ASSERT_NOT_NULL(l);
+    ASSERT_STR_EQ("other", l->proxy[0].user);
+    ASSERT_STR_EQ("hunter2", l->proxy[0].password);
+    ASSERT_STR_EQ("own", l->proxy[1].user); /* the URL's own win */
+    ASSERT_OK(hv_config_format(&c, "proxy_credentials_file", text, sizeof(text)));
+    ASSERT_STR_EQ(path, text);
+    ASSERT_OK(hv_config_format(&c, "proxy", text, sizeof(text)));
+    ASSERT_STR_EQ("http://10.0.0.7:3128", text);
+    /* Finished again (the file read again): the same. */
+    ASSERT_OK(hv_config_finish(&c, err, sizeof(err)));
+    ASSERT_STR_EQ("crawler", c.proxy.proxy[0].user);
+    hv_config_free(&c);
+}
+
+/* What stops the start: each message says where the key was set, then the file (and its
+ * line), never a password. */
+TEST_IMPL(config_proxy_credentials_file_errors)
+{
+    char big[HV_PROXY_CREDS_FILE_MAX + 1];
+    memset(big, '#', sizeof(big));
+    const struct {
+        const char *data;
+        size_t len;
+        mode_t mode;
+        const char *proxy, *says; /* "%s" stands for the file */
+    } cases[] = {
+        {"* u:hunter2\n", 12, 0640, "http://p:1",
+         "the proxy credentials file %s is readable by its group (mode 0640): let only its "
+         "owner read it (chmod 600)"},
+        {"* u:hunter2\n", 12, 0604, "http://p:1",
+         "the proxy credentials file %s is readable by others (mode 0604)"},
+        {"p:1 u:x\np:2 hunter2\n", 20, 0600, "http://p:1, http://p:2",
+         "%s:2: the credentials (***) must be USER:PASSWORD"},
+        {"p:1 u:x\np:3 u:hunter2\n", 22, 0600, "http://p:1",
+         "%s:2: p:3 matches no proxy of the configuration"},
+        {"* u:hunter2\n", 12, 0600, "none", "%s:1: * matches no proxy of the configuration"},
+        {"# none\n", 7, 0600, "http://p:1", "%s: no entry"},
+        {big, sizeof(big), 0600, "http://p:1",
+         "the proxy credentials file %s holds more than 65536 bytes"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hv_config_t c;
+        char err[1500], want[1500], path[600];
+        snprintf(path, sizeof(path), "%s",
+                 secret_file("p.cred", cases[i].data, cases[i].len, cases[i].mode));
+        hv_config_defaults(&c);
+        ASSERT_OK(hv_config_set(&c, "proxy", cases[i].proxy, err, sizeof(err)));
+        ASSERT_OK(hv_config_set(&c, "proxy-credentials-file", path, err, sizeof(err)));
+        hv_config_mark_cli(&c, "proxy_credentials_file");
+        ASSERT_EQ(UV_EINVAL, hv_config_finish(&c, err, sizeof(err)));
+        const char *mark = strstr(cases[i].says, "%s");
+        snprintf(want, sizeof(want), "command line: proxy_credentials_file: %.*s%s%s",
+                 (int)(mark - cases[i].says), cases[i].says, path, mark + 2);
+        if (strncmp(err, want, strlen(want)) != 0)
+            hv_test_fail(__FILE__, __LINE__, "case %zu: '%s' does not start '%s'", i, err, want);
+        ASSERT(strstr(err, "hunter2") == NULL);
+        hv_config_free(&c);
+    }
+    hv_config_t c;
+    char err[1500], want[1500], path[600];
+    snprintf(path, sizeof(path), "%s/no-such-file", hv_test_tmpdir());
+    hv_config_defaults(&c);
+    ASSERT_OK(hv_config_set(&c, "proxy", "http://p:1", err, sizeof(err)));
+    ASSERT_OK(hv_config_set(&c, "proxy_credentials_file", path, err, sizeof(err)));
+    hv_config_mark_cli(&c, "proxy_credentials_file");
+    ASSERT_EQ(UV_EINVAL, hv_config_finish(&c, err, sizeof(err)));
+    snprintf(want, sizeof(want), "command line: proxy_credentials_file: cannot read the proxy "
+             "credentials file %s: no such file or directory", path);
+    ASSERT_STR_EQ(want, err);
+    hv_config_free(&c);
 }
