@@ -78,6 +78,8 @@ static void check_round_trips(const hv_config_t *cfg)
     const char *name;
 
     memcpy(again, cfg, sizeof(*again));
+    /* The one directive that owns memory: `again` gets its own list when it is set. */
+    memset(&again->proxy, 0, sizeof(again->proxy));
     for (size_t i = 0; (name = hv_config_directive_name(i)) != NULL; i++) {
         int rc = hv_config_format(cfg, name, text, sizeof(text));
         FUZZ_CHECK(rc == 0, "format %s: %d", name, rc);
@@ -90,7 +92,9 @@ static void check_round_trips(const hv_config_t *cfg)
         hv_config_where(cfg, name, where, sizeof(where));
         FUZZ_CHECK(where[0] != '\0', "%s: no origin", name);
     }
-    /* `again` shares cfg's rule sets: only the struct is freed. */
+    /* `again` shares cfg's rule sets and [host] sections: only its own list and the struct
+     * are freed. */
+    hv_proxy_list_free(&again->proxy);
     free(again);
 }
 
