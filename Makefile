@@ -112,9 +112,12 @@ run: deps
 test: $(UNIT_BIN)
 	./$(UNIT_BIN)
 
+# The integration tests run PYTEST_JOBS at a time (pytest-xdist): they spend most of their time
+# waiting on servers, timers and daemons, a quarter of it on the CPU. PYTEST_JOBS=0: one by one.
+PYTEST_JOBS ?= 4
 integration: $(BIN) $(TOOLS)
 	HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) HARVESTD_SANITIZER=$(SANITIZER) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider tests/integration $(PYTEST_ARGS)
+	    $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) tests/integration $(PYTEST_ARGS)
 
 # The chaos test of the Redis fleet at length (test_97: 5,000 lines, 40 kills of daemons and Redis).
 .PHONY: chaos
