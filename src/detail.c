@@ -96,6 +96,7 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_DECODE_CORRUPT] = "<codec>_corrupt",
     [HV_D_DECODE_TRUNCATED] = "<codec>_truncated",
     [HV_D_DECODE_INIT_FAILED] = "<codec>_init_failed",
+    [HV_D_DECODE_WINDOW_TOO_LARGE] = "<codec>_window_too_large",
     [HV_D_HTTP_PARSE] = "<llhttp_error>",
 
     [HV_D_DISALLOWED_BY_ROBOTS] = "disallowed_by_robots_txt",

@@ -8,6 +8,8 @@
 #include "harvestd/http.h"
 
 #include <brotli/decode.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -205,7 +207,7 @@ int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
     if (accept)
         put(out, &rc, "Accept: text/html,application/xhtml+xml\r\n", NULL);
     if (accept_encoding)
-        put(out, &rc, "Accept-Encoding: gzip, deflate, br\r\n", NULL);
+        put(out, &rc, "Accept-Encoding: gzip, deflate, br, zstd\r\n", NULL);
     for (size_t i = 0; i < nfields; i++)
         if (fields[i].value[0] != '\0')
             put(out, &rc, fields[i].name, ": ", fields[i].value, "\r\n", NULL);
@@ -275,6 +277,8 @@ void hv_http_free(hv_http_t *h)
         BrotliDecoderDestroyInstance(h->_br);
         h->_br = NULL;
     }
+    ZSTD_freeDCtx(h->_zs);
+    h->_zs = NULL;
 }
 
 /* Record what went wrong, as code and argument. */
@@ -441,6 +445,8 @@ static void classify_encoding(hv_http_t *h)
         enc = HV_ENC_DEFLATE;
     else if (strcmp(v, "br") == 0)
         enc = HV_ENC_BROTLI;
+    else if (strcmp(v, "zstd") == 0)
+        enc = HV_ENC_ZSTD;
     else
         enc = HV_ENC_UNSUPPORTED;
     h->encoding = h->encoding == HV_ENC_IDENTITY ? enc : HV_ENC_UNSUPPORTED;
@@ -526,6 +532,7 @@ static const char *codec_name(const hv_http_t *h)
 {
     return h->encoding == HV_ENC_GZIP     ? "gzip"
            : h->encoding == HV_ENC_BROTLI ? "brotli"
+           : h->encoding == HV_ENC_ZSTD   ? "zstd"
                                           : "deflate";
 }
 
@@ -618,10 +625,77 @@ static int brotli_body(hv_http_t *h, const char *data, size_t len)
     return 0;
 }
 
+/* RFC 9659: a zstd content coding's window is at most 8 MiB. A frame that asks for more is
+ * refused before its window is allocated. */
+#define ZSTD_WINDOW_LOG_MAX 23
+
+/* Whether the bytes after a complete zstd frame may start another frame (its magic number,
+ * 28 b5 2f fd, or a skippable frame's, 5? 2a 4d 18), judged on what is there of its first
+ * four bytes. */
+static int zstd_frame_start(const unsigned char *p, size_t n)
+{
+    static const unsigned char frame[4] = {0x28, 0xb5, 0x2f, 0xfd};
+    static const unsigned char skippable[4] = {0x50, 0x2a, 0x4d, 0x18};
+    int is_frame = 1, is_skippable = 1;
+    for (size_t i = 0; i < n && i < 4; i++) {
+        is_frame &= p[i] == frame[i];
+        is_skippable &= i == 0 ? (p[0] & 0xf0) == 0x50 : p[i] == skippable[i];
+    }
+    return is_frame || is_skippable;
+}
+
+/* zstd, streaming, frame after frame: output goes through keep_body, so the decoded-size
+ * limit stops a decompression bomb at the first chunk past it. Bytes after a complete frame
+ * that cannot start another are junk, ignored as gzip's are. */
+static int zstd_body(hv_http_t *h, const char *data, size_t len)
+{
+    if (h->_zs == NULL) {
+        h->_zs = ZSTD_createDCtx();
+        if (h->_zs == NULL ||
+            ZSTD_isError(ZSTD_DCtx_setParameter(h->_zs, ZSTD_d_windowLogMax, ZSTD_WINDOW_LOG_MAX)))
+            return decode_error(h, HV_D_DECODE_INIT_FAILED);
+    }
+    ZSTD_inBuffer in = {data, len, 0};
+    int more = 0; /* the last call filled the output: it may hold more */
+    while (!h->_z_ignore && (in.pos < in.size || more)) {
+        const unsigned char *next = (const unsigned char *)data + in.pos;
+        if (h->_zs_end && in.pos < in.size) {
+            if (!zstd_frame_start(next, in.size - in.pos)) {
+                h->_z_ignore = 1;
+                return 0;
+            }
+            h->_zs_end = 0;
+        }
+        unsigned char out[16384];
+        ZSTD_outBuffer o = {out, sizeof(out), 0};
+        size_t r = ZSTD_decompressStream(h->_zs, &o, &in);
+        if (o.pos > 0 && keep_body(h, (const char *)out, o.pos) != 0)
+            return -1;
+        if (ZSTD_isError(r)) {
+            if (ZSTD_getErrorCode(r) == ZSTD_error_frameParameter_windowTooLarge)
+                return decode_error(h, HV_D_DECODE_WINDOW_TOO_LARGE);
+            if (h->_zs_frames > 0) { /* not another frame after a complete one: junk */
+                h->_zs_end = 1;
+                h->_z_ignore = 1;
+                return 0;
+            }
+            return decode_error(h, HV_D_DECODE_CORRUPT);
+        }
+        more = r != 0 && o.pos == o.size;
+        if (r == 0) { /* the frame is decoded and flushed */
+            h->_zs_end = 1;
+            h->_zs_frames++;
+        }
+    }
+    return 0;
+}
+
 static int inflate_body(hv_http_t *h, const char *data, size_t len)
 {
     if (h->encoding == HV_ENC_BROTLI)
         return brotli_body(h, data, len);
+    if (h->encoding == HV_ENC_ZSTD)
+        return zstd_body(h, data, len);
     if (!h->_z_init) {
         int wbits = 15 + 32; /* zlib or gzip wrapper, detected from the first bytes */
         if (h->encoding == HV_ENC_DEFLATE) {
@@ -679,7 +753,7 @@ static int on_message_complete(llhttp_t *p)
     }
     if (h->_body_mode == HV_HTTP_BODY_KEEP &&
         ((h->_z_init && !h->_z_end) || (!h->_z_init && h->_z_hdr_len > 0) ||
-         (h->_br != NULL && !h->_br_end)))
+         (h->_br != NULL && !h->_br_end) || (h->_zs != NULL && !h->_zs_end)))
         return decode_error(h, HV_D_DECODE_TRUNCATED);
     h->complete = 1;
     h->keep_alive = llhttp_should_keep_alive(p);

@@ -115,6 +115,7 @@ typedef enum {
     HV_D_DECODE_CORRUPT,          /* <codec>_corrupt */
     HV_D_DECODE_TRUNCATED,        /* <codec>_truncated */
     HV_D_DECODE_INIT_FAILED,      /* <codec>_init_failed */
+    HV_D_DECODE_WINDOW_TOO_LARGE, /* <codec>_window_too_large: zstd's, over 8 MiB */
     HV_D_HTTP_PARSE,              /* llhttp's error name, lower case, without "HPE_" */
 
     /* robots.txt */

@@ -42,6 +42,7 @@ typedef enum {
     HV_ENC_GZIP,
     HV_ENC_DEFLATE,
     HV_ENC_BROTLI,
+    HV_ENC_ZSTD,
     HV_ENC_UNSUPPORTED
 } hv_http_enc_t;
 
@@ -84,6 +85,9 @@ struct hv_http_s {
     int _z_members;            /* complete gzip members so far */
     struct BrotliDecoderStateStruct *_br;
     int _br_end;
+    struct ZSTD_DCtx_s *_zs;
+    int _zs_end;               /* the last zstd frame is complete */
+    unsigned _zs_frames;       /* complete zstd frames so far */
     int _z_ignore;             /* junk after the last member: drop the rest */
 };
 

@@ -1,5 +1,5 @@
 """Content fidelity: charsets (BOM, Content-Type, <meta> prescan, sniffing, WHATWG labels),
-content codings (gzip, deflate, br; decompression bombs, corrupt and truncated streams),
+content codings (gzip, deflate, br, zstd; decompression bombs, corrupt and truncated streams),
 extraction rules (--extract, --extract-all, --links, [rules "NAME"] sections, the daemon's
 "#! rules=NAME" line), invalid selectors, and the parser's limits on pages with rules.
 
@@ -265,7 +265,16 @@ def raw_deflate(data):
 PAGE = doc(b"Compressed caf\xc3\xa9", body=b"lorem ipsum dolor sit amet " * 2000)
 
 
+def zstd_compress(data, level=3):
+    """`data` as one zstd frame, by Debian's zstd command (`make deps` installs it)."""
+    import subprocess
+    return subprocess.run(["zstd", "-q", "-c", "-%d" % level], input=data, check=True,
+                          stdout=subprocess.PIPE).stdout
+
+
 def encoded(coding, data, brotli=None):
+    if coding == "zstd":
+        return zstd_compress(data)
     if coding == "gzip":
         return gzip.compress(data, mtime=0)
     if coding == "deflate":
@@ -275,7 +284,7 @@ def encoded(coding, data, brotli=None):
     return brotli.compress(data)
 
 
-@pytest.mark.parametrize("coding", ["gzip", "deflate", "deflate-raw", "br"])
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "deflate-raw", "br", "zstd"])
 def test_80_10_content_codings(run_harvestd, fresh_origin, coding, request):
     br = request.getfixturevalue("brotli") if coding == "br" else None
     wire = encoded(coding, PAGE, br)
@@ -288,7 +297,7 @@ def test_80_10_content_codings(run_harvestd, fresh_origin, coding, request):
     assert rec["charset"] == "utf-8", rec
     req = requests_for(fresh_origin, url)[0]
     offered = {t.split(";")[0].strip().lower() for t in (req.header("accept-encoding") or "").split(",")}
-    assert {"gzip", "deflate", "br"} <= offered, req.headers
+    assert {"gzip", "deflate", "br", "zstd"} <= offered, req.headers
 
 
 def test_80_11_compressed_page_in_a_legacy_charset(run_harvestd, origin, brotli):
@@ -303,12 +312,14 @@ def test_80_11_compressed_page_in_a_legacy_charset(run_harvestd, origin, brotli)
         assert rec["charset"] == "shift_jis" and rec["bytes"] == len(body), rec
 
 
-@pytest.mark.parametrize("coding", ["gzip", "br"])
+@pytest.mark.parametrize("coding", ["gzip", "br", "zstd"])
 def test_80_12_decompression_bomb_stops_at_the_limit(run_harvestd, origin, coding, request):
-    # 64 MiB of zeros after a title: well under 512 KiB in either coding.
+    # 64 MiB of zeros after a title: well under 512 KiB in any coding.
     bomb = doc(b"bomb", body=bytes(64 * MIB))
     if coding == "gzip":
         wire = gzip.compress(bomb, compresslevel=1, mtime=0)
+    elif coding == "zstd":
+        wire = zstd_compress(bomb, 1)
     else:
         wire = request.getfixturevalue("brotli").compress(bomb, quality=1)
     assert len(wire) < 512 * 1024
@@ -362,13 +373,23 @@ BROKEN_STREAMS = [
     ("deflate-cut", "deflate", ZL[:len(ZL) // 2], "deflate_"),
     ("brotli-corrupt", "br", lambda b: b"this is not brotli data" * 10, "brotli_corrupt"),
     ("brotli-cut", "br", lambda b: b.compress(PAGE)[:60], "brotli_truncated"),
+    ("zstd-corrupt", "zstd", b"this is not zstd data" * 10, "zstd_corrupt"),
+    ("zstd-cut", "zstd", lambda b: zstd_compress(PAGE)[:60], "zstd_truncated"),
 ]
 
 
 @pytest.mark.parametrize("coding,body,error", [c[1:] for c in BROKEN_STREAMS],
                          ids=[c[0] for c in BROKEN_STREAMS])
 def test_80_13_corrupt_and_truncated_streams(run_harvestd, origin, coding, body, error, request):
-    if coding != "br":
+    if coding == "zstd":
+        # The premise: the zstd command sees the same fault.
+        import subprocess
+        data = body(None) if callable(body) else body
+        check = subprocess.run(["zstd", "-q", "-d", "-c"], input=data, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+        assert check.returncode != 0, "zstd decodes it"
+        body = data
+    elif coding != "br":
         # The premise: zlib sees the same fault (deflate: with and without the zlib wrapper).
         expected = "truncated" if "truncated" in error or error == "deflate_" else "corrupt"
         modes = (31,) if coding == "gzip" else (15, -15) if expected == "corrupt" else (15,)

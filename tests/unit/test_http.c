@@ -4,6 +4,7 @@
 #include <string.h>
 #include <brotli/encode.h>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "harvestd/common.h"
 #include "harvestd/http.h"
@@ -472,10 +473,79 @@ TEST_IMPL(http_brotli_bomb_and_truncation)
     ASSERT_STR_EQ("brotli_corrupt", o.error);
 }
 
+/* A response whose body is `body` (len bytes) as the given coding. */
+static outcome_t coded_page(const char *coding, const void *body, size_t len, uint64_t max_body)
+{
+    static char resp[8192];
+    int n = snprintf(resp, sizeof(resp),
+                     "HTTP/1.1 200 OK\r\nContent-Encoding: %s\r\nContent-Length: %zu\r\n\r\n",
+                     coding, len);
+    ASSERT(n > 0 && (size_t)n + len <= sizeof(resp));
+    memcpy(resp + n, body, len);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    return trace(resp, (size_t)n + len, 0, max_body);
+}
+
+/* `text` as one zstd frame (level 3) into `out`; its size. */
+static size_t zstd_frame(const char *text, unsigned char *out, size_t cap)
+{
+    size_t n = ZSTD_compress(out, cap, text, strlen(text), 3);
+    ASSERT(!ZSTD_isError(n));
+    return n;
+}
+
+TEST_IMPL(http_zstd_is_decoded_frame_after_frame)
+{
+    unsigned char z[4096];
+    size_t n = zstd_frame("<title>Zstd</title> compressed body", z, sizeof(z));
+    outcome_t o = coded_page("zstd", z, n, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(35, o.body_len);
+    ASSERT_MEM_EQ("<title>Zstd</title>", o.body, 19);
+    /* a second frame goes on the page; junk after the last frame is ignored */
+    size_t m = n + zstd_frame(" and a second frame", z + n, sizeof(z) - n);
+    o = coded_page("zstd", z, m, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(35 + 19, o.body_len);
+    memcpy(z + m, "\n\n", 2);
+    o = coded_page("zstd", z, m + 2, 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_EQ(35 + 19, o.body_len);
+}
+
+TEST_IMPL(http_zstd_bomb_corruption_truncation_and_window)
+{
+    static char big[3000];
+    unsigned char z[4096];
+    memset(big, 'z', sizeof(big) - 1);
+    size_t n = zstd_frame(big, z, sizeof(z));
+    outcome_t o = coded_page("zstd", z, n, 1024);
+    ASSERT_EQ(HV_ETOOBIG, o.rc);
+    n = zstd_frame("<title>Cut</title> and some more text to cut", z, sizeof(z));
+    o = coded_page("zstd", z, n - 3, 1024);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("zstd_truncated", o.error);
+    o = coded_page("zstd", "not zstd", 8, 1024);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("zstd_corrupt", o.error);
+    /* A frame that declares its window (no content size): 8 MiB is allowed (RFC 9659), 16
+     * MiB is refused before it is allocated. The frame: magic, descriptor 0 (a window
+     * descriptor follows), window exponent, one last raw block of 3 bytes. */
+    unsigned char frame[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 13 << 3, 0x19, 0x00, 0x00, 'a', 'b',
+                             'c'};
+    o = coded_page("zstd", frame, sizeof(frame), 1024);
+    ASSERT_EQ(1, o.rc);
+    ASSERT_MEM_EQ("abc", o.body, 3);
+    frame[5] = 14 << 3;
+    o = coded_page("zstd", frame, sizeof(frame), 1024);
+    ASSERT_EQ(HV_EDECODE, o.rc);
+    ASSERT_STR_EQ("zstd_window_too_large", o.error);
+}
+
 TEST_IMPL(http_unsupported_encoding)
 {
     mode_for_test = HV_HTTP_BODY_KEEP;
-    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: zstd\r\nContent-Length: 2\r\n\r\nxx",
+    outcome_t o = TRACE("HTTP/1.1 200 OK\r\nContent-Encoding: lzma\r\nContent-Length: 2\r\n\r\nxx",
                         0);
     ASSERT_EQ(HV_EPROTO, o.rc);
     ASSERT_STR_EQ("unsupported_content_encoding", o.error);
@@ -492,7 +562,7 @@ TEST_IMPL(http_request_text)
     ASSERT_OK(hv_http_request(&b, &u, "harvestd/test", NULL, NULL, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /a?b=1 HTTP/1.1\r\nHost: example.org:8080\r\nUser-Agent: harvestd/test\r\n"
-                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
+                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br, zstd\r\n"
                   "Connection: keep-alive\r\n\r\n",
                   b.data);
     hv_buf_free(&b);
@@ -512,7 +582,7 @@ TEST_IMPL(http_request_conditional)
     ASSERT_OK(hv_http_request(&b, &u, "ua", &cond, NULL, NULL, 0));
     ASSERT_OK(hv_buf_append(&b, "", 1));
     ASSERT_STR_EQ("GET /p HTTP/1.1\r\nHost: a.test\r\nUser-Agent: ua\r\n"
-                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br\r\n"
+                  "Accept: text/html,application/xhtml+xml\r\nAccept-Encoding: gzip, deflate, br, zstd\r\n"
                   "If-None-Match: W/\"v1\"\r\nIf-Modified-Since: Wed, 02 Dec 2026 10:00:00 GMT\r\n"
                   "Connection: keep-alive\r\n\r\n",
                   b.data);
