@@ -2099,6 +2099,25 @@ class Bench:
                 target(name, False, "not measured")
         return out
 
+    @staticmethod
+    def _proxy_ceiling(direct, via):
+        """What the proxy's own CPU leaves on this machine: the rate against direct that the
+        proxied run would reach if harvestd cost what it costs direct, with the cores the
+        proxied run kept busy (harvestd, the proxy and nginx's worker): busy cores / (harvestd
+        direct + proxy + nginx per page)."""
+        d, v = direct, via
+        if d.get("nginx_cpu_s") is None or v.get("nginx_cpu_s") is None or \
+                v.get("proxy_cpu_s") is None or not d.get("pages_per_s"):
+            return ""
+        kd, kv = 1000.0 / d["urls"], 1000.0 / v["urls"]
+        d_busy = (d["cpu_s_per_1k"] + d["nginx_cpu_s"] * kd) * d["pages_per_s"] / 1000.0
+        v_busy = (v["cpu_s_per_1k"] + (v["proxy_cpu_s"] + v["nginx_cpu_s"]) * kv) * \
+            v["pages_per_s"] / 1000.0
+        floor = d["cpu_s_per_1k"] + (v["proxy_cpu_s"] + v["nginx_cpu_s"]) * kv
+        return "; cores busy %.2f direct, %.2f proxied: with harvestd at its direct cost, " \
+            "%.0f%% of direct" % (d_busy, v_busy,
+                                  100.0 * v_busy * 1000.0 / floor / d["pages_per_s"])
+
     def _proxy_note(self):
         """The proxy rows' note: every run's rate, and the CPU of the three processes (harvestd,
         the proxy, nginx's worker) per 1,000 pages in each side's best run."""
@@ -2126,8 +2145,9 @@ class Bench:
                     fmt_num(b["nginx_cpu_s"] * k if b["nginx_cpu_s"] is not None else None,
                             "{:.3f}"))
                 if m != "direct" and direct:
-                    text += " (harvestd x%.2f)" % (b["cpu_s_per_1k"] /
-                                                   direct["best"]["cpu_s_per_1k"])
+                    text += " (harvestd x%.2f%s)" % (
+                        b["cpu_s_per_1k"] / direct["best"]["cpu_s_per_1k"],
+                        self._proxy_ceiling(direct["best"], b))
                 extra = []
                 if summ.get("stale_retries"):
                     extra.append("%s stale retries" % fmt_num(summ["stale_retries"]))
