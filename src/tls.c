@@ -5,10 +5,10 @@
  * WANT_READ) and writes through bio_send (into the outbound buffer). The caller fills one
  * from the socket and flushes the other after every call, so no mbedtls call ever blocks.
  *
- * The handshake is driven step by step rather than with mbedtls_ssl_handshake(): after the
- * ServerHello step the handshake parameters say whether the server accepted our session, and
- * a whole abbreviated handshake can otherwise complete (and free those parameters) inside one
- * call.
+ * The handshake is driven step by step rather than with mbedtls_ssl_handshake(), so that the
+ * states it goes through can be seen: a full handshake passes through the client's key
+ * exchange, an abbreviated one (the server accepted our session) goes from the ServerHello
+ * straight to the server's ChangeCipherSpec. Only mbedtls's public interface is used.
  */
 #include "harvestd/tls.h"
 
@@ -17,7 +17,6 @@
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
 #include <mbedtls/ssl.h>
-#include <mbedtls/ssl_internal.h>
 #include <mbedtls/x509_crt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +58,7 @@ struct hv_tls_s {
     int is_ip;
     unsigned char ip[16];
     size_t ip_len;
-    int resumed;
+    int full;                   /* the handshake went through a key exchange */
     int done;
     size_t in_start;
     size_t in_end;
@@ -394,15 +393,15 @@ int hv_tls_handshake(hv_tls_t *t)
         return 0;
     while (t->ssl.state != MBEDTLS_SSL_HANDSHAKE_OVER) {
         int rc = mbedtls_ssl_handshake_step(&t->ssl);
-        if (t->ssl.handshake != NULL && t->ssl.handshake->resume)
-            t->resumed = 1;
+        if (t->ssl.state == MBEDTLS_SSL_CLIENT_KEY_EXCHANGE)
+            t->full = 1;
         if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
             return 1;
         if (rc != 0)
             return fail(t, rc);
     }
     t->done = 1;
-    if (t->resumed)
+    if (!t->full)
         t->ctx->stats.resumed++;
     else
         t->ctx->stats.handshakes++;

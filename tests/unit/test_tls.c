@@ -217,6 +217,32 @@ TEST_IMPL(tls_handshake_and_data_both_ways)
     server_free(&s);
 }
 
+/* A session offered and refused (the server no longer takes tickets) is a full handshake,
+ * not a resumption. */
+TEST_IMPL(tls_a_refused_session_counts_as_a_full_handshake)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) /* the ticket from the first handshake is offered; the server ignores it */
+            mbedtls_ssl_conf_session_tickets_cb(&s.conf, NULL, NULL, NULL);
+        hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:443");
+        server_session(&s, &srv, c);
+        ASSERT_EQ(0, handshake(c, &srv));
+        hv_tls_free(c);
+        mbedtls_ssl_free(&srv);
+    }
+    ASSERT_EQ(2, hv_tls_ctx_stats(ctx)->handshakes);
+    ASSERT_EQ(0, hv_tls_ctx_stats(ctx)->resumed);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
 TEST_IMPL(tls_session_is_resumed_on_the_next_connection)
 {
     if (!certs_usable())
