@@ -465,6 +465,23 @@ static const char *const recrawl_names[] = {[HV_RECRAWL_OFF] = "off",
 static const char *const fsync_names[] = {
     [HV_FSYNC_NEVER] = "never", [HV_FSYNC_INTERVAL] = "interval", [HV_FSYNC_ALWAYS] = "always"};
 
+/* The index of `value` among `names`, or -1 with "NAME: 'VALUE' is not A, B or C" in `err`. */
+static int name_index(const directive_t *d, const char *const *names, size_t nnames,
+                      const char *value, char *err, size_t errcap)
+{
+    char list[128];
+    size_t n = 0;
+    for (size_t i = 0; i < nnames; i++)
+        if (strcmp(value, names[i]) == 0)
+            return (int)i;
+    list[0] = '\0';
+    for (size_t i = 0; i < nnames; i++)
+        appendf(list, sizeof(list), &n, "%s%s", i == 0 ? "" : i + 1 < nnames ? ", " : " or ",
+                names[i]);
+    hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not %s", d->name, value, list);
+    return -1;
+}
+
 static int format_name(const char *const *names, size_t nnames, int v, char *out, size_t cap)
 {
     size_t n = 0;
@@ -493,14 +510,11 @@ static int format_level(const directive_t *d, const void *field, char *out, size
 static int set_fsync(const directive_t *d, void *field, const char *value, char *err,
                      size_t errcap)
 {
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fsync_names); i++) {
-        if (strcmp(value, fsync_names[i]) == 0) {
-            *(hv_fsync_t *)field = (hv_fsync_t)i;
-            return 0;
-        }
-    }
-    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not never, interval or always",
-                     d->name, value);
+    int i = name_index(d, fsync_names, HV_ARRAY_SIZE(fsync_names), value, err, errcap);
+    if (i < 0)
+        return UV_EINVAL;
+    *(hv_fsync_t *)field = (hv_fsync_t)i;
+    return 0;
 }
 
 static int format_fsync(const directive_t *d, const void *field, char *out, size_t cap)
@@ -513,14 +527,11 @@ static int format_fsync(const directive_t *d, const void *field, char *out, size
 static int set_recrawl(const directive_t *d, void *field, const char *value, char *err,
                        size_t errcap)
 {
-    for (size_t i = 0; i < HV_ARRAY_SIZE(recrawl_names); i++) {
-        if (strcmp(value, recrawl_names[i]) == 0) {
-            *(hv_recrawl_mode_t *)field = (hv_recrawl_mode_t)i;
-            return 0;
-        }
-    }
-    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not off or conditional", d->name,
-                     value);
+    int i = name_index(d, recrawl_names, HV_ARRAY_SIZE(recrawl_names), value, err, errcap);
+    if (i < 0)
+        return UV_EINVAL;
+    *(hv_recrawl_mode_t *)field = (hv_recrawl_mode_t)i;
+    return 0;
 }
 
 static int format_recrawl(const directive_t *d, const void *field, char *out, size_t cap)
@@ -573,13 +584,11 @@ static const char *const rotation_names[] = {[HV_ROTATE_HOST] = "host",
 static int set_rotation(const directive_t *d, void *field, const char *value, char *err,
                         size_t errcap)
 {
-    for (size_t i = 0; i < HV_ARRAY_SIZE(rotation_names); i++) {
-        if (strcmp(value, rotation_names[i]) == 0) {
-            *(hv_rotation_t *)field = (hv_rotation_t)i;
-            return 0;
-        }
-    }
-    return hv_errf(err, errcap, UV_EINVAL, "%s: '%s' is not host or request", d->name, value);
+    int i = name_index(d, rotation_names, HV_ARRAY_SIZE(rotation_names), value, err, errcap);
+    if (i < 0)
+        return UV_EINVAL;
+    *(hv_rotation_t *)field = (hv_rotation_t)i;
+    return 0;
 }
 
 static int format_rotation(const directive_t *d, const void *field, char *out, size_t cap)
