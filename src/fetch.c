@@ -125,7 +125,7 @@ static void idle_on_timeout(hv_conn_t *c);
 static hv_proxy_stats_t *proxy_stats(hv_fetch_t *f, const hv_proxy_t *p);
 static void proxy_outcome(hv_req_t *r, int failed);
 static void conn_closed(hv_fetch_t *f, hv_proxy_stats_t *ps);
-static void connect_req(hv_req_t *r, int allow_pool);
+static int connect_req(hv_req_t *r, int allow_pool);
 static void on_wait_timer(uv_timer_t *t);
 
 static const hv_conn_cbs_t req_cbs = {req_on_connect, req_on_read, req_on_error, req_on_timeout};
@@ -227,6 +227,8 @@ static hv_proxy_stats_t *proxy_stats(hv_fetch_t *f, const hv_proxy_t *p)
  * while another of the list is not. */
 static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned attempts)
 {
+    if (f->nproxies == 0) /* none configured anywhere: no lookup per request */
+        return NULL;
     const hv_proxy_list_t *l = hv_config_host_proxies(f->cfg, u->host, u->host_is_ip);
     if (l == NULL)
         return NULL;
@@ -775,12 +777,13 @@ static void open_conn(hv_req_t *r, int allow_pool)
 {
     r->proxy = choose_proxy(r->f, &r->job->url, r->job->attempts);
     r->ps = r->proxy != NULL ? proxy_stats(r->f, r->proxy) : NULL;
-    connect_req(r, allow_pool);
+    (void)connect_req(r, allow_pool);
 }
 
 /* A connection for `r` through its chosen proxy: an idle one, a new one, or a place in the
- * waiting list when the proxy is at its cap. */
-static void connect_req(hv_req_t *r, int allow_pool)
+ * waiting list when the proxy is at its cap. Returns 1 when `r` waits in that list; 0 when
+ * it went on, and may then have ended already (a connect that failed at once frees it). */
+static int connect_req(hv_req_t *r, int allow_pool)
 {
     hv_fetch_t *f = r->f;
     const hv_url_t *u = &r->job->url;
@@ -790,14 +793,14 @@ static void connect_req(hv_req_t *r, int allow_pool)
      * take: they may need that connection's place, and come first. */
     if (r->ps != NULL && r->ps->waiting > 0 && !r->queued) {
         queue_req(r);
-        return;
+        return 1;
     }
     if (allow_pool)
         c = pool_take(f, pool_key(u, r->proxy, key, sizeof(key)));
     if (c == NULL && !proxy_room(f, r)) {
         if (!r->queued)
             queue_req(r);
-        return;
+        return 1;
     }
     if (r->queued)
         unqueue(r);
@@ -807,7 +810,7 @@ static void connect_req(hv_req_t *r, int allow_pool)
         r->conn = c;
         r->reused = 1;
         send_request(r);
-        return;
+        return 0;
     }
     /* The chain: [a proxy's tunnel] [TLS to the origin, inside it]. */
     hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
@@ -830,7 +833,7 @@ static void connect_req(hv_req_t *r, int allow_pool)
                              r->proxy != NULL ? r->proxy->port : u->port, &req_cbs, r, &c);
     if (rc != 0) {
         fail_connect(r, rc);
-        return;
+        return 0;
     }
     if (r->ps != NULL)
         r->ps->open++;
@@ -838,6 +841,7 @@ static void connect_req(hv_req_t *r, int allow_pool)
     r->reused = 0;
     set_state(r, RQ_CONNECTING);
     arm(r, f->cfg->connect_timeout_ms);
+    return 0;
 }
 
 void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
@@ -1183,8 +1187,8 @@ static void on_wait_timer(uv_timer_t *t)
             finish_fail(r, HV_ET_PROXY, HV_D_NO_PROXY_CONNECTION_WITHIN, dur);
             continue;
         }
-        connect_req(r, 1); /* still queued: it goes ahead of those behind it */
-        if (r->queued) /* lost the room to nothing: cannot happen, but never spin */
+        /* Still queued: it goes ahead of those behind it. `r` may be gone after this. */
+        if (connect_req(r, 1)) /* lost the room to nothing: cannot happen, but never spin */
             break;
     }
     wait_timer_arm(f);
