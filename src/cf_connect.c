@@ -102,7 +102,9 @@ static void recv_connect(hv_cf_t *cf, const char *data, size_t len)
     memcpy(t->reply + t->reply_len, data, take);
     size_t before = t->reply_len;
     t->reply_len += take;
-    const char *end = memmem(t->reply, t->reply_len, "\r\n\r\n", 4);
+    /* Only where the end could be new: the last 3 bytes kept, and what came now. */
+    size_t from = before > 3 ? before - 3 : 0;
+    const char *end = memmem(t->reply + from, t->reply_len - from, "\r\n\r\n", 4);
     if (end == NULL) {
         if (t->reply_len == HV_CF_CONNECT_REPLY_MAX)
             fail(t, HV_D_PROXY_REPLY_TOO_LARGE, NULL);
