@@ -66,7 +66,13 @@ def other_origin():
 
 @pytest.fixture
 def closed_port():
-    return free_port()
+    """A port of 127.0.0.1 that refuses connections for the whole test: a socket bound there
+    without listening holds it, so that no other test (they run several at a time) can start
+    a server on it."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    yield s.getsockname()[1]
+    s.close()
 
 
 @pytest.fixture

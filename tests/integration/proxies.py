@@ -24,10 +24,33 @@ import pytest
 TINYPROXY = shutil.which("tinyproxy") or "/usr/bin/tinyproxy"
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from origin import free_port
+
+
+def _spawn_listening(name, argv_for_port, log_path=None):
+    """Start `argv_for_port(port)` on a free port of 127.0.0.1 until it listens there: (proc,
+    port). Another test may take the port between its choice and the bind (tests run several
+    at a time): a server that exits, or is gone a moment after the port answered, is started
+    again on another port."""
+    for _ in range(5):
+        port = free_port()
+        proc = subprocess.Popen(argv_for_port(port), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        time.sleep(0.05)  # a server that could not bind exits at once
+        if proc.poll() is None and time.monotonic() < deadline:
+            return proc, port
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+    log = open(log_path).read()[-2000:] if log_path else ""
+    raise RuntimeError("%s did not start listening: %s" % (name, log))
 
 
 class Tinyproxy:
@@ -36,7 +59,7 @@ class Tinyproxy:
         os.makedirs(self.dir, exist_ok=True)
         self.user, self.password = user, password
         self.connect_ports = list(connect_ports)
-        self.port = _free_port()
+        self.port = None
         self.proc = None
         self.log_path = os.path.join(self.dir, "tinyproxy.log")
         self.conf_path = os.path.join(self.dir, "tinyproxy.conf")
@@ -46,7 +69,11 @@ class Tinyproxy:
         return "http://%s127.0.0.1:%d" % (auth, self.port)
 
     def start(self):
-        lines = ["Port %d" % self.port, "Listen 127.0.0.1", "Allow 127.0.0.1", "Timeout 30",
+        self.proc, self.port = _spawn_listening("tinyproxy", self._argv, self.log_path)
+        return self
+
+    def _argv(self, port):
+        lines = ["Port %d" % port, "Listen 127.0.0.1", "Allow 127.0.0.1", "Timeout 30",
                  "MaxClients 200", "LogFile \"%s\"" % self.log_path, "LogLevel Info",
                  "DisableViaHeader Yes"]
         if self.user:
@@ -55,18 +82,7 @@ class Tinyproxy:
         with open(self.conf_path, "w") as f:
             f.write("\n".join(lines) + "\n")
         open(self.log_path, "w").close()
-        self.proc = subprocess.Popen([TINYPROXY, "-d", "-c", self.conf_path],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("tinyproxy exited: %s" % open(self.log_path).read()[-2000:])
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("tinyproxy did not listen")
+        return [TINYPROXY, "-d", "-c", self.conf_path]
 
     def requests(self):
         """The request lines tinyproxy logged ("CONNECT localhost:443 HTTP/1.1", "GET http://...
@@ -108,7 +124,7 @@ class Microsocks:
 
     def __init__(self, user=None, password=None):
         self.user, self.password = user, password
-        self.port = _free_port()
+        self.port = None
         self.proc = None
 
     def url(self, scheme="socks5", with_auth=True):
@@ -116,20 +132,14 @@ class Microsocks:
         return "%s://%s127.0.0.1:%d" % (scheme, auth, self.port)
 
     def start(self):
-        argv = [MICROSOCKS, "-i", "127.0.0.1", "-p", str(self.port)]
+        self.proc, self.port = _spawn_listening("microsocks", self._argv)
+        return self
+
+    def _argv(self, port):
+        argv = [MICROSOCKS, "-i", "127.0.0.1", "-p", str(port)]
         if self.user:
             argv += ["-u", self.user, "-P", self.password]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("microsocks exited")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("microsocks did not listen")
+        return argv
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:

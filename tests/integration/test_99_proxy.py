@@ -57,8 +57,9 @@ def test_99_02_credentials_are_sent_and_never_shown(run_harvestd, tinyproxy, tls
         [("ProxyError", "proxy_auth_required_407", 1)] * 2
 
 
-def test_99_03_a_proxy_that_refuses_or_is_absent_is_a_proxy_error(run_harvestd, origin):
-    closed = free_port()  # nothing listens there
+def test_99_03_a_proxy_that_refuses_or_is_absent_is_a_proxy_error(run_harvestd, origin,
+                                                                  closed_port):
+    closed = closed_port  # nothing listens there
     run = run_harvestd([origin.url("/page?title=x")], "--proxy",
                        "http://127.0.0.1:%d" % closed, "--retries", "0")
     assert run.rc == 0
@@ -259,14 +260,14 @@ def test_99_11_rotation_by_host_keeps_pooling_and_by_request_spreads(
 
 
 def test_99_12_a_failing_proxy_is_set_aside_and_counted(run_harvestd, tinyproxy, hosts,
-                                                         start_daemon, spool):
+                                                         start_daemon, spool, closed_port):
     """Two proxies, one of them dead: its hosts' retries go to the other, it is set aside
     after three failures and passed over; /metrics counts requests and failures per proxy."""
     import urllib.request
     from harness import wait_complete
     from origin import free_port
     good = tinyproxy()
-    dead = "http://127.0.0.1:%d" % free_port()
+    dead = "http://127.0.0.1:%d" % closed_port
     origins = hosts(6)
     urls = [o.url("/page?title=q%d" % i) for i in range(5) for o in origins]
     port = free_port()
@@ -439,18 +440,18 @@ def test_99_17_proxy_connections_caps_what_is_open_through_a_proxy(run_harvestd,
 
 def test_99_18_a_request_that_waits_past_its_deadline_for_a_proxy_connection(
         run_harvestd, counting_socks, hosts):
-    """proxy_connections = 1 and three pages of 1.5 s each on three hosts, total_timeout 2 s:
-    the first is ok; the second gets the connection with 0.5 s left and times out; the third
-    never gets one: ProxyError no_proxy_connection_within_2s, not held against the proxy."""
+    """proxy_connections = 1 and three pages of 2 s each on three hosts, total_timeout 3 s:
+    the first is ok; the second gets the connection with 1 s left and times out; the third
+    never gets one: ProxyError no_proxy_connection_within_3s, not held against the proxy."""
     origins = hosts(3)
-    urls = [o.url("/hold?key=w%d&max=1.5&title=W" % i) for i, o in enumerate(origins)]
+    urls = [o.url("/hold?key=w%d&max=2&title=W" % i) for i, o in enumerate(origins)]
     proxy = counting_socks()
     run = run_harvestd(urls, "--proxy", proxy.url("socks5"), "--proxy-connections", "1",
-                       "--concurrency", "3", "--total-timeout", "2s", "--retries", "0")
+                       "--concurrency", "3", "--total-timeout", "3s", "--retries", "0")
     assert run.rc == 0, run.stderr
     kinds = sorted((r["status"], r.get("error_type"), r.get("error")) for r in run.records)
-    assert kinds == [("failed", "ProxyError", "no_proxy_connection_within_2s"),
-                     ("failed", "TotalTimeout", "request_exceeded_2s"),
+    assert kinds == [("failed", "ProxyError", "no_proxy_connection_within_3s"),
+                     ("failed", "TotalTimeout", "request_exceeded_3s"),
                      ("ok", None, None)], kinds
     assert proxy.max_open == 1
     assert "event=proxy_set_aside" not in run.stderr
