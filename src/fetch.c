@@ -196,9 +196,8 @@ static void set_state(hv_req_t *r, rq_state_t st)
  * after "PROXY " when there is one, into `out`. */
 static const char *pool_key(const hv_url_t *u, const hv_proxy_t *proxy, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s%s%s://%s:%u", proxy != NULL ? proxy->shown : "",
-             proxy != NULL ? " " : "", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
-             (unsigned)u->port);
+    size_t n = proxy != NULL ? (size_t)snprintf(out, cap, "%s ", proxy->shown) : 0;
+    hv_url_origin(u, out + HV_MIN(n, cap - 1), cap - HV_MIN(n, cap - 1));
     return out;
 }
 
@@ -237,7 +236,7 @@ static const hv_proxy_t *choose_proxy(hv_fetch_t *f, const hv_url_t *u, unsigned
         pick = f->rotation++;
     } else {
         char key[POOL_KEY_MAX];
-        pool_key(u, NULL, key, sizeof(key));
+        hv_url_origin(u, key, sizeof(key));
         pick = XXH3_64bits(key, strlen(key)) + (attempts > 0 ? attempts - 1 : 0);
     }
     uint64_t now = uv_now(f->loop);
@@ -686,13 +685,6 @@ static void fail_connect(hv_req_t *r, int status)
 
 static hv_http_body_t on_head(hv_http_t *h);
 
-/* The origin of `u`, "scheme://host:port", into `out`. */
-static const char *url_origin(const hv_url_t *u, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s://%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http", u->host,
-             (unsigned)u->port);
-    return out;
-}
 
 /*
  * The configured headers of this hop, into `fields`. Each hop gets those of its own host: a
@@ -708,7 +700,7 @@ static size_t hop_fields(const hv_fetch_t *f, const hv_job_t *job, hv_http_field
     char origin[HV_URL_MAX + 32];
     int first_origin =
         job->first_origin == NULL ||
-        strcmp(job->first_origin, url_origin(&job->url, origin, sizeof(origin))) == 0;
+        strcmp(job->first_origin, hv_url_origin(&job->url, origin, sizeof(origin))) == 0;
     size_t n = hv_config_request_headers(f->cfg, job->url.host, first_origin, conf);
     for (size_t i = 0; i < n; i++)
         fields[i] = (hv_http_field_t){conf[i]->name, conf[i]->value};
@@ -853,7 +845,7 @@ void hv_fetch_start(hv_fetch_t *f, hv_job_t *job)
         job->deadline_ms = now + f->cfg->total_timeout_ms;
     if (job->first_origin == NULL) {
         char origin[HV_URL_MAX + 32];
-        job->first_origin = hv_xstrdup(url_origin(&job->url, origin, sizeof(origin)));
+        job->first_origin = hv_xstrdup(hv_url_origin(&job->url, origin, sizeof(origin)));
     }
     r->f = f;
     r->job = job;

@@ -186,8 +186,7 @@ static hv_host_t *host_get(hv_sched_t *s, const hv_url_t *u)
 {
     char key[HV_URL_MAX + 32];
     hv_host_t *h;
-    snprintf(key, sizeof(key), "%s://%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http",
-             u->host, (unsigned)u->port);
+    hv_url_origin(u, key, sizeof(key));
     HASH_FIND_STR(s->hosts, key, h);
     if (h != NULL)
         return h;

@@ -747,3 +747,11 @@ const char *hv_url_mask_userinfo(const char *url, char *out, size_t cap)
     snprintf(out, cap, "%.*s%s%s", (int)(keep_end - url), url, hidden ? "***" : "", at);
     return out;
 }
+
+const char *hv_url_origin(const hv_url_t *u, char *out, size_t cap)
+{
+    int v6 = strchr(u->host, ':') != NULL;
+    snprintf(out, cap, "%s://%s%s%s:%u", u->scheme == HV_SCHEME_HTTPS ? "https" : "http",
+             v6 ? "[" : "", u->host, v6 ? "]" : "", (unsigned)u->port);
+    return out;
+}

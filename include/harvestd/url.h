@@ -95,4 +95,9 @@ int hv_url_percent_decode(const char *p, const char *end, char *out, size_t cap)
  *  ("X@host" becomes "***@host"). Works on any text, parsed or not. Returns `out`. */
 const char *hv_url_mask_userinfo(const char *url, char *out, size_t cap);
 
+/** The origin of `u`, "scheme://host:port" (an IPv6 host in brackets, so that the origin
+ *  followed by a path parses as a URL), into `out`; returns `out`. The key of a host
+ *  everywhere (scheduling, politeness, the block detector, the connection pool). */
+const char *hv_url_origin(const hv_url_t *u, char *out, size_t cap);
+
 #endif

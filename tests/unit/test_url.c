@@ -479,3 +479,25 @@ TEST_IMPL(url_resolve_chain)
     hv_url_free(&b);
     hv_url_free(&c);
 }
+
+/* A host's origin is its key everywhere; with "/" after it, it parses back to the same host,
+ * an IPv6 literal included. */
+TEST_IMPL(url_origin_parses_back)
+{
+    static const char *const urls[] = {"http://Example.org/a?b", "https://example.org:8443/",
+                                       "http://[::1]:8080/x", "https://[2001:db8::1]/"};
+    static const char *const origins[] = {"http://example.org:80", "https://example.org:8443",
+                                          "http://[::1]:8080", "https://[2001:db8::1]:443"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(urls); i++) {
+        hv_url_t u, back;
+        char origin[HV_URL_MAX + 32], root[HV_URL_MAX + 40];
+        ASSERT_OK(hv_url_parse(&u, urls[i], strlen(urls[i]), NULL));
+        ASSERT_STR_EQ(origins[i], hv_url_origin(&u, origin, sizeof(origin)));
+        snprintf(root, sizeof(root), "%s/", origin);
+        ASSERT_OK(hv_url_parse(&back, root, strlen(root), NULL));
+        ASSERT_STR_EQ(u.host, back.host);
+        ASSERT_EQ(u.port, back.port);
+        hv_url_free(&u);
+        hv_url_free(&back);
+    }
+}
