@@ -313,7 +313,8 @@ class CountingSocks:
     selector, that counts what its clients keep open. Each round reads the connections it
     has before it accepts new ones (after a few milliseconds), so that a connection closed
     before another was opened is never counted with it.
-    .port, .url(scheme), .connections (accepted), .max_open (most open at once), .stop()."""
+    .port, .url(scheme), .connections (accepted), .max_open (most open at once), .targets
+    ((host, port) asked for), .stop()."""
 
     def __init__(self):
         import selectors
@@ -326,6 +327,7 @@ class CountingSocks:
         self.port = self.listener.getsockname()[1]
         self.sel.register(self.listener, selectors.EVENT_READ, None)
         self.connections = self.open = self.max_open = 0
+        self.targets = []  # (host, port) of every request, in order
         self.stopping = False
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -412,6 +414,7 @@ class CountingSocks:
             host = socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6,
                                     buf[4:4 + size])
             port = int.from_bytes(buf[4 + size:6 + size], "big")
+            self.targets.append((host, port))
             conn["target"] = socket.create_connection((host, port), timeout=5)
             conn["target"].setblocking(True)
             self.sel.register(conn["target"], selectors.EVENT_READ, conn)

@@ -82,6 +82,14 @@ def test_99_04_no_proxy_and_none_go_direct(run_harvestd, tinyproxy, origin, tmp_
     assert recs[urls[0]]["proxy"].endswith(":%d" % proxy.port)
     assert "proxy" not in recs[urls[1]] and recs[urls[1]]["status"] == "ok"
     assert len(proxy.requests()) == 1
+    # proxy = none in the host's own section, without no_proxy.
+    conf.write_text("proxy = %s\n[host \"localhost\"]\nproxy = none\n" % proxy.url())
+    run = run_harvestd(urls, "-c", str(conf))
+    assert run.rc == 0, run.stderr
+    recs = {r["requested_url"]: r for r in run.records}
+    assert recs[urls[0]]["proxy"].endswith(":%d" % proxy.port)
+    assert "proxy" not in recs[urls[1]] and recs[urls[1]]["status"] == "ok"
+    assert len(proxy.requests()) == 2
 
 
 def test_99_05_bad_proxy_urls_are_refused_with_file_and_line(harvestd, tmp_path):
@@ -127,19 +135,27 @@ def test_99_07_socks5h_needs_proxy_remote_dns(run_harvestd, harvestd, microsocks
     assert "event=proxy_remote_dns" in run.stderr
 
 
-def test_99_08_the_guard_checks_a_socks5_target(run_harvestd, microsocks, origin):
+def test_99_08_the_guard_checks_a_socks5_target(run_harvestd, counting_socks, origin):
     """socks5: harvestd resolves the target and the guard judges its address: a target the
     guard refuses is refused even through an allowed proxy, and never reaches it."""
-    proxy = microsocks()
+    proxy = counting_socks()
     run = run_harvestd(["http://127.0.0.2:%d/page?title=x" % origin.port],
                        "--proxy", proxy.url(), "--allow-addresses", "127.0.0.1/32")
     assert run.rc == 0
     r = run.records[0]
     assert (r["error_type"], r["error"]) == ("BlockedAddress", "blocked_loopback_address"), r
-    # The proxy's own address is judged too.
+    assert proxy.targets == [], proxy.targets
+    # The proxy's own address is judged too: not even a connection to it.
+    accepted = proxy.connections
     run = run_harvestd([origin.url("/page?title=y")], "--proxy", proxy.url(),
                        "--allow-addresses", "")
     assert run.records[0]["error_type"] == "BlockedAddress", run.records
+    assert proxy.connections == accepted
+    # Allowed, the same proxy is asked for the target.
+    run = run_harvestd([origin.url("/page?title=z")], "--proxy", proxy.url(),
+                       "--allow-addresses", "127.0.0.1/32")
+    assert run.records[0]["status"] == "ok", run.records
+    assert proxy.targets == [("127.0.0.1", origin.port)], proxy.targets
 
 
 @pytest.mark.parametrize("mode,error", [

@@ -299,6 +299,15 @@ TEST_IMPL(block_hosts_are_bounded)
     page(b, 100, 7, 5000, 0, &c, &why); /* a page of its own first */
     for (unsigned i = 0; i < 3; i++)
         page(b, i, 42, 300, 0, &c, &why);
+    /* A clear host two pages short of suspect (a page of its own, then two alike). */
+    static const char *const first = "http://first.test:80";
+    static const char *const first_urls[] = {"http://first.test/own", "http://first.test/a",
+                                             "http://first.test/b", "http://first.test/c"};
+    for (unsigned i = 0; i < 3; i++) {
+        hv_block_page_t pg = {.url = first_urls[i], .http_status = 200, .digest = i ? 42 : 7,
+                              .bytes = 300, .title = "t", .stored_bytes = -1};
+        ASSERT_EQ(HV_BLOCK_PASS, hv_block_page(b, first, &pg, 0, &c, &why));
+    }
     char key[64], url[64];
     for (unsigned i = 0; i < HV_BLOCK_HOSTS_MAX + 100; i++) {
         snprintf(key, sizeof(key), "http://h%u.test:80", i);
@@ -309,5 +318,9 @@ TEST_IMPL(block_hosts_are_bounded)
         ASSERT_EQ(HV_BLOCK_UNCHANGED, hv_block_attempt(b, key, 200, 1, 1, 1));
     }
     ASSERT_EQ(HV_BLOCK_SUSPECT, hv_block_state(b, HOST));
+    /* The clear host was forgotten: a third page alike starts its count again. */
+    hv_block_page_t third = {.url = first_urls[3], .http_status = 200, .digest = 42,
+                             .bytes = 300, .title = "t", .stored_bytes = -1};
+    ASSERT_EQ(HV_BLOCK_PASS, hv_block_page(b, first, &third, 2, &c, &why));
     hv_block_free(b);
 }
