@@ -1773,6 +1773,8 @@ class Bench:
             "verdict_ms_median": statistics.median(verdicts) if verdicts else None,
             "verdict_ms_max": max(verdicts) if verdicts else None,
             "suspect_ms_median": statistics.median(suspects) if suspects else None,
+            "gap_ms": [st["verdict_ms"] - st["suspect_ms"] for st in stats
+                       if "verdict_ms" in st and "suspect_ms" in st],
             "requests_after_median": statistics.median(after), "requests_after_max": max(after),
             "requests_after_total": sum(after),
             "lines_after_total": sum(st["lines_after_switch"] for st in stats),
@@ -1791,7 +1793,8 @@ class Bench:
             "harvestd at its defaults with --block-probe-delay %s (default 5 s) --log-level info: "
             "%d/%d hosts blocked (%s), %s real pages ok of %s served, %s block pages ok (max %d "
             "per host), %s Blocked; switch -> suspect median %s ms, switch -> verdict median %s "
-            "ms, max %s ms (host_blocked lines timestamped as they arrive); requests after the "
+            "ms, max %s ms (host_blocked lines timestamped as they arrive); suspect -> verdict "
+            "%s-%s ms; requests after the "
             "switch per host median %s, max %d, %s in all for %s lines (%s saved)" % (
                 hosts, per_host, switch_after, len(blockorigin.BLOCK_PAGE), delay,
                 bs["hosts_blocked"], hosts,
@@ -1799,7 +1802,10 @@ class Bench:
                 fmt_num(bs["real_ok"]), fmt_num(bs["real_served"]), fmt_num(bs["block_ok_total"]),
                 bs["block_ok_max"], fmt_num(bs["blocked_records"]),
                 fmt_num(bs["suspect_ms_median"]), fmt_num(bs["verdict_ms_median"]),
-                fmt_num(bs["verdict_ms_max"]), fmt_num(bs["requests_after_median"], "{:g}"),
+                fmt_num(bs["verdict_ms_max"]),
+                fmt_num(min(bs["gap_ms"]) if bs["gap_ms"] else None, "{:.0f}"),
+                fmt_num(max(bs["gap_ms"]) if bs["gap_ms"] else None, "{:.0f}"),
+                fmt_num(bs["requests_after_median"], "{:g}"),
                 bs["requests_after_max"], fmt_num(bs["requests_after_total"]),
                 fmt_num(bs["lines_after_total"]),
                 fmt_num(bs["lines_after_total"] - bs["requests_after_total"])))
