@@ -325,10 +325,8 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     hv_format_rfc3339_ms(ts, finished_ms);
     cJSON_AddStringToObject(root, "finished_at", ts);
     double elapsed = (double)(finished_ms - s->started_unix_ms) / 1000.0;
-    snprintf(digits, sizeof(digits), "%.3f", elapsed);
-    cJSON_AddItemToObject(root, "elapsed_s", cJSON_CreateRaw(digits));
-    snprintf(digits, sizeof(digits), "%.1f", elapsed > 0 ? (double)s->records / elapsed : 0.0);
-    cJSON_AddItemToObject(root, "pages_per_s", cJSON_CreateRaw(digits));
+    add_fixed(root, "elapsed_s", 3, elapsed);
+    add_fixed(root, "pages_per_s", 1, elapsed > 0 ? (double)s->records / elapsed : 0.0);
     add_uint(root, "requests", s->requests);
     add_fixed(root, "requests_per_s", 1, elapsed > 0 ? (double)s->requests / elapsed : 0.0);
     cJSON *hosts = cJSON_AddArrayToObject(root, "top_failing_hosts");

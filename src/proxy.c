@@ -204,11 +204,6 @@ int hv_proxy_list_format(const hv_proxy_list_t *l, char *out, size_t cap)
 
 /* ---- the credentials file ---- */
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* "host:port" as an entry names it ("[::1]:3128"), or "*". */
 static const char *cred_shown(const hv_proxy_cred_t *e, char *out, size_t cap)
 {
@@ -238,9 +233,9 @@ static int parse_cred_line(const char *p, const char *end, hv_proxy_cred_t *e, c
                            size_t errcap)
 {
     const char *field_end = p, *cred;
-    while (field_end < end && !is_blank(*field_end))
+    while (field_end < end && !hv_ascii_is_blank((unsigned char)*field_end))
         field_end++;
-    for (cred = field_end; cred < end && is_blank(*cred); cred++)
+    for (cred = field_end; cred < end && hv_ascii_is_blank((unsigned char)*cred); cred++)
         ;
     if (cred == end) {
         snprintf(err, errcap, "expected HOST:PORT USER:PASSWORD, or * USER:PASSWORD");
@@ -287,9 +282,9 @@ int hv_proxy_creds_parse(const char *text, size_t len, const char *name, hv_prox
             snprintf(why, sizeof(why), "a NUL byte");
             goto bad;
         }
-        while (p < end && is_blank(*p))
+        while (p < end && hv_ascii_is_blank((unsigned char)*p))
             p++;
-        while (end > p && (is_blank(end[-1]) || end[-1] == '\r'))
+        while (end > p && (hv_ascii_is_blank((unsigned char)end[-1]) || end[-1] == '\r'))
             end--;
         if (p == end || *p == '#') {
             p = next;

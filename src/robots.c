@@ -70,16 +70,6 @@ static const struct {
     {"crawl delay", KEY_CRAWL_DELAY},
 };
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* RFC 3986 unreserved: percent-encoding these never changes what a URI means. */
 static int is_unreserved(unsigned char c)
@@ -139,8 +129,8 @@ static size_t normalise(const char *in, size_t n, char *out, size_t cap, size_t 
         unsigned char c = (unsigned char)in[i];
         int hi = -1, lo = -1, encode;
         if (c == '%' && n - i >= 3) {
-            hi = hex_value((unsigned char)in[i + 1]);
-            lo = hex_value((unsigned char)in[i + 2]);
+            hi = hv_ascii_hex_value((unsigned char)in[i + 1]);
+            lo = hv_ascii_hex_value((unsigned char)in[i + 2]);
         }
         if (hi >= 0 && lo >= 0) {
             c = (unsigned char)(hi << 4 | lo);

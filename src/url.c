@@ -255,9 +255,7 @@ static int64_t ipv4_number(const char *s, size_t len)
     int64_t v = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        int d = hv_ascii_is_digit(c) ? c - '0'
-                : base == 16 && hv_ascii_is_hex(c) ? (hv_ascii_lower(c) - 'a' + 10)
-                : -1;
+        int d = base == 16 || hv_ascii_is_digit(c) ? hv_ascii_hex_value(c) : -1;
         if (d < 0 || (unsigned)d >= base)
             return -1;
         v = v * base + d;
@@ -703,13 +701,6 @@ void hv_url_free(hv_url_t *u)
 
 /* ---- user information (the operator's URLs: proxies, Redis) ---- */
 
-static int hex_value(unsigned char c)
-{
-    if (hv_ascii_is_digit(c))
-        return c - '0';
-    return hv_ascii_lower(c) - 'a' + 10;
-}
-
 int hv_url_percent_decode(const char *p, const char *end, char *out, size_t cap)
 {
     size_t n = 0;
@@ -719,8 +710,8 @@ int hv_url_percent_decode(const char *p, const char *end, char *out, size_t cap)
             if (end - p < 2 || !hv_ascii_is_hex((unsigned char)p[0]) ||
                 !hv_ascii_is_hex((unsigned char)p[1]))
                 return -1;
-            c = (unsigned char)(hex_value((unsigned char)p[0]) * 16 +
-                                hex_value((unsigned char)p[1]));
+            c = (unsigned char)(hv_ascii_hex_value((unsigned char)p[0]) * 16 +
+                                hv_ascii_hex_value((unsigned char)p[1]));
             p += 2;
         }
         if (c == '\0' || n + 1 >= cap)

@@ -109,6 +109,14 @@ static inline unsigned char hv_ascii_lower(unsigned char c)
     return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : c;
 }
 
+/** The value of hex digit `c`, or -1 if it is none. */
+static inline int hv_ascii_hex_value(unsigned char c)
+{
+    if (hv_ascii_is_digit(c))
+        return c - '0';
+    return hv_ascii_is_hex(c) ? hv_ascii_lower(c) - 'a' + 10 : -1;
+}
+
 /** 1 if [a, a+alen) and [b, b+blen) hold the same bytes but for ASCII case. NUL bytes are
  *  ordinary bytes (unlike strncasecmp(), which stops at one). */
 static inline int hv_ascii_case_eq(const char *a, size_t alen, const char *b, size_t blen)
