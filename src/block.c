@@ -258,15 +258,11 @@ static void choose_probe(host_t *h)
         const candidate_t *c = &h->cand[(h->cpos_next + CANDIDATES - 1 - k) % CANDIDATES];
         if (c->url == NULL)
             continue;
+        /* (a candidate's title is known by its hash: any title, for matches()) */
         hv_block_page_t pg = {.digest = c->digest, .bytes = c->bytes, .stored_bytes = -1,
                               .title = ""};
-        if (h->why.code == HV_D_BLOCK_SAME_BODY || h->why.code == HV_D_BLOCK_RATIO_TURN ||
-            h->why.code == HV_D_BLOCK_SIZE_COLLAPSE) {
-            if (matches(h, &pg, c->title))
-                continue;
-        } else if (h->why.code == HV_D_BLOCK_ONE_TITLE && c->title == h->sign_hash) {
+        if (matches(h, &pg, c->title))
             continue;
-        }
         best = c;
         break;
     }

@@ -198,12 +198,16 @@ static void on_start(void *ud, hv_job_t *job)
 
 static void block_changed(hv_engine_t *e, const char *key, hv_block_change_t change);
 
+/* Whether the block detector watches `host` (block_detection, its [host] section's first). */
+static int block_on(const hv_engine_t *e, const char *host)
+{
+    return e->block != NULL && hv_config_host_block_detection(e->cfg, host);
+}
+
 /* Whether the block detector watches the host of `job`'s attempt (its last hop's). */
 static int block_watches(const hv_engine_t *e, const hv_job_t *job)
 {
-    return e->block != NULL && job->pol != NULL &&
-           (e->cfg->nhost_rules == 0 ? e->cfg->block_detection
-                                     : hv_config_host_block_detection(e->cfg, job->url.host));
+    return job->pol != NULL && block_on(e, job->url.host);
 }
 
 /* How the attempt went, for the host's throttle and the block detector. */
@@ -740,11 +744,7 @@ hv_record_t *hv_engine_submit(hv_engine_flow_t *f, hv_record_t *rec, hv_url_t *u
 {
     hv_engine_t *e = f->e;
     rec->digest_shown = e->cfg->record_digest;
-    rec->digest_wanted = e->cfg->record_digest ||
-                         (e->block != NULL &&
-                          (e->cfg->nhost_rules == 0 ? e->cfg->block_detection
-                                                    : hv_config_host_block_detection(e->cfg,
-                                                                                     url->host)));
+    rec->digest_wanted = e->cfg->record_digest || block_on(e, url->host);
     if (e->recrawl != NULL &&
         hv_recrawl_prepare(e->recrawl, rec, url, f->rules_fp) == HV_RECRAWL_ANSWERED) {
         hv_url_free(url);
