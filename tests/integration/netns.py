@@ -21,6 +21,10 @@ from harness import LOOPBACK_RANGES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# Mount and network namespaces, and a PID namespace whose first process is the script: when
+# it ends, the kernel stops every process still in it (a server `setup` left running too).
+UNSHARE = ["unshare", "-m", "-n", "-p", "--fork"]
+
 # Runs inside the namespace: $1 resolv.conf, $2 ready file, then the resolver's names up to
 # "--", then the command.
 SCRIPT = r"""
@@ -57,10 +61,10 @@ def available():
     for tool in ("unshare", "ip", "mount"):
         if shutil.which(tool) is None:
             return "needs %s" % tool
-    probe = subprocess.run(["unshare", "-m", "-n", "sh", "-c", "ip link set lo up"],
+    probe = subprocess.run(UNSHARE + ["sh", "-c", "ip link set lo up"],
                            capture_output=True, timeout=20)
     if probe.returncode != 0:
-        return "unshare -m -n refused: %s" % probe.stderr.decode(errors="replace").strip()
+        return "unshare -m -n -p refused: %s" % probe.stderr.decode(errors="replace").strip()
     return ""
 
 
@@ -84,7 +88,7 @@ def run(argv, tmp_path, names=None, timeout=60, setup=""):
     ready = own / "resolver.out"
     specs = ["%s=%s" % (n, ",".join(a)) for n, a in (names or {}).items()]
     env = dict(os.environ, RESOLVER=os.path.join(HERE, "resolver.py"), NETNS_SETUP=setup)
-    cmd = (["unshare", "-m", "-n", "sh", "-c", SCRIPT, "sh", str(resolv), str(ready)] + specs
+    cmd = (UNSHARE + ["sh", "-c", SCRIPT, "sh", str(resolv), str(ready)] + specs
            + ["--"] + list(argv))
     done = subprocess.run(cmd, capture_output=True, timeout=timeout, env=env, text=True)
     if done.returncode == 97:
