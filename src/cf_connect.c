@@ -68,10 +68,7 @@ static void open_connect(hv_cf_t *cf)
     t->request = NULL;
     if (rc != 0) {
         char name[32];
-        snprintf(name, sizeof(name), "%s", hv_err_name(rc));
-        for (char *c = name; *c != '\0'; c++)
-            *c = (char)hv_ascii_lower((unsigned char)*c);
-        fail(t, HV_D_PROXY_CONNECT_ERROR, name);
+        fail(t, HV_D_PROXY_CONNECT_ERROR, hv_err_name_arg(name, sizeof(name), rc, 1));
     }
 }
 

@@ -50,6 +50,18 @@ const char *hv_err_name(int err)
     return uv_err_name(err);
 }
 
+const char *hv_err_name_arg(char *out, size_t cap, int err, size_t skip)
+{
+    const char *name = hv_err_name(err);
+    size_t n = 0;
+    if (strlen(name) > skip)
+        name += skip;
+    for (; *name != '\0' && n + 1 < cap; name++)
+        out[n++] = (char)hv_ascii_lower((unsigned char)*name);
+    out[n] = '\0';
+    return out;
+}
+
 static void oom(size_t size)
 {
     fprintf(stderr, "harvestd: out of memory allocating %zu bytes\n", size);

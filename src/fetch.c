@@ -20,7 +20,6 @@
 #include "harvestd/fetch.h"
 
 #include <assert.h>
-#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -564,20 +563,6 @@ static void finish_not_modified(hv_req_t *r)
     f->on_end(f->ud, job);
 }
 
-/* The argument of the <error> families: libuv's name for `err` in lower case, without its
- * first `skip` characters (ECONNABORTED is "connaborted", EAI_FAIL is "fail"). */
-static const char *err_name_arg(char *out, size_t cap, int err, size_t skip)
-{
-    const char *name = uv_err_name(err);
-    size_t n = 0;
-    if (strlen(name) > skip)
-        name += skip;
-    for (; *name != '\0' && n + 1 < cap; name++)
-        out[n++] = (char)tolower((unsigned char)*name);
-    out[n] = '\0';
-    return out;
-}
-
 /* getaddrinfo's failures, as libuv reports them, as opposed to the connect's. */
 static int is_lookup_error(int err)
 {
@@ -630,7 +615,7 @@ static int fail_proxy(hv_req_t *r, int status)
             finish_fail(r, HV_ET_PROXY, HV_D_PROXY_NAME_NOT_RESOLVED, NULL);
         else
             finish_fail(r, HV_ET_PROXY, HV_D_PROXY_CONNECT_ERROR,
-                        err_name_arg(name, sizeof(name), status, 1));
+                        hv_err_name_arg(name, sizeof(name), status, 1));
         return 1;
     }
 }
@@ -676,10 +661,10 @@ static void fail_connect(hv_req_t *r, int status)
         return;
     default:
         if (is_lookup_error(status))
-            finish_fail(r, HV_ET_DNS, HV_D_DNS_ERROR, err_name_arg(name, sizeof(name), status, 4));
+            finish_fail(r, HV_ET_DNS, HV_D_DNS_ERROR, hv_err_name_arg(name, sizeof(name), status, 4));
         else
             finish_fail(r, HV_ET_CONNECT, HV_D_CONNECT_ERROR,
-                        err_name_arg(name, sizeof(name), status, 1));
+                        hv_err_name_arg(name, sizeof(name), status, 1));
     }
 }
 
@@ -1088,7 +1073,7 @@ static void req_on_error(hv_conn_t *c, int err)
         finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_RESET, NULL);
     else
         finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_ERROR,
-                    err_name_arg(name, sizeof(name), err, 1));
+                    hv_err_name_arg(name, sizeof(name), err, 1));
 }
 
 static void req_on_timeout(hv_conn_t *c)

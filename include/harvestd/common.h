@@ -40,6 +40,10 @@ enum {
 const char *hv_strerror(int err);
 /** Stable upper-case name (ECONNREFUSED, HV_ETOOBIG); never NULL. */
 const char *hv_err_name(int err);
+/** The argument of the detail families that name an error (connect_error_<error>...): its
+ *  name in lower case without its first `skip` characters (ECONNABORTED with 1 is
+ *  "connaborted", EAI_FAIL with 4 is "fail"), into `out`; returns `out`. */
+const char *hv_err_name_arg(char *out, size_t cap, int err, size_t skip);
 
 #define hv_container_of(ptr, type, member) \
     ((type *)((char *)(ptr) - offsetof(type, member)))
