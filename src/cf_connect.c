@@ -52,11 +52,7 @@ static void destroy(hv_cf_t *cf)
 
 static void fail(cf_connect_t *t, hv_detail_t code, const char *arg)
 {
-    hv_fault_t f = {code, ""};
-    if (arg != NULL)
-        snprintf(f.arg, sizeof(f.arg), "%s", arg);
-    hv_cf_set_fault(&t->cf, &f);
-    hv_cf_fail(&t->cf, HV_EPROXY);
+    hv_cf_fail_with(&t->cf, HV_EPROXY, code, arg);
 }
 
 static void open_connect(hv_cf_t *cf)
@@ -135,11 +131,6 @@ static void recv_connect(hv_cf_t *cf, const char *data, size_t len)
         hv_cf_up(cf, data + used, len - used);
 }
 
-static int send_connect(hv_cf_t *cf, const char *data, size_t len)
-{
-    return hv_cf_down(cf, data, len); /* open: a pass-through */
-}
-
 static int ended(hv_cf_t *cf, int err)
 {
     cf_connect_t *t = hv_container_of(cf, cf_connect_t, cf);
@@ -154,7 +145,7 @@ const hv_cf_type_t hv_cf_connect = {
     .create = create,
     .open = open_connect,
     .recv = recv_connect,
-    .send = send_connect,
+    .send = hv_cf_down, /* open: a pass-through */
     .ended = ended,
     .destroy = destroy,
 };

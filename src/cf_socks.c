@@ -62,9 +62,7 @@ static void socks_destroy(hv_cf_t *cf)
 
 static void socks_fail(cf_socks_t *t, hv_detail_t code)
 {
-    hv_fault_t f = {code, ""};
-    hv_cf_set_fault(&t->cf, &f);
-    hv_cf_fail(&t->cf, HV_EPROXY);
+    hv_cf_fail_with(&t->cf, HV_EPROXY, code, NULL);
 }
 
 static void send_or_fail(cf_socks_t *t, const uint8_t *msg, size_t len)
@@ -133,15 +131,12 @@ static void resolved(cf_socks_t *t, hv_dns_entry_t *e)
             first_refusal = cls;
     }
     hv_dns_unref(e);
-    hv_fault_t f = {hv_addr_class_detail(first_refusal), ""};
-    if (first_refusal == HV_ADDR_PUBLIC) {
-        hv_fault_t none = {HV_D_NO_ADDRESS_FOR_NAME, ""};
-        f = none;
-    }
     HV_LOG(HV_LOG_INFO, "event=address_blocked host=%s via=socks class=%s", t->host,
            hv_addr_class_name(first_refusal));
-    hv_cf_set_fault(&t->cf, &f);
-    hv_cf_fail(&t->cf, first_refusal == HV_ADDR_PUBLIC ? UV_EAI_NODATA : HV_EBLOCKED);
+    if (first_refusal == HV_ADDR_PUBLIC)
+        hv_cf_fail_with(&t->cf, UV_EAI_NODATA, HV_D_NO_ADDRESS_FOR_NAME, NULL);
+    else
+        hv_cf_fail_with(&t->cf, HV_EBLOCKED, hv_addr_class_detail(first_refusal), NULL);
 }
 
 static void on_dns(hv_dns_waiter_t *w, hv_dns_entry_t *e, int status)
@@ -178,9 +173,7 @@ static void open_socks(hv_cf_t *cf)
         hv_addr_class_t cls = hv_guard_check(env->guard, (struct sockaddr *)&ss);
         if (cls != HV_ADDR_PUBLIC) {
             env->stats->blocked[cls]++;
-            hv_fault_t f = {hv_addr_class_detail(cls), ""};
-            hv_cf_set_fault(cf, &f);
-            hv_cf_fail(cf, HV_EBLOCKED);
+            hv_cf_fail_with(cf, HV_EBLOCKED, hv_addr_class_detail(cls), NULL);
             return;
         }
         t->target = ss;
@@ -326,11 +319,6 @@ static void recv_socks(hv_cf_t *cf, const char *data, size_t len)
         hv_cf_up(cf, data, len);
 }
 
-static int send_socks(hv_cf_t *cf, const char *data, size_t len)
-{
-    return hv_cf_down(cf, data, len); /* open: a pass-through */
-}
-
 static int socks_ended(hv_cf_t *cf, int err)
 {
     (void)err;
@@ -344,7 +332,7 @@ const hv_cf_type_t hv_cf_socks = {
     .create = socks_create,
     .open = open_socks,
     .recv = recv_socks,
-    .send = send_socks,
+    .send = hv_cf_down, /* open: a pass-through */
     .ended = socks_ended,
     .destroy = socks_destroy,
 };

@@ -231,6 +231,9 @@ void hv_cf_opened(hv_cf_t *cf);
 void hv_cf_fail(hv_cf_t *cf, int err);
 /** The detail hv_conn_error() reports. */
 void hv_cf_set_fault(hv_cf_t *cf, const hv_fault_t *fault);
+
+/** hv_cf_set_fault() with detail `code` (and `arg`, NULL for none), then hv_cf_fail(). */
+void hv_cf_fail_with(hv_cf_t *cf, int err, hv_detail_t code, const char *arg);
 /** Whether the owner reads now (a layer holding data delivers it only then). */
 int hv_cf_reading(const hv_cf_t *cf);
 /** Whether the whole chain is open (the owner has heard on_connect(0)). */

@@ -80,6 +80,14 @@ void hv_cf_set_fault(hv_cf_t *cf, const hv_fault_t *fault)
     st.fault = *fault;
 }
 
+void hv_cf_fail_with(hv_cf_t *cf, int err, hv_detail_t code, const char *arg)
+{
+    hv_fault_t f;
+    hv_fault_set(&f, code, arg);
+    hv_cf_set_fault(cf, &f);
+    hv_cf_fail(cf, err);
+}
+
 void hv_cf_quickack(hv_cf_t *cf)
 {
     (void)cf;
