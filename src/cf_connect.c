@@ -17,7 +17,7 @@ typedef struct {
 
 static hv_cf_t *create(hv_conn_t *c, const void *arg)
 {
-    const hv_cf_connect_arg_t *a = arg;
+    const hv_proxy_target_t *a = arg;
     char auth[2 * HV_PROXY_CRED_MAX + 64] = "";
     (void)c;
     if (a->proxy->has_auth) {

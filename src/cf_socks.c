@@ -36,7 +36,7 @@ typedef struct {
 
 static hv_cf_t *socks_create(hv_conn_t *c, const void *arg)
 {
-    const hv_cf_socks_arg_t *a = arg;
+    const hv_proxy_target_t *a = arg;
     (void)c;
     if (strlen(a->host) > 255)
         return NULL;

@@ -792,14 +792,13 @@ static int connect_req(hv_req_t *r, int allow_pool)
     /* The chain: [a proxy's tunnel] [TLS to the origin, inside it]. */
     hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
                            .port = u->port};
-    hv_cf_connect_arg_t tunnel = {.proxy = r->proxy, .host = u->host, .port = u->port};
-    hv_cf_socks_arg_t socks = {.proxy = r->proxy, .host = u->host,
-                               .host_is_ip = u->host_is_ip, .port = u->port};
+    hv_proxy_target_t tunnel = {.proxy = r->proxy, .host = u->host,
+                                .host_is_ip = u->host_is_ip, .port = u->port};
     hv_conn_layer_t layers[2];
     unsigned n = 0;
     /* An http URL's requests go to an HTTP proxy as they are (absolute-form): no tunnel. */
     if (r->proxy != NULL && r->proxy->kind != HV_PROXY_HTTP)
-        layers[n++] = (hv_conn_layer_t){&hv_cf_socks, &socks};
+        layers[n++] = (hv_conn_layer_t){&hv_cf_socks, &tunnel};
     else if (r->proxy != NULL && (u->scheme == HV_SCHEME_HTTPS || http_tunnel(r->ps)))
         layers[n++] = (hv_conn_layer_t){&hv_cf_connect, &tunnel};
     if (u->scheme == HV_SCHEME_HTTPS)

@@ -16,13 +16,7 @@
 #include "harvestd/conn.h"
 #include "harvestd/proxy.h"
 
-/** What a tunnel is made from (read during hv_conn_connect() only). */
-typedef struct {
-    const hv_proxy_t *proxy; /* an HV_PROXY_HTTP proxy */
-    const char *host;        /* the target: a name or an IP literal (IPv6 without brackets) */
-    uint16_t port;
-} hv_cf_connect_arg_t;
-
+/** Its argument: an hv_proxy_target_t (proxy.h) through an HV_PROXY_HTTP proxy. */
 extern const hv_cf_type_t hv_cf_connect;
 
 /** The largest proxy reply head read. */

@@ -23,14 +23,8 @@
 #include "harvestd/conn.h"
 #include "harvestd/proxy.h"
 
-/** What a SOCKS5 tunnel is made from (read during hv_conn_connect() only). */
-typedef struct {
-    const hv_proxy_t *proxy; /* HV_PROXY_SOCKS5 or HV_PROXY_SOCKS5H */
-    const char *host;        /* the target: a name or an IP literal (IPv6 without brackets) */
-    int host_is_ip;
-    uint16_t port;
-} hv_cf_socks_arg_t;
-
+/** Its argument: an hv_proxy_target_t (proxy.h) through an HV_PROXY_SOCKS5 or
+ *  HV_PROXY_SOCKS5H proxy. */
 extern const hv_cf_type_t hv_cf_socks;
 
 #endif

@@ -58,6 +58,15 @@ typedef struct {
     char shown[HV_PROXY_SHOWN_MAX]; /* "http://proxy.example:3128": no user information */
 } hv_proxy_t;
 
+/** Where a tunnel through `proxy` leads (the argument of the tunnel layers, cf_connect.h and
+ *  cf_socks.h; read while the connection is made only). */
+typedef struct {
+    const hv_proxy_t *proxy;
+    const char *host;        /* the target: a name or an IP literal (IPv6 without brackets) */
+    int host_is_ip;
+    uint16_t port;
+} hv_proxy_target_t;
+
 /** A list of proxies, or "none" (go direct). Zeroed: not given. */
 typedef struct {
     int given;      /* set by the operator (a [host] section's list replaces the global one) */

@@ -171,11 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const hv_cf_type_t *type;
     hv_cf_t *cf;
     if (flags & 1) {
-        hv_cf_socks_arg_t a = {&proxy, target, (flags & 8) != 0, 443};
+        hv_proxy_target_t a = {&proxy, target, (flags & 8) != 0, 443};
         type = &hv_cf_socks;
         cf = type->create(NULL, &a);
     } else {
-        hv_cf_connect_arg_t a = {&proxy, target, 443};
+        hv_proxy_target_t a = {&proxy, target, 0, 443};
         type = &hv_cf_connect;
         cf = type->create(NULL, &a);
     }
