@@ -1,14 +1,15 @@
 /*
  * conn.c: TCP client connections, and the chain of layers above them (conn.h).
  *
- * Closing: a connection owns three handles (tcp, timer, an idle for reports from the loop),
- * registered with its hv_handles_t; hv_conn_close() closes them and the memory goes in the
- * last close callback.
+ * Closing: a connection owns five handles (two tcp handles that race for Happy Eyeballs, the
+ * timer, the Happy Eyeballs delay, an idle for reports from the loop), registered with its
+ * hv_handles_t; hv_conn_close() closes them and the memory goes in the last close callback.
  * A connect attempt that fails with more addresses to try closes the tcp handle with
  * on_tcp_retry_close, which opens a new one, unless the connection was closed meanwhile:
  * then it counts as the tcp handle's final close.
  * Pending connect and write requests complete with UV_ECANCELED before the close callbacks
- * and touch nothing but their own memory.
+ * and touch nothing but their own memory and the connection's fields (still there: it goes
+ * only after its tcp handles' close callbacks).
  */
 #include "harvestd/conn.h"
 

@@ -904,7 +904,8 @@ void hv_engine_close(hv_engine_t *e, void (*done)(void *ud), void *ud)
     assert(e->nflows == 0);
     e->closed = done;
     e->closed_ud = ud;
-    /* Only robots.txt requests can still be in flight (flows wait for their own). */
+    /* Only robots.txt requests and block probes can still be in flight (the privileged flow;
+     * the others wait for their own). */
     hv_fetch_cancel(e->fetch, NULL);
     end_jobs(e);
     hv_fetch_free(e->fetch);

@@ -138,7 +138,8 @@ struct hv_conn_s {
     uint16_t _port;
     int _reading;
     int _quickack;              /* ACK every read at once (a layer asked: hv_cf_quickack()) */
-    hv_handles_t _handles;      /* tcp, timer, drain: the memory goes when all have closed */
+    hv_handles_t _handles;      /* the tcp racers, timer, delay, idle: the memory goes when
+                                   all have closed */
 };
 
 /**
