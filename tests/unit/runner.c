@@ -154,6 +154,16 @@ void hv_test_write_file(const char *path, const void *data, size_t len)
         hv_test_fail(__FILE__, __LINE__, "%s: cannot write it", path);
 }
 
+const char *hv_test_write_mode_file(const char *name, const void *data, size_t len,
+                                    unsigned mode)
+{
+    const char *path = hv_test_tmppath(name);
+    hv_test_write_file(path, data, len);
+    if (chmod(path, (mode_t)mode) != 0)
+        hv_test_fail(__FILE__, __LINE__, "%s: %s", path, strerror(errno));
+    return path;
+}
+
 static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;

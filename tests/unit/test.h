@@ -93,6 +93,9 @@ const char *hv_test_tmpdir(void);
 const char *hv_test_tmppath(const char *name);
 char *hv_test_read_file(const char *path, size_t *len);
 void hv_test_write_file(const char *path, const void *data, size_t len);
+/* hv_test_write_file() into hv_test_tmppath(name), then chmod to `mode`: the path. */
+const char *hv_test_write_mode_file(const char *name, const void *data, size_t len,
+                                    unsigned mode);
 
 /*
  * The end of every test that runs a loop (libuv's MAKE_VALGRIND_HAPPY, made strict): lets

@@ -544,19 +544,6 @@ TEST_IMPL(config_help_shows_canonical_defaults)
     free(text);
 }
 
-/* `data` into the file `name` of the test's directory, with `mode`: its path. */
-static const char *secret_file(const char *name, const char *data, size_t len, mode_t mode)
-{
-    static char path[512];
-    snprintf(path, sizeof(path), "%s/%s", hv_test_tmpdir(), name);
-    FILE *f = fopen(path, "wb");
-    ASSERT_NOT_NULL(f);
-    ASSERT_EQ(len, fwrite(data, 1, len, f));
-    ASSERT_OK(fclose(f));
-    ASSERT_OK(chmod(path, mode));
-    return path;
-}
-
 /* proxy_credentials_file: read when the configuration is finished, its entries given to the
  * global list and to every [host] list; the dump shows the key's path and the proxies as
  * configured. */
@@ -566,7 +553,7 @@ TEST_IMPL(config_proxy_credentials_file)
     hv_config_t c;
     char err[1500], text[1200], path[600];
     snprintf(path, sizeof(path), "%s",
-             secret_file("proxies.cred", creds, sizeof(creds) - 1, 0600));
+             hv_test_write_mode_file("proxies.cred", creds, sizeof(creds) - 1, 0600));
     hv_config_defaults(&c);
     snprintf(text, sizeof(text),
              "proxy = http://10.0.0.7:3128\n"
@@ -625,7 +612,7 @@ TEST_IMPL(config_proxy_credentials_file_errors)
         hv_config_t c;
         char err[1500], want[1500], path[600];
         snprintf(path, sizeof(path), "%s",
-                 secret_file("p.cred", cases[i].data, cases[i].len, cases[i].mode));
+                 hv_test_write_mode_file("p.cred", cases[i].data, cases[i].len, cases[i].mode));
         hv_config_defaults(&c);
         ASSERT_OK(hv_config_set(&c, "proxy", cases[i].proxy, err, sizeof(err)));
         ASSERT_OK(hv_config_set(&c, "proxy-credentials-file", path, err, sizeof(err)));

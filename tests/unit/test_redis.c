@@ -1040,19 +1040,6 @@ TEST_IMPL(redis_url_user_and_password)
 
 /* ---- the password file */
 
-/* A file in the test's directory holding `len` bytes of `data`, with mode `mode`. */
-static const char *pw_file(const char *name, const char *data, size_t len, mode_t mode)
-{
-    static char path[512];
-    snprintf(path, sizeof(path), "%s/%s", hv_test_tmpdir(), name);
-    FILE *f = fopen(path, "wb");
-    ASSERT_NOT_NULL(f);
-    ASSERT_EQ(len, fwrite(data, 1, len, f));
-    ASSERT_OK(fclose(f));
-    ASSERT_OK(chmod(path, mode));
-    return path;
-}
-
 /* One line, its newline (and a CR before it) not part of the password. */
 TEST_IMPL(redis_password_file_is_one_line)
 {
@@ -1064,7 +1051,7 @@ TEST_IMPL(redis_password_file_is_one_line)
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(good); i++) {
         char out[HV_REDIS_PASSWORD_MAX], err[512];
-        const char *path = pw_file("pw", good[i].data, strlen(good[i].data), 0600);
+        const char *path = hv_test_write_mode_file("pw", good[i].data, strlen(good[i].data), 0600);
         if (hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)) != 0)
             hv_test_fail(__FILE__, __LINE__, "'%s': %s", good[i].data, err);
         ASSERT_STR_EQ(good[i].password, out);
@@ -1073,7 +1060,7 @@ TEST_IMPL(redis_password_file_is_one_line)
     char big[HV_REDIS_PASSWORD_MAX + 2], out[HV_REDIS_PASSWORD_MAX], err[512];
     memset(big, 'x', sizeof(big));
     memcpy(big + HV_REDIS_PASSWORD_MAX - 1, "\r\n", 2);
-    const char *path = pw_file("big", big, HV_REDIS_PASSWORD_MAX + 1, 0400);
+    const char *path = hv_test_write_mode_file("big", big, HV_REDIS_PASSWORD_MAX + 1, 0400);
     ASSERT_OK(hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
     ASSERT_EQ(HV_REDIS_PASSWORD_MAX - 1, strlen(out));
 }
@@ -1104,7 +1091,7 @@ TEST_IMPL(redis_password_file_refusals)
     };
     for (size_t i = 0; i < HV_ARRAY_SIZE(bad); i++) {
         char out[HV_REDIS_PASSWORD_MAX] = "", err[512] = "", want[600];
-        const char *path = pw_file("pw", bad[i].data != NULL ? bad[i].data : big, bad[i].len,
+        const char *path = hv_test_write_mode_file("pw", bad[i].data != NULL ? bad[i].data : big, bad[i].len,
                                    bad[i].mode);
         ASSERT_EQ(-1, hv_redis_password_read(path, out, sizeof(out), err, sizeof(err)));
         snprintf(want, sizeof(want), "the password file %s %s", path, bad[i].says);
@@ -1129,7 +1116,7 @@ TEST_IMPL(redis_url_load_takes_the_password_file)
 {
     hv_redis_addr_t a;
     char err[512];
-    const char *path = pw_file("pw", "from-file\n", 10, 0600);
+    const char *path = hv_test_write_mode_file("pw", "from-file\n", 10, 0600);
     ASSERT_OK(hv_redis_url_load("redis://alice:from-url@h/2", path, &a, err, sizeof(err)));
     ASSERT_STR_EQ("alice", a.user);
     ASSERT_STR_EQ("from-file", a.password);
@@ -1149,7 +1136,7 @@ TEST_IMPL(redis_url_load_takes_the_password_file)
                                                    sizeof(err)));
     ASSERT(strstr(err, "user alice has no password") != NULL);
     ASSERT_EQ(HV_REDIS_LOAD_URL, hv_redis_url_load("http://h", path, &a, err, sizeof(err)));
-    path = pw_file("pw", "from-file\n", 10, 0644);
+    path = hv_test_write_mode_file("pw", "from-file\n", 10, 0644);
     ASSERT_EQ(HV_REDIS_LOAD_PASSWORD_FILE,
               hv_redis_url_load("redis://:from-url@h", path, &a, err, sizeof(err)));
     ASSERT(strstr(err, "mode 0644") != NULL);

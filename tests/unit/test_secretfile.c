@@ -1,7 +1,7 @@
 /*
  * test_secretfile.c: a secret's file read within its bound (secretfile.h). The refusals
  * (mode, not a regular file, missing) are tested through their users, in test_redis.c and
- * test_proxy.c, word for word.
+ * test_config.c, word for word.
  */
 #include <stdio.h>
 #include <string.h>
@@ -15,12 +15,7 @@ TEST_IMPL(secret_file_reads_within_its_bound)
 {
     char path[512], buf[8], err[600];
     size_t len = 99;
-    snprintf(path, sizeof(path), "%s/secret", hv_test_tmpdir());
-    FILE *f = fopen(path, "wb");
-    ASSERT_NOT_NULL(f);
-    ASSERT_EQ(10, fwrite("0123456789", 1, 10, f));
-    ASSERT_OK(fclose(f));
-    ASSERT_OK(chmod(path, 0400));
+    snprintf(path, sizeof(path), "%s", hv_test_write_mode_file("secret", "0123456789", 10, 0400));
     /* Longer than the buffer: the buffer full, which is how a caller tells. */
     ASSERT_OK(hv_secret_file_read(path, "test file", buf, sizeof(buf), &len, err, sizeof(err)));
     ASSERT_EQ(sizeof(buf), len);
