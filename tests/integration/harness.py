@@ -23,6 +23,7 @@ events) and Spool (a spool directory: drop files by rename, listings, outputs, s
 
 import atexit
 import calendar
+import contextlib
 import json
 import os
 import re
@@ -1408,3 +1409,28 @@ def lmdb_damage_page(path, pgno, how):
             f.seek(pgno * page + node)
             f.write(struct.pack("<I", 0x00ffffff))
 
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size, harvestd):
+    """`path` (made here) on a tmpfs of `size` ("64k") for the block, the test skipped where
+    it cannot be mounted (root only); unmounted after, once the test's daemons are gone
+    (harvestd.cleanup())."""
+    def run(*argv):
+        return subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=30)
+    os.makedirs(str(path))
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        done = run("mount", "-t", "tmpfs", "-o", "size=%s,mode=0755" % size, "tmpfs", str(path))
+    except OSError as e:
+        pytest.skip("cannot run mount: %s" % e)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here: %s" % done.stdout.decode(errors="replace").strip())
+    try:
+        yield path
+    finally:
+        harvestd.cleanup()
+        if run("umount", str(path)).returncode != 0:
+            run("umount", "-l", str(path))

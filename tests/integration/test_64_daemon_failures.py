@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from harness import assert_ok, parse_records, parse_summary, title_of, wait_complete
+from harness import (assert_ok, parse_records, parse_summary, small_tmpfs, title_of,
+                     wait_complete)
 
 
 def run(*argv):
@@ -18,22 +19,8 @@ def run(*argv):
 def small_out(spool, harvestd):
     """spool/out on a 64 KiB tmpfs (root only); unmounted after the test, once its daemons
     are gone."""
-    out = spool.path("out")
-    os.makedirs(out)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    try:
-        done = run("mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", out)
-    except OSError as e:
-        pytest.skip("cannot run mount: %s" % e)
-    if done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here: %s" % done.stdout.decode(errors="replace").strip())
-    try:
+    with small_tmpfs(spool.path("out"), "64k", harvestd) as out:
         yield out
-    finally:
-        harvestd.cleanup()
-        if run("umount", out).returncode != 0:
-            run("umount", "-l", out)
 
 
 def test_64_01_disk_full_stops_the_daemon_and_keeps_the_batch(start_daemon, spool, origin, small_out):

@@ -606,26 +606,9 @@ def test_95_17_a_failed_lookup_sets_the_store_aside_and_the_batch_completes(
 def small_state(tmp_path, harvestd):
     """tmp_path/state on a 192 KiB tmpfs (root only, as test_64's small_out); unmounted after
     the test, once its daemons are gone."""
-    state = tmp_path / "state"
-    state.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-
-    def run(*argv):
-        return subprocess.run(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              timeout=30)
-    try:
-        done = run("mount", "-t", "tmpfs", "-o", "size=192k,mode=0755", "tmpfs", str(state))
-    except OSError as e:
-        pytest.skip("cannot run mount: %s" % e)
-    if done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here: %s" % done.stdout.decode(errors="replace").strip())
-    try:
+    from harness import small_tmpfs
+    with small_tmpfs(tmp_path / "state", "192k", harvestd) as state:
         yield state
-    finally:
-        harvestd.cleanup()
-        if run("umount", str(state)).returncode != 0:
-            run("umount", "-l", str(state))
 
 
 def test_95_18_a_full_disk_under_the_store_is_a_full_store(start_daemon, spool, pages,
