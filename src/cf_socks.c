@@ -51,10 +51,17 @@ static hv_cf_t *socks_create(hv_conn_t *c, const void *arg)
     return &t->cf;
 }
 
-static void socks_destroy(hv_cf_t *cf)
+/* The lookup of the target's name goes with the connection's close, as conn's own does. */
+static void socks_close(hv_cf_t *cf)
 {
     cf_socks_t *t = hv_container_of(cf, cf_socks_t, cf);
     hv_dns_cancel(&t->waiter);
+}
+
+static void socks_destroy(hv_cf_t *cf)
+{
+    cf_socks_t *t = hv_container_of(cf, cf_socks_t, cf);
+    hv_dns_cancel(&t->waiter); /* (a layer whose connection never closed: nothing waits) */
     explicit_bzero(t->password, sizeof(t->password));
     free(t->host);
     free(t);
@@ -334,5 +341,6 @@ const hv_cf_type_t hv_cf_socks = {
     .recv = recv_socks,
     .send = hv_cf_down, /* open: a pass-through */
     .ended = socks_ended,
+    .close = socks_close,
     .destroy = socks_destroy,
 };

@@ -570,6 +570,9 @@ void hv_conn_close(hv_conn_t *c)
         return;
     set_state(c, HV_CONN_CLOSING);
     release_dns(c);
+    for (hv_cf_t *cf = c->_bottom; cf != NULL; cf = cf->above)
+        if (cf->type->close != NULL)
+            cf->type->close(cf);
     hv_conn_read_stop(c);
     uv_timer_stop(&c->_timer);
     hv_handles_close_all(&c->_handles); /* a tcp handle closing to retry is left to that */

@@ -210,6 +210,10 @@ struct hv_cf_type_s {
     /** Optional: whether data waits for delivery, and its delivery (reading is on). */
     int (*buffered)(const hv_cf_t *cf);
     void (*pump)(hv_cf_t *cf);
+    /** Optional: the connection is closing (hv_conn_close()): let go at once of what waits on
+     *  the loop for the layer (a name lookup), as the connection does of its own. */
+    void (*close)(hv_cf_t *cf);
+    /** The last close callback ran: free the layer. */
     void (*destroy)(hv_cf_t *cf);
 };
 
