@@ -783,12 +783,18 @@ def test_26_40_happy_eyeballs_starts_the_other_family_after_250ms(tmp_path):
              "    c.setblocking(False)\n"
              "    c.connect_ex(('::1', %d))\n"
              "    held.append(c)\n"
-             "time.sleep(10)\n") % (NS_PORT, NS_PORT)
+             "time.sleep(0.2)\n"
+             "open(%r, 'w').close()\n"
+             "time.sleep(30)\n")
     script = tmp_path / "stuck.py"
-    script.write_text(stuck)
+    ready = tmp_path / "stuck.ready"
+    script.write_text(stuck % (NS_PORT, NS_PORT, str(ready)))
     # Its output away from the namespace's pipes, which would otherwise stay open, and the run
     # with them, until it ends; it ends with the namespace (netns.UNSHARE).
-    setup = "python3 %s >/dev/null 2>&1 </dev/null & sleep 0.5" % script
+    # The run starts once the queue is full (a loaded machine may take seconds to get there).
+    setup = ("python3 %s >/dev/null 2>&1 </dev/null & "
+             "i=0; until [ -e %s ] || [ $i -ge 400 ]; do i=$((i + 1)); sleep 0.05; done"
+             % (script, ready))
     names = {"dual.test": ["::1", "127.0.0.1"]}
     url = "http://dual.test:%d/page" % NS_PORT
     run = run_in_namespace(tmp_path, [url], "--connect-timeout", "3s", "-vv", names=names,

@@ -253,6 +253,14 @@ def scrape(port, families=ONCE_FAMILIES):
     return m
 
 
+def wait_counted(daemon, port, completed):
+    """Wait until /metrics counts `completed` batches: a batch is counted once its completion
+    is durable, which is after its summary and done/ file can be seen (wait_complete)."""
+    daemon.poll_until(
+        lambda: scrape(port, DAEMON_FAMILIES).int("harvestd_batches_completed_total") == completed,
+        10, "harvestd_batches_completed_total == %d" % completed)
+
+
 def check_never_decrease(prev, cur):
     for key, v in prev.samples.items():
         name = key[0]
@@ -611,6 +619,7 @@ def test_70_05_daemon_counts_batches_and_cuts_slow_clients(start_daemon, spool, 
             assert time.monotonic() - d.started < 15 * SLOWDOWN, "batch a.txt did not complete"
             time.sleep(0.03)
         wait_complete(d, spool, ["a.txt"], timeout=5)
+        wait_counted(d, port, 1)
         recs_a = check_batch(spool, "a.txt", data_a)
         m = scrape(port, DAEMON_FAMILIES)
         check_never_decrease(prev, m)
@@ -629,6 +638,7 @@ def test_70_05_daemon_counts_batches_and_cuts_slow_clients(start_daemon, spool, 
                      "the rejected file counted")
         data_b = spool.drop("b.txt", [o.url("/page?title=b%d" % i) for i in range(5)] + [o.url("/status/404?b")])
         wait_complete(d, spool, ["b.txt"], timeout=10)
+        wait_counted(d, port, 2)
         recs_b = check_batch(spool, "b.txt", data_b)
         m2 = scrape(port, DAEMON_FAMILIES)
         check_never_decrease(m, m2)
@@ -701,6 +711,7 @@ def test_70_07_daemon_counts_a_resumed_batch(start_daemon, spool, fresh_origin):
     d2 = start_daemon(metrics_listen="127.0.0.1:%d" % port, flush_ms="20ms", retries="0")
     wait_listening(port, d2.running)
     wait_complete(d2, spool, ["r.txt"], timeout=10)
+    wait_counted(d2, port, 1)
     final = spool.output_bytes("r.txt")
     assert final.startswith(first)
     mine = parse_records(final[len(first):])
