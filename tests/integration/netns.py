@@ -23,7 +23,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Mount and network namespaces, and a PID namespace whose first process is the script: when
 # it ends, the kernel stops every process still in it (a server `setup` left running too).
-UNSHARE = ["unshare", "-m", "-n", "-p", "--fork"]
+# Its own /proc, so that a process there sees itself (LeakSanitizer reads /proc/PID/task).
+UNSHARE = ["unshare", "-m", "-n", "-p", "--fork", "--mount-proc"]
 
 # Runs inside the namespace: $1 resolv.conf, $2 ready file, then the resolver's names up to
 # "--", then the command.

@@ -284,8 +284,10 @@ def test_99_12_a_failing_proxy_is_set_aside_and_counted(run_harvestd, tinyproxy,
     from origin import free_port
     good = tinyproxy()
     dead = "http://127.0.0.1:%d" % closed_port
-    origins = hosts(6)
-    urls = [o.url("/page?title=q%d" % i) for i in range(5) for o in origins]
+    # Each host keeps the proxy a hash of its origin (a random port) picks: with 12 hosts,
+    # all of them missing the dead one has odds of 1 in 4,096 (6 hosts: 1 in 64, and it came).
+    origins = hosts(12)
+    urls = [o.url("/page?title=q%d" % i) for i in range(3) for o in origins]
     port = free_port()
     d = start_daemon(proxy="%s, %s" % (dead, good.url()), retries="3", retry_base="20ms",
                      metrics_listen="127.0.0.1:%d" % port)
