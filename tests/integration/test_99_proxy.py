@@ -271,8 +271,13 @@ def test_99_11_rotation_by_host_keeps_pooling_and_by_request_spreads(
     # From then on, http went through tunnels, kept alive.
     tunnels = _per_proxy_targets(proxies, r"CONNECT 127\.0\.0\.1:(\d+) ")
     assert all(sum(c.values()) > 0 for c in tunnels.values()), tunnels
-    s = run.summary
-    assert s["connections_reused"] > s["connections_opened"], s
+    # Each tunnel carried several requests: the requests harvestd made less the ones the
+    # proxies saw in absolute form went through far fewer CONNECTs. (How many went in absolute
+    # form before the switch depends on the machine's speed; the summary's totals mix both.)
+    absolute = sum(1 for p in proxies for line in p.requests() if line.startswith("GET http://"))
+    opened = sum(sum(c.values()) for c in tunnels.values())
+    through_tunnels = run.summary["requests"] - run.summary["stale_retries"] - absolute
+    assert through_tunnels > opened, (through_tunnels, opened, run.summary)
 
 
 def test_99_12_a_failing_proxy_is_set_aside_and_counted(run_harvestd, tinyproxy, hosts,
