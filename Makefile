@@ -39,7 +39,7 @@ endif
 HARDEN_LDFLAGS = -Wl,-z,relro,-z,now -pie
 
 # Libraries with a pkg-config file; the rest are plain -l flags (mbedtls ships no .pc).
-PKGS        = libuv gumbo libcjson liburiparser zlib inih libsystemd libbrotlidec libzstd libidn2 hiredis lmdb libxxhash
+PKGS        = libuv gumbo libcjson liburiparser zlib inih libsystemd libbrotlidec libzstd libnghttp2 libidn2 hiredis lmdb libxxhash
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 

@@ -1,6 +1,7 @@
 /* cf_tls.c: the TLS layer of a connection's chain (cf_tls.h). */
 #include "harvestd/cf_tls.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct {
     char *host;
     int host_is_ip;
     char *session_key;
+    int h2;              /* offer ALPN h2 */
     hv_tls_t *tls;       /* made when the layer opens */
     int handshaken;
 } cf_tls_t;
@@ -33,6 +35,7 @@ static hv_cf_t *create(hv_conn_t *c, const void *arg)
     t->ctx = a->ctx;
     t->host = hv_xstrdup(a->host);
     t->host_is_ip = a->host_is_ip;
+    t->h2 = a->h2;
     size_t n = strlen(a->host) + 8;
     t->session_key = hv_xmalloc(n);
     snprintf(t->session_key, n, "%s:%u", a->host, (unsigned)a->port);
@@ -110,7 +113,7 @@ static void progress(cf_tls_t *t)
 static void open_tls(hv_cf_t *cf)
 {
     cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
-    t->tls = hv_tls_new(t->ctx, t->host, t->host_is_ip, t->session_key);
+    t->tls = hv_tls_new_alpn(t->ctx, t->host, t->host_is_ip, t->session_key, t->h2);
     progress(t); /* sends the ClientHello */
 }
 
@@ -206,3 +209,13 @@ const hv_cf_type_t hv_cf_tls = {
     .pump = pump,
     .destroy = destroy,
 };
+
+const char *hv_cf_tls_alpn(const hv_conn_t *c)
+{
+    const hv_cf_t *cf = hv_conn_layer(c, &hv_cf_tls);
+    if (cf == NULL)
+        return NULL;
+    const cf_tls_t *t = (const cf_tls_t *)(const void *)((const char *)cf -
+                                                         offsetof(cf_tls_t, cf));
+    return t->tls != NULL ? hv_tls_alpn(t->tls) : NULL;
+}

@@ -48,7 +48,8 @@ typedef enum {
     T_RECRAWL,
     T_PROXIES,
     T_NO_PROXY,
-    T_ROTATION
+    T_ROTATION,
+    T_HTTP2
 } dtype_t;
 
 typedef struct {
@@ -135,6 +136,15 @@ static const directive_t directives[] = {
      "10m", "a blocked host is probed again after a pause that doubles up to this"},
     {"record_digest", T_BOOL, F(record_digest), 0, 1, 0, "no",
      "records of parsed pages carry body_digest, 16 hex digits of their decoded body's XXH3-64"},
+    {"http2", T_HTTP2, F(http2), 0, 0, 0, "auto",
+     "auto: TLS connections offer HTTP/2 (ALPN h2, then http/1.1) and one connection carries "
+     "a host's requests as streams; off: HTTP/1.1 only"},
+    {"http2_prior_knowledge", T_BOOL, F(http2_prior_knowledge), 0, 1, 0, "no",
+     "http:// URLs go over cleartext HTTP/2 (h2c) without asking, to servers known to speak "
+     "it (usually set in a [host \"NAME\"] section)"},
+    {"http2_window", T_SIZE, F(http2_window), 16 * 1024, 16 * MIB, 0, "256k",
+     "each HTTP/2 stream's receive window: what a server may send on it before harvestd has "
+     "taken the data (while the page queue is full, streams x this is what a connection holds)"},
     {"proxy", T_PROXIES, F(proxy), 0, 0, 0, "",
      "requests go through these proxies, comma-separated: http://[USER:PASSWORD@]HOST[:PORT] "
      "(CONNECT for https URLs), socks5:// or socks5h://...; none or empty: direct (a "
@@ -591,6 +601,25 @@ static int set_rotation(const directive_t *d, void *field, const char *value, ch
     return 0;
 }
 
+static const char *const http2_names[] = {[HV_HTTP2_OFF] = "off", [HV_HTTP2_AUTO] = "auto"};
+
+static int set_http2(const directive_t *d, void *field, const char *value, char *err,
+                     size_t errcap)
+{
+    int i = name_index(d, http2_names, HV_ARRAY_SIZE(http2_names), value, err, errcap);
+    if (i < 0)
+        return UV_EINVAL;
+    *(hv_http2_t *)field = (hv_http2_t)i;
+    return 0;
+}
+
+static int format_http2(const directive_t *d, const void *field, char *out, size_t cap)
+{
+    (void)d;
+    return format_name(http2_names, HV_ARRAY_SIZE(http2_names), (int)*(const hv_http2_t *)field,
+                       out, cap);
+}
+
 static int format_rotation(const directive_t *d, const void *field, char *out, size_t cap)
 {
     (void)d;
@@ -758,6 +787,7 @@ static const type_ops_t types[] = {
     [T_PROXIES] = {set_proxies, format_proxies},
     [T_NO_PROXY] = {set_no_proxy, format_no_proxy},
     [T_ROTATION] = {set_rotation, format_rotation},
+    [T_HTTP2] = {set_http2, format_http2},
 };
 
 /* ---- directives by name ---- */
@@ -870,6 +900,7 @@ static const section_key_t host_keys[] = {
     HOST_KEY("host_delay", delay_ms, delay_set),
     HOST_KEY("host_delay_jitter", jitter, jitter_set),
     HOST_KEY("block_detection", block_detection, block_detection_set),
+    HOST_KEY("http2_prior_knowledge", http2_prior_knowledge, http2_prior_knowledge_set),
     HOST_KEY("proxy", proxy, proxy.given),
 };
 
@@ -1093,6 +1124,13 @@ const hv_proxy_list_t *hv_config_host_proxies(const hv_config_t *cfg, const char
     const hv_host_rule_t *r = host_rule(cfg, host);
     const hv_proxy_list_t *l = r != NULL && r->proxy.given ? &r->proxy : &cfg->proxy;
     return l->count > 0 ? l : NULL;
+}
+
+int hv_config_host_h2c(const hv_config_t *cfg, const char *host)
+{
+    const hv_host_rule_t *r = cfg->nhost_rules > 0 ? host_rule(cfg, host) : NULL;
+    return r != NULL && r->http2_prior_knowledge_set ? r->http2_prior_knowledge
+                                                      : cfg->http2_prior_knowledge;
 }
 
 int hv_config_host_block_detection(const hv_config_t *cfg, const char *host)

@@ -546,12 +546,17 @@ const hv_cf_type_t *hv_conn_opening(const hv_conn_t *c)
     return cf != NULL ? cf->type : NULL;
 }
 
-int hv_conn_has_layer(const hv_conn_t *c, const hv_cf_type_t *type)
+const hv_cf_t *hv_conn_layer(const hv_conn_t *c, const hv_cf_type_t *type)
 {
     for (const hv_cf_t *cf = c->_bottom; cf != NULL; cf = cf->above)
         if (cf->type == type)
-            return 1;
-    return 0;
+            return cf;
+    return NULL;
+}
+
+int hv_conn_has_layer(const hv_conn_t *c, const hv_cf_type_t *type)
+{
+    return hv_conn_layer(c, type) != NULL;
 }
 
 void hv_conn_set_timer(hv_conn_t *c, uint64_t ms)

@@ -98,6 +98,9 @@ static const char *const hv_details[HV_D__COUNT] = {
     [HV_D_DECODE_INIT_FAILED] = "<codec>_init_failed",
     [HV_D_DECODE_WINDOW_TOO_LARGE] = "<codec>_window_too_large",
     [HV_D_HTTP_PARSE] = "<llhttp_error>",
+    [HV_D_STREAM_RESET] = "stream_reset_<code>",
+    [HV_D_GOAWAY] = "goaway_<code>",
+    [HV_D_H2_ERROR] = "h2_<code>",
 
     [HV_D_DISALLOWED_BY_ROBOTS] = "disallowed_by_robots_txt",
     [HV_D_ROBOTS_UNAVAILABLE] = "robots_txt_unavailable_<cause>",

@@ -878,6 +878,12 @@ void hv_engine_format_stats(char *out, size_t cap, const hv_engine_stats_t *s)
                      f->connections_reused, f->stale_retries, f->redirects, s->retries,
                      s->dns.lookups, s->dns.hits, p->robots_fetches, p->robots_disallowed,
                      p->decreases, p->increases, p->throttled);
+    if (f->h2.sessions > 0 && n > 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n,
+                      " connections_h2=%" PRIu64 " streams_h2=%" PRIu64 " streams_refused=%" PRIu64
+                      " streams_reset=%" PRIu64 " h2_goaways=%" PRIu64,
+                      f->connections_h2, f->h2.streams, f->h2.refused, f->h2.reset,
+                      f->h2.goaways);
     if (s->has_tls && n > 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n,
                       " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,

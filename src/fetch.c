@@ -33,6 +33,7 @@
 #include "harvestd/cf_socks.h"
 #include "harvestd/cf_tls.h"
 #include "harvestd/conn.h"
+#include "harvestd/h2.h"
 #include "harvestd/http.h"
 #include "harvestd/log.h"
 
@@ -42,7 +43,8 @@
 /* Room for a pool key: scheme, host and port of a URL. */
 #define POOL_KEY_MAX (HV_PROXY_SHOWN_MAX + HV_URL_MAX + 32)
 
-/* QUEUED: waiting for room under its proxy's connection cap (no connection yet). */
+/* QUEUED: waiting for room under its proxy's connection cap, or for an HTTP/2 connection
+ * (no connection yet). */
 typedef enum { RQ_CONNECTING, RQ_WAITING, RQ_RECEIVING, RQ_QUEUED } rq_state_t;
 
 static const char *const rq_state_names[] = {"connecting", "waiting", "receiving", "queued"};
@@ -65,6 +67,35 @@ typedef struct pool_host_s {
     UT_hash_handle hh;
 } pool_host_t;
 
+/* Requests resent or released are started again from the loop, never inside the callback
+ * that let them go: at most this many per turn before the others wait for the next. */
+
+/* What fetch knows of one origin's protocol, keyed like the pool. */
+typedef struct origin_s {
+    char *key;
+    int h1_only;               /* it answered HTTP_1_1_REQUIRED: TLS offers http/1.1 alone */
+    int h1_known;              /* its last new connection chose http/1.1: no waiting for it */
+    TAILQ_HEAD(, h2c_s) conns; /* HTTP/2 connections, open or opening */
+    unsigned nconns;
+    TAILQ_ENTRY(origin_s) lru;
+    UT_hash_handle hh;
+} origin_t;
+
+/* An HTTP/2 connection of an origin: while opening, owned by the request that opened it
+ * (`opener`); open, a session (h2.h) that the origin's requests share as streams. */
+typedef struct h2c_s {
+    hv_fetch_t *f;
+    origin_t *o;
+    struct hv_req_s *opener;   /* opening: its request (NULL once open) */
+    hv_h2_t *h2;               /* open: the session */
+    hv_proxy_stats_t *ps;      /* the proxy it goes through (NULL: direct) */
+    int no_new;                /* a stream was refused on it: new ones go elsewhere */
+    TAILQ_HEAD(, hv_req_s) pending; /* requests waiting for a stream on it */
+    unsigned npending;
+    TAILQ_ENTRY(h2c_s) link;   /* in its origin's list */
+    TAILQ_ENTRY(h2c_s) all;    /* in the fetch's */
+} h2c_t;
+
 typedef struct hv_req_s {
     hv_fetch_t *f;
     hv_job_t *job;
@@ -84,6 +115,14 @@ typedef struct hv_req_s {
     hv_error_type_t fail_type; /* decided at the head: fail once complete (or at abort) */
     hv_fault_t fail;
     TAILQ_ENTRY(hv_req_s) link;
+    /* HTTP/2 */
+    h2c_t *h2c;                /* the connection it has a stream on, or waits for */
+    int32_t sid;               /* its stream (0: none) */
+    int pending;               /* in h2c->pending */
+    int ready;                 /* in the fetch's ready list: starts again on the next turn */
+    int no_h2_wait;            /* opens a connection of its own rather than wait for one */
+    unsigned resends;          /* streams of this hop the server did not process */
+    TAILQ_ENTRY(hv_req_s) pend_link;
 } hv_req_t;
 
 struct hv_fetch_s {
@@ -109,6 +148,15 @@ struct hv_fetch_s {
     unsigned nproxies;
     TAILQ_HEAD(, hv_req_s) waiting; /* requests queued under a proxy's cap, oldest first */
     uv_timer_t wait_timer;     /* wakes them: room made, or the first deadline */
+    origin_t *origins;         /* HTTP/2 knowledge per origin */
+    TAILQ_HEAD(, origin_s) origin_lru;
+    unsigned norigins;
+    TAILQ_HEAD(, h2c_s) h2cs;  /* every HTTP/2 connection */
+    TAILQ_HEAD(req_list, hv_req_s) ready; /* requests to start again on the next turn */
+    uv_timer_t ready_timer;
+    uv_timer_t pend_timer;     /* the first deadline of the requests waiting for HTTP/2 */
+    hv_h2_settings_t h2set;
+    int closing;               /* timers still to close in hv_fetch_free() */
     hv_fetch_stats_t stats;
 };
 
@@ -126,6 +174,20 @@ static void proxy_outcome(hv_req_t *r, int failed);
 static void conn_closed(hv_fetch_t *f, hv_proxy_stats_t *ps);
 static int connect_req(hv_req_t *r, int allow_pool);
 static void on_wait_timer(uv_timer_t *t);
+static void h2_release_pending(h2c_t *hc);
+static void h2c_free(h2c_t *hc);
+static void make_ready(hv_req_t *r);
+static void on_ready_timer(uv_timer_t *t);
+static void on_pend_timer(uv_timer_t *t);
+static void req_timeout(hv_req_t *r, hv_conn_t *c);
+
+/* How a request may go over HTTP/2: not, over TLS (ALPN), or by prior knowledge (h2c). */
+enum { H2_NO = 0, H2_TLS = 1, H2_PRIOR = 2 };
+static int h2_eligible(const hv_fetch_t *f, const hv_req_t *r);
+static origin_t *origin_get(hv_fetch_t *f, const char *key);
+static int h2_attach(hv_req_t *r, origin_t *o);
+static h2c_t *h2c_new(hv_fetch_t *f, origin_t *o, hv_req_t *opener);
+static void h2_start_session(hv_req_t *r, h2c_t *hc, hv_conn_t *c);
 
 static const hv_conn_cbs_t req_cbs = {req_on_connect, req_on_read, req_on_error, req_on_timeout};
 static const hv_conn_cbs_t idle_cbs = {idle_on_connect, idle_on_read, idle_on_error,
@@ -179,6 +241,20 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     TAILQ_INIT(&f->waiting);
     uv_timer_init(loop, &f->wait_timer);
     f->wait_timer.data = f;
+    TAILQ_INIT(&f->origin_lru);
+    TAILQ_INIT(&f->h2cs);
+    TAILQ_INIT(&f->ready);
+    uv_timer_init(loop, &f->ready_timer);
+    f->ready_timer.data = f;
+    uv_timer_init(loop, &f->pend_timer);
+    f->pend_timer.data = f;
+    f->h2set.max_streams = cfg->per_host;
+    for (unsigned i = 0; i < cfg->nhost_rules; i++)
+        if (cfg->host_rules[i].per_host_set)
+            f->h2set.max_streams = HV_MAX(f->h2set.max_streams, cfg->host_rules[i].per_host);
+    f->h2set.stream_window = (uint32_t)cfg->http2_window;
+    f->h2set.max_header_list = (uint32_t)HV_MIN(cfg->max_header_bytes, (uint64_t)UINT32_MAX);
+    f->h2set.idle_ms = cfg->keepalive_timeout_ms;
     return f;
 }
 
@@ -473,15 +549,41 @@ static void unqueue(hv_req_t *r)
     r->queued = 0;
 }
 
+static void pend_remove(hv_req_t *r)
+{
+    h2c_t *hc = r->h2c;
+    TAILQ_REMOVE(&hc->pending, r, pend_link);
+    hc->npending--;
+    r->pending = 0;
+    r->h2c = NULL;
+}
+
 static void end_req(hv_req_t *r)
 {
     hv_fetch_t *f = r->f;
     if (r->queued)
         unqueue(r);
+    if (r->pending)
+        pend_remove(r);
+    if (r->ready) {
+        TAILQ_REMOVE(&f->ready, r, pend_link);
+        r->ready = 0;
+    }
+    if (r->sid > 0) {
+        hv_h2_cancel(r->h2c->h2, r->sid);
+        r->sid = 0;
+    }
+    h2c_t *opening = r->h2c != NULL && r->h2c->opener == r ? r->h2c : NULL;
+    r->h2c = NULL;
     if (r->conn != NULL) {
         hv_conn_close(r->conn);
         r->conn = NULL;
         conn_closed(f, r->ps);
+    }
+    if (opening != NULL) { /* its connection is gone: those waiting for it go on */
+        opening->opener = NULL;
+        h2_release_pending(opening);
+        h2c_free(opening);
     }
     if (r->http_ready)
         hv_http_free(&r->http);
@@ -623,6 +725,13 @@ static int fail_proxy(hv_req_t *r, int status)
 static void fail_connect(hv_req_t *r, int status)
 {
     char name[32];
+    if (r->h2c != NULL && r->h2c->opener == r) {
+        /* The connection the others waited for failed: each tries one of its own rather
+         * than wait for the next, in turn. */
+        hv_req_t *p;
+        TAILQ_FOREACH(p, &r->h2c->pending, pend_link)
+            p->no_h2_wait = 1;
+    }
     if (r->proxy != NULL && fail_proxy(r, status))
         return;
     if (status == HV_ECERT || status == HV_ETLS) {
@@ -772,8 +881,18 @@ static int connect_req(hv_req_t *r, int allow_pool)
         queue_req(r);
         return 1;
     }
+    pool_key(u, r->proxy, key, sizeof(key));
+    int h2 = h2_eligible(f, r);
+    origin_t *o = NULL;
+    if (h2) {
+        o = origin_get(f, key);
+        if (o->h1_only)
+            h2 = 0;
+        else if (h2_attach(r, o))
+            return 0;
+    }
     if (allow_pool)
-        c = pool_take(f, pool_key(u, r->proxy, key, sizeof(key)));
+        c = pool_take(f, key);
     if (c == NULL && !proxy_room(f, r)) {
         if (!r->queued)
             queue_req(r);
@@ -791,7 +910,11 @@ static int connect_req(hv_req_t *r, int allow_pool)
     }
     /* The chain: [a proxy's tunnel] [TLS to the origin, inside it]. */
     hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
-                           .port = u->port};
+                           .port = u->port, .h2 = h2 == H2_TLS};
+    if (h2) { /* it opens the connection the others will wait for */
+        r->h2c = h2c_new(f, o, r);
+        r->h2c->ps = r->ps;
+    }
     hv_proxy_target_t tunnel = {.proxy = r->proxy, .host = u->host,
                                 .host_is_ip = u->host_is_ip, .port = u->port};
     hv_conn_layer_t layers[2];
@@ -856,6 +979,20 @@ static void req_on_connect(hv_conn_t *c, int status)
         fail_connect(r, status); /* closes the connection */
         return;
     }
+    h2c_t *hc = r->h2c;
+    if (hc != NULL && hc->opener == r) {
+        hc->opener = NULL;
+        const char *alpn = hv_cf_tls_alpn(c);
+        if (r->job->url.scheme == HV_SCHEME_HTTP || (alpn != NULL && strcmp(alpn, "h2") == 0)) {
+            h2_start_session(r, hc, c);
+            return;
+        }
+        /* HTTP/1.1: no one waits for this origin's next connections any more. */
+        hc->o->h1_known = 1;
+        r->h2c = NULL;
+        h2_release_pending(hc);
+        h2c_free(hc);
+    }
     send_request(r);
 }
 
@@ -884,6 +1021,7 @@ static hv_http_body_t on_head(hv_http_t *h)
     char mt[128];
 
     rec->http_status = h->status;
+    rec->http_version = r->h2c != NULL ? "2" : "1.1";
     free(rec->content_type);
     rec->content_type = h->content_type.len > 0
                             ? hv_xstrndup(h->content_type.data, h->content_type.len)
@@ -949,12 +1087,15 @@ static void follow_redirect(hv_req_t *r)
     hv_url_free(&job->url);
     job->url = next;
     job->rec->http_status = 0;
+    job->rec->http_version = NULL;
     free(job->rec->content_type);
     job->rec->content_type = NULL;
     end_req(r);
     job->end = HV_JOB_REDIRECTED;
     f->on_end(f->ud, job);
 }
+
+static void response_outcome(hv_req_t *r);
 
 static void response_complete(hv_req_t *r)
 {
@@ -976,7 +1117,12 @@ static void response_complete(hv_req_t *r)
         hv_conn_close(c);
         conn_closed(f, ps);
     }
+    response_outcome(r);
+}
 
+/* The response is complete (its connection handed on): what it means for the job. */
+static void response_outcome(hv_req_t *r)
+{
     r->job->retry_after_ms = hv_http_retry_after_ms(&r->http, hv_now_unix_ms());
     if (r->fail_type != HV_ET_NONE)
         finish_fault(r, r->fail_type, &r->fail);
@@ -1077,14 +1223,19 @@ static void req_on_error(hv_conn_t *c, int err)
 
 static void req_on_timeout(hv_conn_t *c)
 {
-    hv_req_t *r = c->data;
+    req_timeout(c->data, c);
+}
+
+/* `r`'s timer fired; `c` is its connection (NULL: an HTTP/2 stream's deadline). */
+static void req_timeout(hv_req_t *r, hv_conn_t *c)
+{
     const hv_config_t *cfg = r->f->cfg;
     char dur[32];
 
     if (r->timer_total) {
         hv_detail_duration(dur, sizeof(dur), cfg->total_timeout_ms);
         finish_fail(r, HV_ET_TOTAL_TIMEOUT, HV_D_REQUEST_EXCEEDED, dur);
-    } else if (r->state == RQ_CONNECTING) {
+    } else if (r->state == RQ_CONNECTING && c != NULL) {
         hv_detail_duration(dur, sizeof(dur), cfg->connect_timeout_ms);
         const hv_cf_type_t *opening = hv_conn_opening(c);
         /* Through a proxy, until its tunnel is open the time went to the proxy. */
@@ -1103,6 +1254,463 @@ static void req_on_timeout(hv_conn_t *c)
     }
 }
 
+/* ---- HTTP/2 ----
+ *
+ * An origin's requests share its HTTP/2 connections as streams. A request for an https
+ * origin (or an http one with http2_prior_knowledge) takes a stream on an open connection
+ * with room; else, while a connection to the origin is opening (or open but still without
+ * the server's SETTINGS), it waits for that one (h2c->pending) rather than open its own;
+ * else it opens one, offering ALPN h2, and the others wait for it. When the server chose
+ * http/1.1, those waiting go on as HTTP/1.1 requests (and the origin is remembered as such,
+ * so that no one waits for its next connections); when the connection failed, they go on
+ * each with a connection of its own. A request let go from inside a callback starts again
+ * from the loop's next turn (the ready list), never inside it.
+ */
+
+/* How many times a hop is sent again because the server did not process its stream. */
+#define H2_RESENDS_MAX 5
+/* Origins remembered (their protocol) besides those with connections. */
+#define ORIGINS_MAX 4096
+
+/* Whether `r` may go over HTTP/2, and how. */
+static int h2_eligible(const hv_fetch_t *f, const hv_req_t *r)
+{
+    const hv_url_t *u = &r->job->url;
+    if (u->scheme == HV_SCHEME_HTTPS)
+        return f->cfg->http2 == HV_HTTP2_AUTO ? H2_TLS : H2_NO;
+    /* an HTTP proxy's absolute form speaks HTTP/1.1 to the proxy */
+    if (r->proxy != NULL && r->proxy->kind == HV_PROXY_HTTP && !http_tunnel(r->ps))
+        return H2_NO;
+    return hv_config_host_h2c(f->cfg, u->host) ? H2_PRIOR : H2_NO;
+}
+
+static origin_t *origin_get(hv_fetch_t *f, const char *key)
+{
+    origin_t *o;
+    HASH_FIND_STR(f->origins, key, o);
+    if (o != NULL) {
+        TAILQ_REMOVE(&f->origin_lru, o, lru);
+        TAILQ_INSERT_TAIL(&f->origin_lru, o, lru);
+        return o;
+    }
+    while (f->norigins >= ORIGINS_MAX) {
+        origin_t *old = TAILQ_FIRST(&f->origin_lru);
+        if (old->nconns > 0)
+            break; /* the oldest is in use: bounded all the same, by the connections */
+        TAILQ_REMOVE(&f->origin_lru, old, lru);
+        HASH_DEL(f->origins, old);
+        free(old->key);
+        free(old);
+        f->norigins--;
+    }
+    o = hv_xcalloc(1, sizeof(*o));
+    o->key = hv_xstrdup(key);
+    TAILQ_INIT(&o->conns);
+    HASH_ADD_KEYPTR(hh, f->origins, o->key, strlen(o->key), o);
+    TAILQ_INSERT_TAIL(&f->origin_lru, o, lru);
+    f->norigins++;
+    return o;
+}
+
+static h2c_t *h2c_new(hv_fetch_t *f, origin_t *o, hv_req_t *opener)
+{
+    h2c_t *hc = hv_xcalloc(1, sizeof(*hc));
+    hc->f = f;
+    hc->o = o;
+    hc->opener = opener;
+    TAILQ_INIT(&hc->pending);
+    TAILQ_INSERT_TAIL(&o->conns, hc, link);
+    o->nconns++;
+    TAILQ_INSERT_TAIL(&f->h2cs, hc, all);
+    return hc;
+}
+
+static void h2c_free(h2c_t *hc)
+{
+    assert(hc->npending == 0);
+    TAILQ_REMOVE(&hc->o->conns, hc, link);
+    hc->o->nconns--;
+    TAILQ_REMOVE(&hc->f->h2cs, hc, all);
+    free(hc);
+}
+
+static void make_ready(hv_req_t *r)
+{
+    hv_fetch_t *f = r->f;
+    r->ready = 1;
+    TAILQ_INSERT_TAIL(&f->ready, r, pend_link);
+    set_state(r, RQ_QUEUED);
+    uv_timer_start(&f->ready_timer, on_ready_timer, 0, 0);
+}
+
+/* Those waiting for `hc` go on without it. */
+static void h2_release_pending(h2c_t *hc)
+{
+    hv_req_t *r;
+    while ((r = TAILQ_FIRST(&hc->pending)) != NULL) {
+        pend_remove(r);
+        make_ready(r);
+    }
+}
+
+static void on_ready_timer(uv_timer_t *t)
+{
+    hv_fetch_t *f = t->data;
+    hv_req_t *r, *last = TAILQ_LAST(&f->ready, req_list);
+    /* Those made ready meanwhile wait for the next turn. */
+    while (last != NULL && (r = TAILQ_FIRST(&f->ready)) != NULL) {
+        TAILQ_REMOVE(&f->ready, r, pend_link);
+        r->ready = 0;
+        int was_last = r == last;
+        (void)connect_req(r, 1);
+        if (was_last)
+            break;
+    }
+    if (!TAILQ_EMPTY(&f->ready))
+        uv_timer_start(&f->ready_timer, on_ready_timer, 0, 0);
+}
+
+/* The first deadline of the requests waiting for an HTTP/2 connection. */
+static void pend_timer_arm(hv_fetch_t *f)
+{
+    uint64_t first = UINT64_MAX;
+    const h2c_t *hc;
+    const hv_req_t *r;
+    TAILQ_FOREACH(hc, &f->h2cs, all)
+        TAILQ_FOREACH(r, &hc->pending, pend_link)
+            first = HV_MIN(first, r->job->deadline_ms);
+    if (first == UINT64_MAX) {
+        uv_timer_stop(&f->pend_timer);
+        return;
+    }
+    uint64_t now = uv_now(f->loop);
+    uv_timer_start(&f->pend_timer, on_pend_timer, first > now ? first - now : 0, 0);
+}
+
+static void on_pend_timer(uv_timer_t *t)
+{
+    hv_fetch_t *f = t->data;
+    char dur[32];
+    for (;;) {
+        uint64_t now = uv_now(f->loop);
+        h2c_t *hc;
+        hv_req_t *late = NULL;
+        TAILQ_FOREACH(hc, &f->h2cs, all)
+        {
+            hv_req_t *r;
+            TAILQ_FOREACH(r, &hc->pending, pend_link)
+                if (r->job->deadline_ms <= now)
+                    late = r;
+            if (late != NULL)
+                break;
+        }
+        if (late == NULL)
+            break;
+        pend_remove(late);
+        hv_detail_duration(dur, sizeof(dur), f->cfg->total_timeout_ms);
+        finish_fail(late, HV_ET_TOTAL_TIMEOUT, HV_D_REQUEST_EXCEEDED, dur);
+    }
+    pend_timer_arm(f);
+}
+
+static void pend_add(hv_req_t *r, h2c_t *hc)
+{
+    hv_fetch_t *f = r->f;
+    r->pending = 1;
+    r->h2c = hc;
+    TAILQ_INSERT_TAIL(&hc->pending, r, pend_link);
+    hc->npending++;
+    set_state(r, RQ_QUEUED);
+    uint64_t now = uv_now(f->loop);
+    uint64_t due = r->job->deadline_ms > now ? r->job->deadline_ms - now : 0;
+    if (!uv_is_active((uv_handle_t *)&f->pend_timer) ||
+        uv_timer_get_due_in(&f->pend_timer) > due)
+        uv_timer_start(&f->pend_timer, on_pend_timer, due, 0);
+}
+
+static void h2_stream_start(hv_req_t *r, h2c_t *hc, int reused);
+
+/* A stream for `r` on a connection of `o`, or a place among those waiting for one: 1; or 0,
+ * it must open a connection. */
+static int h2_attach(hv_req_t *r, origin_t *o)
+{
+    h2c_t *hc;
+    TAILQ_FOREACH(hc, &o->conns, link)
+    {
+        if (hc->h2 != NULL && !hc->no_new && hc->npending == 0 && hv_h2_room(hc->h2) > 0) {
+            if (r->queued)
+                unqueue(r);
+            h2_stream_start(r, hc, 1);
+            return 1;
+        }
+    }
+    if (r->no_h2_wait || o->h1_known)
+        return 0;
+    TAILQ_FOREACH(hc, &o->conns, link)
+    {
+        if (!hc->no_new && (hc->opener != NULL || !hv_h2_settled(hc->h2))) {
+            if (r->queued)
+                unqueue(r);
+            pend_add(r, hc);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Streams for those waiting on `hc` while it has room; once the server's limit is known and
+ * reached, the rest open another connection. */
+static void h2_pump(h2c_t *hc)
+{
+    hv_req_t *r;
+    while (hc->h2 != NULL && !hc->no_new && hv_h2_room(hc->h2) > 0 &&
+           (r = TAILQ_FIRST(&hc->pending)) != NULL) {
+        pend_remove(r);
+        h2_stream_start(r, hc, 1);
+    }
+    if (hc->h2 != NULL && !TAILQ_EMPTY(&hc->pending) &&
+        (hc->no_new || hv_h2_settled(hc->h2)))
+        h2_release_pending(hc);
+    pend_timer_arm(hc->f);
+}
+
+static void h2_arm(hv_req_t *r, uint64_t phase_ms)
+{
+    uint64_t now = uv_now(r->f->loop);
+    uint64_t left = r->job->deadline_ms > now ? r->job->deadline_ms - now : 1;
+    r->timer_total = left <= phase_ms;
+    hv_h2_set_deadline(r->h2c->h2, r->sid, now + (r->timer_total ? left : phase_ms));
+}
+
+static int h2_on_field(void *sd, const char *name, size_t nlen, const char *value, size_t vlen);
+static int h2_on_head(void *sd, int status);
+static int h2_on_data(void *sd, const char *data, size_t len);
+static void h2_on_end(void *sd, const hv_h2_end_t *end);
+static void h2_on_timeout(void *sd);
+static void h2_on_room(void *owner);
+static void h2_on_gone(void *owner);
+
+static const hv_h2_cbs_t h2_cbs = {h2_on_field,   h2_on_head, h2_on_data, h2_on_end,
+                                   h2_on_timeout, h2_on_room, h2_on_gone};
+
+/* The opener's connection speaks HTTP/2: a session on it, the opener's stream first. */
+static void h2_start_session(hv_req_t *r, h2c_t *hc, hv_conn_t *c)
+{
+    hv_fetch_t *f = r->f;
+    hc->o->h1_known = 0;
+    r->conn = NULL; /* the session's now (its proxy's count stays until on_gone) */
+    f->stats.connections_h2++;
+    hc->h2 = hv_h2_new(f->loop, c, &f->h2set, &h2_cbs, hc, &f->stats.h2);
+    if (hc->h2 == NULL) { /* (nghttp2 could not be set up: it closed the connection) */
+        conn_closed(f, hc->ps);
+        r->h2c = NULL;
+        h2_release_pending(hc);
+        h2c_free(hc);
+        finish_fail(r, HV_ET_PROTOCOL, HV_D_H2_ERROR, "internal_error");
+        return;
+    }
+    h2_stream_start(r, hc, 0);
+    h2_pump(hc);
+}
+
+/* The request of `r`'s hop as a stream on `hc`. */
+static void h2_stream_start(hv_req_t *r, h2c_t *hc, int reused)
+{
+    hv_fetch_t *f = r->f;
+    hv_http_field_t fields[2 * HV_HEADERS_MAX];
+    hv_http_nv_t nv[2 * HV_HEADERS_MAX + 12];
+    hv_h2_field_t hf[HV_ARRAY_SIZE(nv)];
+    static char store[HV_HTTP_REQUEST_MAX]; /* lower-cased names; loop thread only */
+    char name[32];
+    size_t n = 0;
+
+    const hv_record_state_t *st = r->job->rec->state;
+    hv_http_cond_t cond = {NULL, NULL};
+    r->conditional = st != NULL && st->conditional && st->prev.url != NULL &&
+                     strcmp(st->prev.url, r->job->url.href) == 0;
+    if (r->conditional) {
+        cond.etag = st->prev.etag;
+        cond.last_modified = st->prev.last_modified;
+    }
+    size_t nfields = hop_fields(f, r->job, fields);
+    int rc = hv_http_request_h2(nv, HV_ARRAY_SIZE(nv), &n, store, sizeof(store), &r->job->url,
+                                f->cfg->user_agent, r->conditional ? &cond : NULL, fields,
+                                nfields);
+    if (r->http_ready)
+        hv_http_free(&r->http);
+    hv_http_init(&r->http, r->job->kind == HV_JOB_ROBOTS ? &f->robots_limits : &f->limits, on_head,
+                 r);
+    r->http_ready = 1;
+    r->h2c = hc;
+    r->reused = reused;
+    if (rc != 0) {
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_ERROR,
+                    hv_err_name_arg(name, sizeof(name), rc, 1));
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        hf[i] = (hv_h2_field_t){nv[i].name, nv[i].nlen, nv[i].value, nv[i].vlen};
+    int32_t sid = hv_h2_submit(hc->h2, hf, n, r);
+    if (sid < 0) {
+        finish_fail(r, HV_ET_PROTOCOL, HV_D_H2_ERROR, "request_refused");
+        return;
+    }
+    r->sid = sid;
+    f->stats.requests++;
+    if (reused)
+        f->stats.connections_reused++;
+    if (r->ps != NULL)
+        r->ps->requests++;
+    r->job->rec->requests++;
+    set_state(r, RQ_WAITING);
+    if (f->paused)
+        hv_h2_hold(hc->h2, 1);
+    else
+        h2_arm(r, f->cfg->read_timeout_ms);
+}
+
+/* The server did not process `r`'s stream (or wants HTTP/1.1): send it again, elsewhere. */
+static void h2_resend(hv_req_t *r, int h1)
+{
+    h2c_t *hc = r->h2c;
+    if (++r->resends > H2_RESENDS_MAX) {
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_STREAM_RESET, "refused_stream");
+        return;
+    }
+    if (hc != NULL && !h1)
+        hc->no_new = 1; /* on a new connection (RFC 9113 8.7) */
+    r->h2c = NULL;
+    r->sid = 0;
+    r->job->rec->http_status = 0;
+    r->job->rec->http_version = NULL;
+    make_ready(r);
+}
+
+static void h2_received(hv_req_t *r)
+{
+    if (r->state != RQ_RECEIVING)
+        set_state(r, RQ_RECEIVING);
+}
+
+static int h2_on_field(void *sd, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    hv_req_t *r = sd;
+    h2_received(r);
+    int rc = hv_http_h2_field(&r->http, name, nlen, value, vlen);
+    if (rc != 0)
+        http_failed(r, rc); /* ends it, and resets its stream */
+    return 0;
+}
+
+static int h2_on_head(void *sd, int status)
+{
+    hv_req_t *r = sd;
+    h2_received(r);
+    int rc = hv_http_h2_head(&r->http, status);
+    if (rc < 0)
+        http_failed(r, rc);
+    else if (rc == 1)
+        response_outcome(r); /* nothing more wanted: its stream is reset */
+    else if (!r->f->paused)
+        h2_arm(r, r->f->cfg->read_timeout_ms);
+    return 0;
+}
+
+static int h2_on_data(void *sd, const char *data, size_t len)
+{
+    hv_req_t *r = sd;
+    int rc = hv_http_h2_data(&r->http, data, len);
+    if (rc < 0)
+        http_failed(r, rc);
+    else if (rc == 1)
+        response_outcome(r);
+    else if (!r->f->paused)
+        h2_arm(r, r->f->cfg->read_timeout_ms);
+    return 0;
+}
+
+static void h2_on_end(void *sd, const hv_h2_end_t *end)
+{
+    hv_req_t *r = sd;
+    hv_fetch_t *f = r->f;
+    hv_job_t *job = r->job;
+    char name[32];
+    r->sid = 0; /* the stream is gone */
+    switch (end->kind) {
+    case HV_H2_COMPLETE: {
+        int rc = hv_http_h2_end(&r->http);
+        if (rc == 1)
+            response_outcome(r);
+        else
+            http_failed(r, rc);
+        return;
+    }
+    case HV_H2_UNPROCESSED:
+        h2_resend(r, 0);
+        return;
+    case HV_H2_RESET:
+        if (end->code == 0xd /* HTTP_1_1_REQUIRED */ && r->h2c != NULL) {
+            if (!r->h2c->o->h1_only)
+                HV_LOG(HV_LOG_NOTICE, "event=h2_http11_required origin=%s", r->h2c->o->key);
+            r->h2c->o->h1_only = 1;
+            h2_resend(r, 1);
+            return;
+        }
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_STREAM_RESET, hv_h2_code_name(end->code));
+        return;
+    case HV_H2_LOCAL:
+        finish_fail(r, HV_ET_PROTOCOL, HV_D_H2_ERROR, hv_h2_end_name(end));
+        return;
+    case HV_H2_LOST:
+        break;
+    }
+    if (end->ours) {
+        finish_fail(r, HV_ET_PROTOCOL, HV_D_H2_ERROR, hv_h2_end_name(end));
+        return;
+    }
+    if (end->goaway && end->code != 0) {
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_GOAWAY, hv_h2_code_name(end->code));
+        return;
+    }
+    int err = end->err != 0 ? end->err : UV_EOF;
+    /* A pooled connection the server had closed before our stream: as over HTTP/1.1. */
+    if (r->reused && r->http.bytes_in == 0 && stale_error(err) && !job->fresh_conn_retried) {
+        job->fresh_conn_retried = 1;
+        f->stats.stale_retries++;
+        r->h2c = NULL;
+        make_ready(r);
+        return;
+    }
+    if (err == HV_ETLS)
+        finish_fail(r, HV_ET_TLS, HV_D_TLS_FAILED, NULL);
+    else if (err == UV_ECONNRESET)
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_RESET, NULL);
+    else if (err == UV_EOF)
+        http_failed(r, hv_http_h2_lost(&r->http));
+    else
+        finish_fail(r, HV_ET_CONNECTION_RESET, HV_D_CONNECTION_ERROR,
+                    hv_err_name_arg(name, sizeof(name), err, 1));
+}
+
+static void h2_on_timeout(void *sd)
+{
+    req_timeout(sd, NULL);
+}
+
+static void h2_on_room(void *owner)
+{
+    h2_pump(owner);
+}
+
+static void h2_on_gone(void *owner)
+{
+    h2c_t *hc = owner;
+    hc->h2 = NULL;
+    conn_closed(hc->f, hc->ps);
+    h2_release_pending(hc);
+    h2c_free(hc);
+}
+
 void hv_fetch_next_attempt(hv_job_t *job)
 {
     hv_record_t *rec = job->rec;
@@ -1113,6 +1721,7 @@ void hv_fetch_next_attempt(hv_job_t *job)
     free(rec->error);
     rec->error = NULL;
     rec->http_status = 0;
+    rec->http_version = NULL;
     free(rec->content_type);
     rec->content_type = NULL;
     job->deadline_ms = 0; /* set when the attempt starts (hv_fetch_start) */
@@ -1182,8 +1791,16 @@ void hv_fetch_pause(hv_fetch_t *f)
         if (r->conn != NULL && r->state != RQ_CONNECTING) {
             hv_conn_read_stop(r->conn);
             hv_conn_set_timer(r->conn, 0);
+        } else if (r->sid > 0) {
+            hv_h2_set_deadline(r->h2c->h2, r->sid, 0);
         }
     }
+    /* HTTP/2 connections go on reading (PING, SETTINGS, GOAWAY): their streams' windows
+     * close instead. */
+    h2c_t *hc;
+    TAILQ_FOREACH(hc, &f->h2cs, all)
+        if (hc->h2 != NULL)
+            hv_h2_hold(hc->h2, 1);
 }
 
 void hv_fetch_resume(hv_fetch_t *f)
@@ -1199,8 +1816,15 @@ void hv_fetch_resume(hv_fetch_t *f)
             r->job->deadline_ms += paused_for;
             hv_conn_read_start(r->conn);
             arm(r, f->cfg->read_timeout_ms);
+        } else if (r->sid > 0) {
+            r->job->deadline_ms += paused_for;
+            h2_arm(r, f->cfg->read_timeout_ms);
         }
     }
+    h2c_t *hc;
+    TAILQ_FOREACH(hc, &f->h2cs, all)
+        if (hc->h2 != NULL)
+            hv_h2_hold(hc->h2, 0);
 }
 
 void hv_fetch_cancel(hv_fetch_t *f, const struct hv_flow_s *flow)
@@ -1230,6 +1854,8 @@ const hv_fetch_stats_t *hv_fetch_stats(const hv_fetch_t *f)
 static void fetch_closed(uv_handle_t *h)
 {
     hv_fetch_t *f = h->data;
+    if (--f->closing > 0)
+        return;
     free(f->proxies);
     free(f);
 }
@@ -1237,8 +1863,24 @@ static void fetch_closed(uv_handle_t *h)
 void hv_fetch_free(hv_fetch_t *f)
 {
     idle_t *i;
+    h2c_t *hc;
+    origin_t *o, *tmp;
     while ((i = TAILQ_FIRST(&f->idle_lru)) != NULL)
         pool_drop(f, i);
-    assert(TAILQ_EMPTY(&f->waiting));
+    assert(TAILQ_EMPTY(&f->waiting) && TAILQ_EMPTY(&f->ready));
+    while ((hc = TAILQ_FIRST(&f->h2cs)) != NULL) {
+        if (hc->h2 != NULL)
+            hv_h2_close(hc->h2);
+        h2c_free(hc);
+    }
+    HASH_ITER(hh, f->origins, o, tmp)
+    {
+        HASH_DEL(f->origins, o);
+        free(o->key);
+        free(o);
+    }
+    f->closing = 3;
     uv_close((uv_handle_t *)&f->wait_timer, fetch_closed);
+    uv_close((uv_handle_t *)&f->ready_timer, fetch_closed);
+    uv_close((uv_handle_t *)&f->pend_timer, fetch_closed);
 }

@@ -221,6 +221,67 @@ int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
     return rc;
 }
 
+/* One field into `nv`, its name lower-cased into `store` at *used. */
+static int put_nv(hv_http_nv_t *nv, size_t cap, size_t *n, char *store, size_t storecap,
+                  size_t *used, const char *name, const char *value)
+{
+    size_t nlen = strlen(name);
+    if (*n >= cap || storecap - *used < nlen)
+        return HV_ETOOBIG;
+    char *lower = store + *used;
+    for (size_t i = 0; i < nlen; i++)
+        lower[i] = (char)hv_ascii_lower((unsigned char)name[i]);
+    *used += nlen;
+    nv[(*n)++] = (hv_http_nv_t){lower, nlen, value, strlen(value)};
+    return 0;
+}
+
+int hv_http_request_h2(hv_http_nv_t *nv, size_t cap, size_t *n, char *store, size_t storecap,
+                       const hv_url_t *u, const char *user_agent, const hv_http_cond_t *cond,
+                       const hv_http_field_t *fields, size_t nfields)
+{
+    char err[8];
+    int accept = 1, accept_encoding = 1, rc = 0;
+    size_t used = 0;
+    *n = 0;
+    for (size_t i = 0; i < nfields; i++) {
+        if (hv_http_field_check(fields[i].name, fields[i].value, err, sizeof(err)) != 0)
+            return UV_EINVAL;
+        if (strcasecmp(fields[i].name, "Accept") == 0)
+            accept = 0;
+        else if (strcasecmp(fields[i].name, "Accept-Encoding") == 0)
+            accept_encoding = 0;
+    }
+    const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
+    const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
+                                                                         : NULL;
+    rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, ":method", "GET");
+    rc = rc ? rc
+            : put_nv(nv, cap, n, store, storecap, &used, ":scheme",
+                     u->scheme == HV_SCHEME_HTTPS ? "https" : "http");
+    rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, ":authority", u->authority);
+    rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, ":path", u->target);
+    rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, "user-agent", user_agent);
+    if (accept)
+        rc = rc ? rc
+                : put_nv(nv, cap, n, store, storecap, &used, "accept",
+                         "text/html,application/xhtml+xml");
+    if (accept_encoding)
+        rc = rc ? rc
+                : put_nv(nv, cap, n, store, storecap, &used, "accept-encoding",
+                         "gzip, deflate, br, zstd");
+    for (size_t i = 0; i < nfields; i++)
+        if (fields[i].value[0] != '\0')
+            rc = rc ? rc
+                    : put_nv(nv, cap, n, store, storecap, &used, fields[i].name,
+                             fields[i].value);
+    if (inm != NULL)
+        rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, "if-none-match", inm);
+    if (ims != NULL)
+        rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, "if-modified-since", ims);
+    return rc;
+}
+
 static void reset_response(hv_http_t *h)
 {
     h->status = 0;
@@ -344,9 +405,8 @@ static int field_is(const hv_buf_t *f, const char *name)
     return hv_ascii_case_is(f->data, len, name);
 }
 
-static int on_header_field_complete(llhttp_t *p)
+static int field_name_done(hv_http_t *h)
 {
-    hv_http_t *h = from_parser(p);
     if (count_head(h, 4) != 0)
         return -1;
     if (h->_header == H_SKIP || h->_in_trailers) {
@@ -377,9 +437,13 @@ static int on_header_field_complete(llhttp_t *p)
     return 0;
 }
 
-static int on_header_value(llhttp_t *p, const char *at, size_t len)
+static int on_header_field_complete(llhttp_t *p)
 {
-    hv_http_t *h = from_parser(p);
+    return field_name_done(from_parser(p));
+}
+
+static int field_value(hv_http_t *h, const char *at, size_t len)
+{
     if (count_head(h, len) != 0)
         return -1;
     switch (h->_header) {
@@ -452,9 +516,13 @@ static void classify_encoding(hv_http_t *h)
     h->encoding = h->encoding == HV_ENC_IDENTITY ? enc : HV_ENC_UNSUPPORTED;
 }
 
-static int on_header_value_complete(llhttp_t *p)
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
-    hv_http_t *h = from_parser(p);
+    return field_value(from_parser(p), at, len);
+}
+
+static int field_value_done(hv_http_t *h)
+{
     if (h->_header == H_CONTENT_ENCODING && h->encoding != HV_ENC_UNSUPPORTED)
         classify_encoding(h);
     hv_buf_t *b = h->_header == H_CONTENT_TYPE    ? &h->content_type
@@ -474,6 +542,13 @@ static int on_header_value_complete(llhttp_t *p)
     return 0;
 }
 
+static int on_header_value_complete(llhttp_t *p)
+{
+    return field_value_done(from_parser(p));
+}
+
+static int head_done(hv_http_t *h);
+
 static int on_headers_complete(llhttp_t *p)
 {
     hv_http_t *h = from_parser(p);
@@ -485,7 +560,13 @@ static int on_headers_complete(llhttp_t *p)
     }
     if (p->flags & F_CONTENT_LENGTH)
         h->content_length = (int64_t)p->content_length;
+    return head_done(h);
+}
 
+/* The final head is complete: the owner decides about the body. -1 (failed), 0 (a body
+ * follows) or 1 (no body). */
+static int head_done(hv_http_t *h)
+{
     h->_in_trailers = 1; /* what follows the body is trailer fields, not the head's */
     h->_body_mode = h->_on_head(h);
     if (h->_body_mode == HV_HTTP_BODY_ABORT)
@@ -720,9 +801,8 @@ static int inflate_body(hv_http_t *h, const char *data, size_t len)
     return inflate_chunk(h, data, len);
 }
 
-static int on_body(llhttp_t *p, const char *at, size_t len)
+static int body_bytes(hv_http_t *h, const char *at, size_t len)
 {
-    hv_http_t *h = from_parser(p);
     if (h->_body_mode == HV_HTTP_BODY_DISCARD) {
         h->_drained += len;
         if (h->_drained > h->_limits->max_drain) {
@@ -736,14 +816,14 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     return inflate_body(h, at, len) == 0 ? 0 : -1;
 }
 
-static int on_message_complete(llhttp_t *p)
+static int on_body(llhttp_t *p, const char *at, size_t len)
 {
-    hv_http_t *h = from_parser(p);
-    if (h->status >= 100 && h->status < 200) {
-        /* The interim response is done; parse the real one from the same bytes. */
-        reset_response(h);
-        return 0;
-    }
+    return body_bytes(from_parser(p), at, len);
+}
+
+/* The body is whole: 0, or -1 when its coding ended short. */
+static int body_done(hv_http_t *h)
+{
     /* After a complete gzip member, a next one that ends within its 10-byte header holds
      * none of the page: junk (a lone stray 0x1f byte looks like its start), as junk of any
      * other length is. */
@@ -756,6 +836,19 @@ static int on_message_complete(llhttp_t *p)
          (h->_br != NULL && !h->_br_end) || (h->_zs != NULL && !h->_zs_end)))
         return decode_error(h, HV_D_DECODE_TRUNCATED);
     h->complete = 1;
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    hv_http_t *h = from_parser(p);
+    if (h->status >= 100 && h->status < 200) {
+        /* The interim response is done; parse the real one from the same bytes. */
+        reset_response(h);
+        return 0;
+    }
+    if (body_done(h) != 0)
+        return -1;
     h->keep_alive = llhttp_should_keep_alive(p);
     return HPE_PAUSED;
 }
@@ -920,4 +1013,89 @@ void hv_http_cache_control(const hv_http_t *h, int *no_store, int64_t *max_age_s
                 *max_age_s = v;
         }
     }
+}
+
+/* ---- HTTP/2: the head as fields, the body as data (h2.h frames them) ---- */
+
+int hv_http_h2_field(hv_http_t *h, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+    if (h->_err != 0)
+        return h->_err;
+    h->bytes_in += nlen + vlen;
+    hv_buf_reset(&h->_field);
+    h->_header = H_NONE;
+    if (count_head(h, nlen) != 0)
+        return h->_err;
+    if (hv_buf_append(&h->_field, name, nlen) != 0)
+        h->_header = H_SKIP;
+    if (field_name_done(h) != 0 || field_value(h, value, vlen) != 0 || field_value_done(h) != 0)
+        return h->_err;
+    if (hv_ascii_case_is(name, nlen, "content-length")) {
+        /* nghttp2 checks it against the DATA; read here for the early size check */
+        int64_t n = 0;
+        for (size_t i = 0; i < vlen && n >= 0; i++)
+            n = value[i] >= '0' && value[i] <= '9' && n < INT64_MAX / 10 - 9
+                    ? n * 10 + (value[i] - '0')
+                    : -1;
+        h->content_length = vlen > 0 ? n : -1;
+    }
+    return 0;
+}
+
+int hv_http_h2_head(hv_http_t *h, int status)
+{
+    if (h->_err != 0)
+        return h->_err;
+    h->status = status;
+    int rc = head_done(h);
+    if (rc < 0)
+        return h->_err;
+    if (rc == 1 || h->_body_mode == HV_HTTP_BODY_DISCARD) {
+        h->complete = 1; /* nothing more wanted: the stream can go */
+        return 1;
+    }
+    return 0;
+}
+
+int hv_http_h2_data(hv_http_t *h, const char *data, size_t len)
+{
+    if (h->complete)
+        return 1;
+    if (h->_err != 0)
+        return h->_err;
+    h->bytes_in += len;
+    if (body_bytes(h, data, len) == 0)
+        return 0;
+    if (h->_err == DRAIN_STOP) { /* truncated as asked: enough */
+        h->_err = 0;
+        h->complete = 1;
+        return 1;
+    }
+    return h->_err;
+}
+
+int hv_http_h2_end(hv_http_t *h)
+{
+    if (h->complete)
+        return 1;
+    if (h->_err != 0)
+        return h->_err;
+    if (h->status == 0) {
+        set_fault(h, HV_D_CLOSED_IN_HEADERS, NULL);
+        return HV_ECLOSED;
+    }
+    if (body_done(h) != 0)
+        return h->_err;
+    return 1;
+}
+
+int hv_http_h2_lost(hv_http_t *h)
+{
+    if (h->bytes_in == 0)
+        set_fault(h, HV_D_CLOSED_BEFORE_RESPONSE, NULL);
+    else if (h->status == 0)
+        set_fault(h, HV_D_CLOSED_IN_HEADERS, NULL);
+    else
+        set_fault(h, HV_D_CLOSED_MID_BODY, NULL);
+    return HV_ECLOSED;
 }

@@ -98,6 +98,19 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
     counter(out, "harvestd_stale_connection_retries_total",
                        "Requests retried because a pooled connection had been closed.",
                        f->stale_retries);
+    counter(out, "harvestd_http2_connections_total",
+            "Connections that spoke HTTP/2 (the others of connections_opened spoke HTTP/1.1).",
+            f->connections_h2);
+    counter(out, "harvestd_http2_streams_total", "HTTP/2 streams opened (one per request).",
+            f->h2.streams);
+    counter(out, "harvestd_http2_streams_refused_total",
+            "HTTP/2 streams the server did not process (REFUSED_STREAM, above a GOAWAY's last "
+            "stream): sent again.",
+            f->h2.refused);
+    counter(out, "harvestd_http2_streams_reset_total", "HTTP/2 streams the server reset.",
+            f->h2.reset);
+    counter(out, "harvestd_http2_goaways_total", "HTTP/2 GOAWAY frames received.",
+            f->h2.goaways);
     counter(out, "harvestd_requests_total",
             "Requests sent: every attempt, redirect hop, stale connection retry, robots.txt.",
             f->requests);

@@ -285,6 +285,8 @@ static char *hv_record_print(const hv_record_t *r)
     hv_record_add_string(obj, "status", r->ok ? "ok" : "failed");
     if (r->http_status > 0)
         hv_record_add_int(obj, "http_status", r->http_status);
+    if (r->http_version != NULL)
+        hv_record_add_string(obj, "http_version", r->http_version);
     if (r->title != NULL)
         hv_record_add_string(obj, "title", r->title);
     if (r->fields != NULL) {

@@ -41,6 +41,7 @@ typedef struct session_s {
 
 struct hv_tls_ctx_s {
     mbedtls_ssl_config conf;
+    mbedtls_ssl_config conf_h2; /* ALPN h2 and http/1.1, RFC 9113's cipher suites only */
     mbedtls_x509_crt ca;
     mbedtls_entropy_context entropy;
     mbedtls_ctr_drbg_context drbg;
@@ -75,6 +76,51 @@ static const mbedtls_ecp_group_id curves[] = {
     MBEDTLS_ECP_DP_SECP521R1, MBEDTLS_ECP_DP_NONE};
 
 static const char *alpn[] = {"http/1.1", NULL};
+static const char *alpn_h2[] = {"h2", "http/1.1", NULL};
+
+/* What RFC 9113 9.2.2 leaves to HTTP/2 over TLS 1.2: ephemeral key exchange and AEAD. A
+ * server that offers none of them gets no h2 offer from us either (fetch then asks it for
+ * HTTP/1.1 alone). */
+static const int h2_suites[] = {
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+    MBEDTLS_TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+    MBEDTLS_TLS_DHE_RSA_WITH_AES_128_GCM_SHA256,
+    MBEDTLS_TLS_DHE_RSA_WITH_AES_256_GCM_SHA384,
+    MBEDTLS_TLS_DHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+    0};
+
+/* One client configuration: the trust store, versions, curves, tickets, and `protos`. */
+static int conf_setup(hv_tls_ctx_t *ctx, mbedtls_ssl_config *conf, const char **protos,
+                      const int *suites, char *err, size_t errcap)
+{
+    char text[128];
+    int rc = mbedtls_ssl_config_defaults(conf, MBEDTLS_SSL_IS_CLIENT,
+                                         MBEDTLS_SSL_TRANSPORT_STREAM,
+                                         MBEDTLS_SSL_PRESET_DEFAULT);
+    if (rc != 0) {
+        mbedtls_strerror(rc, text, sizeof(text));
+        snprintf(err, errcap, "cannot configure TLS: %s", text);
+        return UV_EINVAL;
+    }
+    mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &ctx->drbg);
+    mbedtls_ssl_conf_authmode(conf, ctx->insecure ? MBEDTLS_SSL_VERIFY_NONE
+                                                  : MBEDTLS_SSL_VERIFY_REQUIRED);
+    mbedtls_ssl_conf_ca_chain(conf, &ctx->ca, NULL);
+    mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_curves(conf, curves);
+    mbedtls_ssl_conf_session_tickets(conf, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
+    if (suites != NULL)
+        mbedtls_ssl_conf_ciphersuites(conf, suites);
+    if (mbedtls_ssl_conf_alpn_protocols(conf, protos) != 0) {
+        snprintf(err, errcap, "cannot configure ALPN");
+        return UV_EINVAL;
+    }
+    return 0;
+}
 
 int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *err,
                    size_t errcap)
@@ -86,6 +132,7 @@ int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *
 
     *out = NULL;
     mbedtls_ssl_config_init(&ctx->conf);
+    mbedtls_ssl_config_init(&ctx->conf_h2);
     mbedtls_x509_crt_init(&ctx->ca);
     mbedtls_entropy_init(&ctx->entropy);
     mbedtls_ctr_drbg_init(&ctx->drbg);
@@ -113,26 +160,9 @@ int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *
             goto fail;
         }
     }
-    rc = mbedtls_ssl_config_defaults(&ctx->conf, MBEDTLS_SSL_IS_CLIENT,
-                                     MBEDTLS_SSL_TRANSPORT_STREAM, MBEDTLS_SSL_PRESET_DEFAULT);
-    if (rc != 0) {
-        mbedtls_strerror(rc, text, sizeof(text));
-        snprintf(err, errcap, "cannot configure TLS: %s", text);
+    if (conf_setup(ctx, &ctx->conf, alpn, NULL, err, errcap) != 0 ||
+        conf_setup(ctx, &ctx->conf_h2, alpn_h2, h2_suites, err, errcap) != 0)
         goto fail;
-    }
-    mbedtls_ssl_conf_rng(&ctx->conf, mbedtls_ctr_drbg_random, &ctx->drbg);
-    mbedtls_ssl_conf_authmode(&ctx->conf,
-                              insecure ? MBEDTLS_SSL_VERIFY_NONE : MBEDTLS_SSL_VERIFY_REQUIRED);
-    mbedtls_ssl_conf_ca_chain(&ctx->conf, &ctx->ca, NULL);
-    mbedtls_ssl_conf_min_version(&ctx->conf, MBEDTLS_SSL_MAJOR_VERSION_3,
-                                 MBEDTLS_SSL_MINOR_VERSION_3);
-    mbedtls_ssl_conf_curves(&ctx->conf, curves);
-    mbedtls_ssl_conf_session_tickets(&ctx->conf, MBEDTLS_SSL_SESSION_TICKETS_ENABLED);
-    rc = mbedtls_ssl_conf_alpn_protocols(&ctx->conf, alpn);
-    if (rc != 0) {
-        snprintf(err, errcap, "cannot configure ALPN");
-        goto fail;
-    }
     *out = ctx;
     return 0;
 
@@ -153,6 +183,7 @@ void hv_tls_ctx_free(hv_tls_ctx_t *ctx)
         session_drop(ctx, s);
     }
     mbedtls_ssl_config_free(&ctx->conf);
+    mbedtls_ssl_config_free(&ctx->conf_h2);
     mbedtls_x509_crt_free(&ctx->ca);
     mbedtls_ctr_drbg_free(&ctx->drbg);
     mbedtls_entropy_free(&ctx->entropy);
@@ -262,12 +293,23 @@ static int verify_ip(void *p, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
 hv_tls_t *hv_tls_new(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
                      const char *session_key)
 {
+    return hv_tls_new_alpn(ctx, host, host_is_ip, session_key, 0);
+}
+
+const char *hv_tls_alpn(const hv_tls_t *t)
+{
+    return mbedtls_ssl_get_alpn_protocol(&t->ssl);
+}
+
+hv_tls_t *hv_tls_new_alpn(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
+                          const char *session_key, int h2)
+{
     hv_tls_t *t = hv_xcalloc(1, sizeof(*t));
     t->ctx = ctx;
     t->key = hv_xstrdup(session_key);
     hv_buf_init(&t->out, OUT_BUF_MAX);
     mbedtls_ssl_init(&t->ssl);
-    if (mbedtls_ssl_setup(&t->ssl, &ctx->conf) != 0) {
+    if (mbedtls_ssl_setup(&t->ssl, h2 ? &ctx->conf_h2 : &ctx->conf) != 0) {
         fprintf(stderr, "harvestd: out of memory setting up a TLS session\n");
         abort();
     }

@@ -24,8 +24,13 @@ typedef struct {
     const char *host;     /* the name the certificate must hold (and SNI), or an IP literal */
     int host_is_ip;
     uint16_t port;        /* with host, selects the cached session to resume */
+    int h2;               /* offer ALPN "h2" before "http/1.1" (tls.h: hv_tls_new_alpn) */
 } hv_cf_tls_arg_t;
 
 extern const hv_cf_type_t hv_cf_tls;
+
+/** The protocol the TLS layer of `c` agreed on by ALPN ("h2", "http/1.1"); NULL when it has
+ *  none, or no TLS layer. */
+const char *hv_cf_tls_alpn(const hv_conn_t *c);
 
 #endif

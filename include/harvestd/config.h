@@ -48,6 +48,8 @@ typedef struct {
     int jitter_set;
     int block_detection;
     int block_detection_set;
+    int http2_prior_knowledge;
+    int http2_prior_knowledge_set;
     hv_proxy_list_t proxy;  /* given: the host's own list (or none) */
 } hv_host_rule_t;
 
@@ -59,6 +61,9 @@ typedef enum { HV_RECRAWL_OFF, HV_RECRAWL_CONDITIONAL } hv_recrawl_mode_t;
 
 /** How a proxy is chosen among several (proxy_rotation). */
 typedef enum { HV_ROTATE_HOST, HV_ROTATE_REQUEST } hv_rotation_t;
+
+/** Whether TLS connections offer HTTP/2 (http2). */
+typedef enum { HV_HTTP2_OFF, HV_HTTP2_AUTO } hv_http2_t;
 
 /** When batch outputs are fsynced (the daemon's; --once syncs once, at the end). */
 typedef enum { HV_FSYNC_NEVER, HV_FSYNC_INTERVAL, HV_FSYNC_ALWAYS } hv_fsync_t;
@@ -94,6 +99,9 @@ typedef struct {
     char ca_file[1024];         /* PEM trust store; empty: the system bundle */
     int insecure;               /* no certificate verification */
     hv_allow_list_t allow_addresses; /* ranges the address guard lets through */
+    hv_http2_t http2;           /* TLS connections offer ALPN h2 */
+    int http2_prior_knowledge;  /* http URLs go over cleartext h2 (h2c) */
+    uint64_t http2_window;      /* each HTTP/2 stream's receive window */
     int allow_private_addresses; /* the address guard is off */
 
     /* politeness */
@@ -197,6 +205,9 @@ const hv_proxy_list_t *hv_config_host_proxies(const hv_config_t *cfg, const char
 
 /** Whether block detection watches host name `host`: its [host] section's block_detection
  *  (exact name, else the longest "*.suffix"), else the global one. */
+/** Whether http URLs of `host` go over cleartext HTTP/2 (http2_prior_knowledge). */
+int hv_config_host_h2c(const hv_config_t *cfg, const char *host);
+
 int hv_config_host_block_detection(const hv_config_t *cfg, const char *host);
 
 /** "file:line" or "command line" or "default" for where `name` got its value. */

@@ -165,6 +165,9 @@ const hv_fault_t *hv_conn_error(const hv_conn_t *c);
 /** Whether the chain has a layer of `type`. */
 int hv_conn_has_layer(const hv_conn_t *c, const hv_cf_type_t *type);
 
+/** The chain's layer of `type`, NULL if none (for that layer's own accessors). */
+const hv_cf_t *hv_conn_layer(const hv_conn_t *c, const hv_cf_type_t *type);
+
 /** The type of the layer opening now (HANDSHAKING), NULL in any other state. */
 const hv_cf_type_t *hv_conn_opening(const hv_conn_t *c);
 

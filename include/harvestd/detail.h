@@ -117,6 +117,10 @@ typedef enum {
     HV_D_DECODE_INIT_FAILED,      /* <codec>_init_failed */
     HV_D_DECODE_WINDOW_TOO_LARGE, /* <codec>_window_too_large: zstd's, over 8 MiB */
     HV_D_HTTP_PARSE,              /* llhttp's error name, lower case, without "HPE_" */
+    /* HTTP/2 */
+    HV_D_STREAM_RESET,            /* stream_reset_<code>: the server's RST_STREAM */
+    HV_D_GOAWAY,                  /* goaway_<code>: the server's GOAWAY ended the stream */
+    HV_D_H2_ERROR,                /* h2_<code>: the server's frames broke HTTP/2 */
 
     /* robots.txt */
     HV_D_DISALLOWED_BY_ROBOTS,

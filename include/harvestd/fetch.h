@@ -22,6 +22,7 @@
 #include "harvestd/config.h"
 #include "harvestd/conn.h"
 #include "harvestd/dns.h"
+#include "harvestd/h2.h"
 #include "harvestd/job.h"
 #include "harvestd/tls.h"
 
@@ -61,6 +62,8 @@ typedef struct {
     uint64_t stale_retries;
     uint64_t redirects;
     hv_conn_stats_t conn;       /* what the connections counted (the guard's refusals) */
+    uint64_t connections_h2;    /* connections that spoke HTTP/2 */
+    hv_h2_stats_t h2;           /* HTTP/2 sessions, streams, refusals, resets, GOAWAYs */
     const hv_proxy_stats_t *proxies; /* one per configured proxy URL (fetch's; valid while
                                         the stage lives) */
     unsigned nproxies;

@@ -1,5 +1,5 @@
 /*
- * http.h: one HTTP/1.1 exchange over a byte stream: request text, response parsing with
+ * http.h: one HTTP/1.1 exchange over a byte stream (or an HTTP/2 stream's, below): request text, response parsing with
  * llhttp, header and body limits, content decoding (gzip/deflate with zlib) and the
  * keep-alive decision. Pure: no I/O and no loop; the owner feeds it bytes and reads results.
  *
@@ -127,6 +127,22 @@ int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
                     const hv_http_cond_t *cond, const hv_http_via_t *via,
                     const hv_http_field_t *fields, size_t nfields);
 
+/** A request field for HTTP/2: name (lower case) and value, not NUL-terminated. */
+typedef struct {
+    const char *name;
+    size_t nlen;
+    const char *value;
+    size_t vlen;
+} hv_http_nv_t;
+
+/** The fields of hv_http_request()'s GET for an HTTP/2 stream, pseudo-fields first, into
+ * `nv` (`cap` of them, *n set): the same fields, in the same order, with names lower-cased
+ * into `store` (values point into the arguments, which must outlive `nv`). 0, HV_ETOOBIG or
+ * UV_EINVAL as hv_http_request(). */
+int hv_http_request_h2(hv_http_nv_t *nv, size_t cap, size_t *n, char *store, size_t storecap,
+                       const hv_url_t *u, const char *user_agent, const hv_http_cond_t *cond,
+                       const hv_http_field_t *fields, size_t nfields);
+
 /** Whether `name: value` may be configured as a request header: the name an RFC 9110 token
  * that harvestd does not send itself (Host, the framing and connection fields, the
  * conditionals of re-crawling, User-Agent: see README, "Request headers"), the value without
@@ -162,6 +178,23 @@ int hv_http_feed(hv_http_t *h, const char *data, size_t len);
 /** The peer closed the stream. Returns 1 if that completed the response (close-delimited),
  * else an error: HV_ECLOSED (h->fault says where it stopped), HV_EDECODE, HV_EPROTO. */
 int hv_http_eof(hv_http_t *h);
+
+/*
+ * HTTP/2 (h2.h frames the exchange): the response head comes as fields and the body as
+ * data, with the same limits, decoding and results as over HTTP/1.1. Each returns 0 (more),
+ * 1 (complete: nothing more is wanted, the stream may be reset) or an error as
+ * hv_http_feed() does.
+ */
+/** A field of the final head (no pseudo-field). */
+int hv_http_h2_field(hv_http_t *h, const char *name, size_t nlen, const char *value, size_t vlen);
+/** The final head is complete with `status`: the head callback runs. */
+int hv_http_h2_head(hv_http_t *h, int status);
+/** Body bytes. */
+int hv_http_h2_data(hv_http_t *h, const char *data, size_t len);
+/** The stream ended (END_STREAM): 1, or an error (a coding cut short, no head). */
+int hv_http_h2_end(hv_http_t *h);
+/** The stream was lost before its end: HV_ECLOSED, h->fault saying where it stopped. */
+int hv_http_h2_lost(hv_http_t *h);
 
 /** Retry-After as a delay in ms from `now_unix_ms` (delta-seconds or HTTP-date), or -1 when
  * absent or unparseable. */

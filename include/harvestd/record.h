@@ -91,6 +91,7 @@ typedef struct hv_record_s {
     char *proxy;            /* the proxy of the last request (its URL without credentials) */
     int ok;                 /* status "ok" vs "failed" */
     int http_status;        /* 0: absent */
+    const char *http_version; /* "1.1" or "2" (static) with a response head; NULL: absent */
     char *title;            /* NULL: absent */
     char *content_type;     /* NULL: absent */
     char *charset;          /* encoding the page was decoded from; NULL: absent */

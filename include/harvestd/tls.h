@@ -51,6 +51,12 @@ const hv_tls_stats_t *hv_tls_ctx_stats(const hv_tls_ctx_t *ctx);
  */
 hv_tls_t *hv_tls_new(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
                      const char *session_key);
+/** hv_tls_new() that offers ALPN "h2" before "http/1.1" when `h2` is set (with the cipher
+ *  suites RFC 9113 allows HTTP/2 alone), "http/1.1" alone otherwise. */
+hv_tls_t *hv_tls_new_alpn(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
+                          const char *session_key, int h2);
+/** The protocol ALPN chose ("h2", "http/1.1"), NULL when the server chose none. */
+const char *hv_tls_alpn(const hv_tls_t *t);
 void hv_tls_free(hv_tls_t *t);
 
 /** Where the next socket read should land: free space at the end of the inbound buffer. */

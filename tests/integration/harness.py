@@ -65,7 +65,7 @@ SANITIZER = os.environ.get("HARVESTD_SANITIZER", "").strip() or _detect_sanitize
 # How much slower a sanitizer build may be; multiplies the harness's own waits.
 SLOWDOWN = 3 if SANITIZER else 1
 
-KEY_ORDER = ["requested_url", "url", "status", "http_status", "title", "fields", "content_type",
+KEY_ORDER = ["requested_url", "url", "status", "http_status", "http_version", "title", "fields", "content_type",
              "charset", "bytes", "redirects", "attempts", "elapsed_ms", "fetched_at", "stage",
              "error_type", "error"]
 

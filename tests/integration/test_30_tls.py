@@ -76,13 +76,24 @@ def test_30_03_client_hello_on_the_wire(run_harvestd, pki, raw_tls_peers):
     assert run.records[0]["status"] == "failed"
     run = run_harvestd([by_ip], *ca_args(pki))
     assert run.records[0]["status"] == "failed"
+    run = run_harvestd([by_name], *ca_args(pki), "--http2", "off")
+    assert run.records[0]["status"] == "failed"
     assert not peer.errors, peer.errors
-    assert peer.hellos, "no ClientHello arrived"
+    assert len(peer.hellos) == 3, "no ClientHello arrived"
     names = {h.sni for h in peer.hellos}
     assert names == {"localhost", None}, "SNI for a host name, none for an IP literal: %r" % names
     for hello in peer.hellos:
         assert hello.max_version() == 0x0303, "the client offers more than TLS 1.2: %r" % (hello,)
-        assert hello.alpn == ("http/1.1",), hello
+    # HTTP/2 first (http2 = auto), with only the suites RFC 9113 9.2.2 leaves it: ECDHE or
+    # DHE with an AEAD (GCM, ChaCha20-Poly1305); and HTTP/1.1 alone with http2 = off.
+    aead = {0xC02B, 0xC02F, 0xC02C, 0xC030, 0xCCA8, 0xCCA9, 0xCCAA, 0x009E, 0x009F}
+    scsv = 0x00FF
+    for hello in peer.hellos[:2]:
+        assert hello.alpn == ("h2", "http/1.1"), hello
+        suites = set(hello.cipher_suites) - {scsv}
+        assert suites and suites <= aead, hello
+    assert peer.hellos[2].alpn == ("http/1.1",), peer.hellos[2]
+    assert set(peer.hellos[2].cipher_suites) - aead, "http2 = off offers every suite"
 
 
 def test_30_04_encodings_and_redirects_over_https(run_harvestd, pki, tls_origin):

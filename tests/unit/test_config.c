@@ -280,7 +280,7 @@ TEST_IMPL(config_section_errors)
     } cases[] = {
         {"[host \"A\"]\nconcurrency = 3\n",
          "2: [host \"a\"]: 'concurrency' cannot be set per host (per_host, host_delay, "
-         "host_delay_jitter, block_detection, proxy, header can)"},
+         "host_delay_jitter, block_detection, http2_prior_knowledge, proxy, header can)"},
         {"[host \"a\"]\nper-host = 0\n", "2: per_host: '0' is out of range (1..1000)"},
         {"[host \"a\"]\nhost_delay = soon\n",
          "2: host_delay: 'soon' is not a duration (a number with ms, s, m or h)"},
