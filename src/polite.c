@@ -215,7 +215,10 @@ int hv_polite_attempt_ended(hv_polite_t *p, const hv_job_t *job, uint64_t now, c
     int timeout = rec->error_type == HV_ET_READ_TIMEOUT || rec->error_type == HV_ET_TOTAL_TIMEOUT ||
                   rec->error_type == HV_ET_CONNECT_TIMEOUT;
     uint64_t latency = rec->http_status > 0 && now > job->attempt_ms ? now - job->attempt_ms : 0;
-    int changed = hv_polite_feedback(p, h, rec->http_status, timeout, latency, now);
+    /* An HTTP/2 server's ENHANCE_YOUR_CALM says what a 429 says. */
+    int calm = rec->detail == HV_D_STREAM_RESET && rec->error != NULL &&
+               strcmp(rec->error, "stream_reset_enhance_your_calm") == 0;
+    int changed = hv_polite_feedback(p, h, calm ? 429 : rec->http_status, timeout, latency, now);
     *key = h->key;
     hv_polite_put(p, h);
     return changed;
