@@ -7,8 +7,12 @@ Environment (set by the Makefile):
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs)
-  BENCH_PHASES    some of "nginx latency stream recrawl block proxy" (default: all six), to
-                  measure only those
+  BENCH_PHASES    some of "nginx latency stream recrawl block proxy h2" (default: all seven),
+                  to measure only those
+  BENCH_H2_FLAGS_H1, BENCH_H2_FLAGS_H2
+                  the flags that pick the protocol in the h2 phase's two rows (default
+                  "--http2 off" and "--http2 auto"); set both to "" for a harvestd without
+                  --http2 (the http_version check then fails, the rest still runs)
 
 What it measures (see README.md beside this file for the details and the reasons):
   1. wrk against nginx on the corpus, over HTTP and HTTPS: the fetch limit.
@@ -28,6 +32,8 @@ What it measures (see README.md beside this file for the details and the reasons
      pages written ok, and the time from the switch to harvestd's verdict.
   8. Proxies: the HTTP title run direct, through tinyproxy and through microsocks (SOCKS5),
      alternating; HTTPS direct and through tinyproxy's CONNECT, alternating too.
+  9. HTTP/2: the HTTPS title run on one host at --per-host 16 with HTTP/1.1 and with HTTP/2
+     (ALPN h2, an nginx with http2 on its TLS port), alternating.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
 The table and the PASS/FAIL targets go to standard output, progress to standard error, and
 everything (raw numbers included) to BENCH_DIR/results.json.
@@ -83,6 +89,7 @@ if QUICK:
         "block_urls_per_host": 100,
         "proxy_urls": 5_000,
         "proxy_https_urls": 2_000,
+        "h2_urls": 5_000,
     }
 else:
     CONFIG = {
@@ -100,6 +107,7 @@ else:
         "block_urls_per_host": 200,
         "proxy_urls": 20_000,
         "proxy_https_urls": 20_000,
+        "h2_urls": 20_000,
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -131,6 +139,19 @@ CONFIG.update({
     # nginx_args; the Debian default, 100, would do, but leaves no room for connections that
     # are closing).
     "proxy_max_clients": 1024,
+    # The h2 phase: one host over HTTPS, 16 requests in flight to it: 16 connections with
+    # HTTP/1.1, 16 streams on one connection with HTTP/2. The flags that pick the protocol
+    # are apart, so that a harvestd without --http2 can still run the phase (see the top).
+    "h2_args": ["--concurrency", "32", "--per-host", "16"],
+    "h2_flags": {
+        "h1": os.environ.get("BENCH_H2_FLAGS_H1", "--http2 off").split(),
+        "h2": os.environ.get("BENCH_H2_FLAGS_H2", "--http2 auto").split(),
+    },
+    # What every ok record's http_version must be on each side.
+    "h2_versions": {"h1": "1.1", "h2": "2"},
+    # nginx closes an HTTP/2 connection (GOAWAY) after keepalive_requests streams, as it
+    # closes an HTTP/1.1 one after that many requests: far above a run's 20,000.
+    "h2_keepalive_requests": 100_000,
 })
 CONFIG["big_args"] = CONFIG["rules_args"] + ["--links"]
 
@@ -152,12 +173,15 @@ TARGETS = {
     "block_ok_pages_per_host": 2,
     "proxy_http_vs_direct": 0.90,
     "proxy_socks_vs_direct": 0.90,
+    "h2_vs_h1": 1.0,
+    "h2_cpu_vs_h1": 1.1,
+    "h2_connections": (1, 2),
 }
 
 BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
 
 # In this order; BENCH_PHASES picks some of them.
-PHASES = ("nginx", "latency", "stream", "recrawl", "block", "proxy")
+PHASES = ("nginx", "latency", "stream", "recrawl", "block", "proxy", "h2")
 
 
 def log(msg):
@@ -352,7 +376,7 @@ http {{
     tcp_nopush on;
     tcp_nodelay on;
     gzip off;
-    keepalive_requests 1000000;
+    keepalive_requests {keepalive_requests};
     keepalive_timeout 120s;
     types {{ text/html html; }}
     default_type application/octet-stream;
@@ -368,7 +392,7 @@ http {{
 
     server {{
         listen 127.0.0.1:{http_port};
-        listen 127.0.0.1:{https_port} ssl;
+        listen 127.0.0.1:{https_port} ssl{http2};
         server_name localhost;
         ssl_certificate {cert};
         ssl_certificate_key {key};
@@ -381,12 +405,17 @@ http {{
 
 
 class Nginx:
-    def __init__(self, bench_dir, root, big_root, cert, key):
+    """`http2`: the TLS port offers h2 (ALPN) as well as http/1.1."""
+
+    def __init__(self, bench_dir, root, big_root, cert, key, http2=False,
+                 keepalive_requests=1_000_000):
         self.dir = os.path.join(bench_dir, "nginx")
         self.root = root
         self.big_root = big_root
         self.cert = cert
         self.key = key
+        self.http2 = http2
+        self.keepalive_requests = keepalive_requests
         self.proc = None
         self.http_port = self.https_port = None
 
@@ -400,7 +429,9 @@ class Nginx:
         with open(conf, "w") as f:
             f.write(NGINX_CONF.format(dir=self.dir, http_port=self.http_port,
                                       https_port=self.https_port, cert=self.cert, key=self.key,
-                                      root=self.root, big_root=self.big_root))
+                                      root=self.root, big_root=self.big_root,
+                                      http2=" http2" if self.http2 else "",
+                                      keepalive_requests=self.keepalive_requests))
         errlog = os.path.join(self.dir, "error.log")
         self.proc = CHILDREN.popen(["nginx", "-e", errlog, "-p", self.dir, "-c", conf],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -600,17 +631,21 @@ def parse_summary(stderr_text):
     return None
 
 
-def check_records(out_path, expected_count, expected_title, field=None, proxy=False):
+def check_records(out_path, expected_count, expected_title, field=None, proxy=False,
+                  http_version=None):
     """Read harvestd's JSONL output. `expected_count` maps each requested URL to the number of
     input lines that name it, `expected_title(url)` gives the title its page must yield;
     `field`, if given, is (name, prefix): every record's fields[name] must start with prefix.
     `proxy`, unless False, is the `proxy` every record must carry (None: no `proxy` at all).
+    `http_version`, if given, is the `http_version` every ok record must carry ("1.1", "2").
     Returns (ok, why, details)."""
     seen = collections.Counter()
     failures = collections.Counter()
     bad_title = 0
     bad_field = 0
     bad_proxy = 0
+    bad_version = 0
+    versions = collections.Counter()   # http_version of the ok records
     bad_json = 0
     example = None
     records = 0
@@ -646,6 +681,11 @@ def check_records(out_path, expected_count, expected_title, field=None, proxy=Fa
                 if example is None:
                     example = rec
                 continue
+            versions[rec.get("http_version")] += 1
+            if http_version is not None and rec.get("http_version") != http_version:
+                bad_version += 1
+                if example is None:
+                    example = rec
             want = expected_title(url)
             if rec.get("title") != want:
                 bad_title += 1
@@ -669,6 +709,11 @@ def check_records(out_path, expected_count, expected_title, field=None, proxy=Fa
         problems.append("%d wrong/missing fields.%s" % (bad_field, field[0]))
     if bad_proxy:
         problems.append("%d records with proxy other than %s" % (bad_proxy, proxy or "none"))
+    if bad_version:
+        problems.append("%d ok records with http_version other than %s (%s)" % (
+            bad_version, json.dumps(http_version), ", ".join(
+                "%s x%d" % (json.dumps(v) if v is not None else "none", c)
+                for v, c in versions.most_common(3))))
     if bad_json:
         problems.append("%d lines not JSON" % bad_json)
     if missing:
@@ -679,7 +724,8 @@ def check_records(out_path, expected_count, expected_title, field=None, proxy=Fa
                "http_statuses": {str(k): v for k, v in statuses.items()},
                "body_bytes": body_bytes, "flags": dict(flags),
                "bad_field": bad_field, "bad_proxy": bad_proxy,
-               "bad_json": bad_json, "missing": missing, "extra": extra, "example": example}
+               "http_versions": {str(k): v for k, v in versions.items()},
+               "bad_http_version": bad_version, "bad_json": bad_json, "missing": missing, "extra": extra, "example": example}
     return not problems, "; ".join(problems), details
 
 
@@ -1268,6 +1314,7 @@ class Bench:
         self.block_note = None
         self.proxy = None
         self.proxy_log = []
+        self.h2 = None
 
     def fail_row(self, label, urls, why):
         self.rows.append({"label": label, "urls": urls, "check": "FAIL: " + why})
@@ -1953,6 +2000,164 @@ class Bench:
                                "rates": [r["pages_per_s"] for r in runs[key]],
                                "urls": counts[key[0]]}
 
+    # -- HTTP/2
+
+    H2_LABELS = {"h1": "harvestd HTTPS, HTTP/1.1 (per_host 16)",
+                 "h2": "harvestd HTTPS, HTTP/2 (per_host 16)"}
+
+    def h2_phase(self):
+        """The HTTPS title run on one host, 16 requests in flight to it, with HTTP/1.1 (16
+        connections) and with HTTP/2 (ALPN h2: 16 streams on one connection), against an
+        nginx whose TLS port offers h2; after an unreported warm-up, h1, h2, h1, h2, so that a
+        machine whose speed drifts hits both alike. Each row shows its side's best run. No wrk
+        row: wrk speaks only HTTP/1.1."""
+        n = CONFIG["h2_urls"]
+        nginx = Nginx(self.dir, self.root, self.big_root, self.cert, self.key, http2=True,
+                      keepalive_requests=CONFIG["h2_keepalive_requests"])
+        runs = {"h1": [], "h2": []}
+        try:
+            try:
+                nginx.start()
+            except BenchError as e:
+                for label in self.H2_LABELS.values():
+                    self.fail_row(label, n, str(e))
+                return
+            workers = proc_children(nginx.proc.pid)
+            base = "https://127.0.0.1:%d" % nginx.https_port
+            self.header.append("h2: nginx with http2 on %s (keepalive_requests %d); harvestd %s "
+                               "--ca-file, HTTP/1.1 %s, HTTP/2 %s" % (
+                                   base, CONFIG["h2_keepalive_requests"],
+                                   " ".join(CONFIG["h2_args"]),
+                                   " ".join(CONFIG["h2_flags"]["h1"]) or "(no flag)",
+                                   " ".join(CONFIG["h2_flags"]["h2"]) or "(no flag)"))
+            # As in the block phase: a first pass, not reported, brings the corpus into the
+            # page cache (and the TLS code into memory), so that the first run compared does
+            # not measure the disk.
+            run_harvestd(self.bin, self.runs_dir, "h2-warmup-%d" % n,
+                         [base + self.paths[i % len(self.paths)] for i in range(n)],
+                         cycling_counts(n, base, self.paths), lambda u: None,
+                         CONFIG["h2_args"] + CONFIG["h2_flags"]["h1"] + ["--ca-file", self.ca],
+                         timeout=120 + n // 100)
+            for mode in ("h1", "h2", "h1", "h2"):
+                runs[mode].append(self._h2_run(nginx, workers, mode, base, n,
+                                               len(runs[mode]) + 1))
+        finally:
+            nginx.stop()
+        self._h2_rows(runs, n)
+
+    def _h2_run(self, nginx, workers, mode, base, n, k):
+        """One run of the h2 phase: every record checked as in the other rows, and every ok
+        one must carry the side's http_version; nginx's worker CPU is read around it."""
+        cut = len(base)
+        urls = [base + self.paths[i % len(self.paths)] for i in range(n)]
+        counts = cycling_counts(n, base, self.paths)
+        extra = CONFIG["h2_args"] + CONFIG["h2_flags"][mode] + ["--ca-file", self.ca]
+        version = CONFIG["h2_versions"][mode]
+        name = "h2-%s-%d-%d" % (mode, n, k)
+
+        def check(path):
+            return check_records(path, counts, lambda u: self.titles.get(u[cut:]),
+                                 http_version=version)
+
+        errors0 = nginx.error_count()
+        nginx0 = [proc_cpu_s(w) for w in workers]
+        res = run_harvestd(self.bin, self.runs_dir, name, urls, None, None, extra,
+                           timeout=120 + n // 100, check=check)
+        nginx1 = [proc_cpu_s(w) for w in workers]
+        res["nginx_cpu_s"] = sum(b - a for a, b in zip(nginx0, nginx1)
+                                 if a is not None and b is not None) if workers else None
+        res["http_version_wanted"] = version
+        self._nginx_errors(nginx, errors0, res)
+        self.harvest[name] = res
+        if res["broke"]:
+            self.broken.append("%s %d: %s" % (self.H2_LABELS[mode], n, res["why"]))
+        return res
+
+    @staticmethod
+    def _h2_conns(res):
+        """harvestd's connection counts from its summary line (keys it may not print: None)."""
+        summ = res.get("summary") or {}
+        return {k: summ.get(k) for k in ("connections_opened", "connections_reused",
+                                         "connections_h2", "streams_h2", "tls_handshakes",
+                                         "tls_resumed", "stale_retries", "retries")}
+
+    def _h2_rows(self, runs, n):
+        """One row per side, its best run; the HTTP/2 row against the HTTP/1.1 one."""
+        self.h2 = {"urls": n, "runs": runs}
+        best = {}
+        for mode, label in self.H2_LABELS.items():
+            done = [r for r in runs[mode] if not r["broke"]]
+            if len(done) < 2:   # the broken runs are in self.broken already
+                self.rows.append({"label": label, "urls": n, "check": "FAIL: " + (
+                    "; ".join(r["why"] for r in runs[mode] if r["broke"]) or "not run")})
+                continue
+            b = best[mode] = max(done, key=lambda r: r["pages_per_s"])
+            h1 = best.get("h1")
+            ratio = b["pages_per_s"] / h1["pages_per_s"] if mode == "h2" and h1 else None
+            # Both runs failing alike (a harvestd without the field) say it once.
+            whys = list(dict.fromkeys(r["why"] for r in done if not r["ok"]))
+            c = self._h2_conns(b)
+            parts = []
+            if ratio is not None:
+                parts.append("{:.0%} of HTTP/1.1".format(ratio))
+            parts.append("conns %s opened, %s h2; %s h2 streams" % (
+                fmt_num(c["connections_opened"]), fmt_num(c["connections_h2"]),
+                fmt_num(c["streams_h2"])))
+            # Every run's rate is in the note: the check column is cut at 110 characters.
+            check = ("FAIL: " + "; ".join(whys) + "; ") if whys else \
+                "ok, http_version %s; " % CONFIG["h2_versions"][mode]
+            self.rows.append(harvest_row(label + " (best of 2)", b, check + "; ".join(parts)))
+            self.h2[mode] = {"best": b, "ratio": ratio, "ok": not whys and len(done) == 2,
+                             "rates": [r["pages_per_s"] for r in runs[mode]],
+                             "connections_opened": [self._h2_conns(r)["connections_opened"]
+                                                    for r in done]}
+
+    def _h2_note(self):
+        """The h2 rows' note: every run's rate and connections, and the CPU of harvestd and of
+        nginx's worker per 1,000 pages in each side's best run."""
+        h = self.h2
+        if not h or not any(m in h for m in ("h1", "h2")):
+            return None
+        names = {"h1": "HTTP/1.1", "h2": "HTTP/2"}
+        rates, cpu, conns = [], [], []
+        for mode in ("h1", "h2"):
+            side = h.get(mode)
+            if not side:
+                continue
+            rates.append("%s %s" % (names[mode], " and ".join(fmt_num(r) for r in side["rates"])))
+            b = side["best"]
+            k = 1000.0 / b["urls"]
+            text = "%s %s/%s" % (names[mode], fmt_num(b["cpu_s_per_1k"], "{:.3f}"),
+                                 fmt_num(b["nginx_cpu_s"] * k if b["nginx_cpu_s"] is not None
+                                         else None, "{:.3f}"))
+            if mode == "h2" and h.get("h1"):
+                text += " (harvestd x%.2f)" % (b["cpu_s_per_1k"] /
+                                               h["h1"]["best"]["cpu_s_per_1k"])
+            cpu.append(text)
+            per_run = []
+            for r in h["runs"][mode]:
+                if r["broke"]:
+                    per_run.append("broke")
+                    continue
+                c = self._h2_conns(r)
+                t = "%s opened, %s reused, %s h2, %s h2 streams, %s TLS handshakes (%s resumed)" % (
+                    fmt_num(c["connections_opened"]), fmt_num(c["connections_reused"]),
+                    fmt_num(c["connections_h2"]), fmt_num(c["streams_h2"]),
+                    fmt_num(c["tls_handshakes"]), fmt_num(c["tls_resumed"]))
+                if c["stale_retries"]:
+                    t += ", %s stale retries" % fmt_num(c["stale_retries"])
+                if c["retries"]:
+                    t += ", %s retries" % fmt_num(c["retries"])
+                per_run.append(t)
+            conns.append("%s: %s" % (names[mode], "; ".join(per_run)))
+        return ("h2: %s URLs of one host over HTTPS, %s, runs alternating HTTP/1.1 (%s) and "
+                "HTTP/2 (%s) twice after an unreported warm-up: pages/s %s; CPU s/1k of the best "
+                "runs, harvestd/nginx: %s | connections per run, %s" % (
+                    fmt_num(h["urls"]), " ".join(CONFIG["h2_args"]),
+                    " ".join(CONFIG["h2_flags"]["h1"]) or "no flag",
+                    " ".join(CONFIG["h2_flags"]["h2"]) or "no flag",
+                    "; ".join(rates), ", ".join(cpu), " | ".join(conns)))
+
     # -- targets and report
 
     def targets(self):
@@ -2103,6 +2308,42 @@ class Bench:
                            "" if via["ok"] and direct["ok"] else ", a run FAILED"))
             else:
                 target(name, False, "not measured")
+        h2 = self.h2 or {}
+        h1s, h2s = h2.get("h1"), h2.get("h2")
+        both_ok = bool(h1s and h2s and h1s["ok"] and h2s["ok"])
+        failed = "" if both_ok else ", a run FAILED"
+        name = "HTTPS one host, per_host 16: HTTP/2 >= {:.1f}x the HTTP/1.1 pages/s".format(
+            TARGETS["h2_vs_h1"])
+        if h1s and h2s:
+            ratio = h2s["best"]["pages_per_s"] / h1s["best"]["pages_per_s"]
+            target(name, both_ok and ratio >= TARGETS["h2_vs_h1"],
+                   "{:.2f}x ({:,.0f} / {:,.0f} pages/s, best of 2 each{})".format(
+                       ratio, h2s["best"]["pages_per_s"], h1s["best"]["pages_per_s"], failed))
+        else:
+            target(name, False, "not measured")
+        name = "HTTPS one host, per_host 16: HTTP/2 CPU per page <= {:.1f}x HTTP/1.1's".format(
+            TARGETS["h2_cpu_vs_h1"])
+        if h1s and h2s:
+            ratio = h2s["best"]["cpu_s_per_1k"] / h1s["best"]["cpu_s_per_1k"]
+            target(name, both_ok and ratio <= TARGETS["h2_cpu_vs_h1"],
+                   "{:.2f}x ({:.3f} / {:.3f} s per 1,000 pages, the rows' runs{})".format(
+                       ratio, h2s["best"]["cpu_s_per_1k"], h1s["best"]["cpu_s_per_1k"], failed))
+        else:
+            target(name, False, "not measured")
+        lo, hi = TARGETS["h2_connections"]
+        name = "HTTPS one host, per_host 16: HTTP/2 opens {}-{} connections".format(lo, hi)
+        if h2s:
+            opened = h2s["connections_opened"]
+            known = [c for c in opened if c is not None]
+            if len(known) == len(opened):
+                target(name, h2s["ok"] and all(lo <= c <= hi for c in known),
+                       "{} (connections_opened of each HTTP/2 run{})".format(
+                           " and ".join(fmt_num(c) for c in known),
+                           "" if h2s["ok"] else ", a run FAILED"))
+            else:
+                target(name, False, "not measured (no connections_opened in harvestd's summary)")
+        else:
+            target(name, False, "not measured")
         return out
 
     @staticmethod
@@ -2231,6 +2472,9 @@ class Bench:
         proxy_note = self._proxy_note()
         if proxy_note:
             notes.append(proxy_note)
+        h2_note = self._h2_note()
+        if h2_note:
+            notes.append(h2_note)
         big = [(n, self.harvest.get("big-%d" % n)) for n in CONFIG["big_runs"]]
         big = [(n, r) for n, r in big if r and not r["broke"]]
         if big:
@@ -2255,6 +2499,8 @@ class Bench:
         self.results.update(header=self.header, rows=self.rows, targets=targets, table=table,
                             text=text, notes=notes, broken=self.broken, harvestd=self.harvest,
                             proxy_log=self.proxy_log,
+                            h2={m: {k: (v["name"] if k == "best" else v) for k, v in side.items()}
+                                for m, side in (self.h2 or {}).items() if m in ("h1", "h2")},
                             wall_s=round(total, 1), finished_at=datetime.datetime.now(
                                 datetime.timezone.utc).isoformat())
         tmp = os.path.join(self.dir, "results.json.tmp")
