@@ -90,6 +90,8 @@ typedef struct h2c_s {
     hv_h2_t *h2;               /* open: the session */
     hv_proxy_stats_t *ps;      /* the proxy it goes through (NULL: direct) */
     int no_new;                /* a stream was refused on it: new ones go elsewhere */
+    int idle;                  /* no stream open: in the fetch's idle list */
+    TAILQ_ENTRY(h2c_s) idle_link;
     TAILQ_HEAD(, hv_req_s) pending; /* requests waiting for a stream on it */
     unsigned npending;
     TAILQ_ENTRY(h2c_s) link;   /* in its origin's list */
@@ -152,6 +154,8 @@ struct hv_fetch_s {
     TAILQ_HEAD(, origin_s) origin_lru;
     unsigned norigins;
     TAILQ_HEAD(, h2c_s) h2cs;  /* every HTTP/2 connection */
+    TAILQ_HEAD(, h2c_s) h2_idle; /* ... those without a stream, oldest first */
+    unsigned nh2_idle;
     TAILQ_HEAD(req_list, hv_req_s) ready; /* requests to start again on the next turn */
     uv_timer_t ready_timer;
     uv_timer_t pend_timer;     /* the first deadline of the requests waiting for HTTP/2 */
@@ -243,6 +247,7 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     f->wait_timer.data = f;
     TAILQ_INIT(&f->origin_lru);
     TAILQ_INIT(&f->h2cs);
+    TAILQ_INIT(&f->h2_idle);
     TAILQ_INIT(&f->ready);
     uv_timer_init(loop, &f->ready_timer);
     f->ready_timer.data = f;
@@ -1325,9 +1330,25 @@ static h2c_t *h2c_new(hv_fetch_t *f, origin_t *o, hv_req_t *opener)
     return hc;
 }
 
+static void h2_idle_set(h2c_t *hc, int idle)
+{
+    hv_fetch_t *f = hc->f;
+    if (hc->idle == idle)
+        return;
+    hc->idle = idle;
+    if (idle) {
+        TAILQ_INSERT_TAIL(&f->h2_idle, hc, idle_link);
+        f->nh2_idle++;
+    } else {
+        TAILQ_REMOVE(&f->h2_idle, hc, idle_link);
+        f->nh2_idle--;
+    }
+}
+
 static void h2c_free(h2c_t *hc)
 {
     assert(hc->npending == 0);
+    h2_idle_set(hc, 0);
     TAILQ_REMOVE(&hc->o->conns, hc, link);
     hc->o->nconns--;
     TAILQ_REMOVE(&hc->f->h2cs, hc, all);
@@ -1556,6 +1577,7 @@ static void h2_stream_start(hv_req_t *r, h2c_t *hc, int reused)
         return;
     }
     r->sid = sid;
+    h2_idle_set(hc, 0);
     f->stats.requests++;
     if (reused)
         f->stats.connections_reused++;
@@ -1697,9 +1719,33 @@ static void h2_on_timeout(void *sd)
     req_timeout(sd, NULL);
 }
 
+/* Close open session `hc` (it has no stream): no callback of it follows. */
+static void h2c_close(h2c_t *hc)
+{
+    hv_h2_close(hc->h2);
+    hc->h2 = NULL;
+    conn_closed(hc->f, hc->ps);
+    h2_release_pending(hc);
+    h2c_free(hc);
+}
+
 static void h2_on_room(void *owner)
 {
-    h2_pump(owner);
+    h2c_t *hc = owner;
+    hv_fetch_t *f = hc->f;
+    h2_pump(hc);
+    if (hc->h2 == NULL || hv_h2_open_streams(hc->h2) > 0 || hc->npending > 0) {
+        h2_idle_set(hc, 0);
+        return;
+    }
+    if (hc->no_new) { /* refused a stream: nothing more goes on it */
+        h2c_close(hc);
+        return;
+    }
+    /* Idle, as a pooled connection: kept as many as HTTP/1.1's, the oldest closed first. */
+    h2_idle_set(hc, 1);
+    while (f->nh2_idle > f->max_idle)
+        h2c_close(TAILQ_FIRST(&f->h2_idle));
 }
 
 static void h2_on_gone(void *owner)

@@ -799,3 +799,149 @@ TEST_IMPL(http_media_type)
     ASSERT_STR_EQ("text/html", mt);
     hv_http_free(&h);
 }
+
+/* ---- HTTP/2: the head as fields, the body as data ---- */
+
+static int h2_field(hv_http_t *h, const char *name, const char *value)
+{
+    return hv_http_h2_field(h, name, strlen(name), value, strlen(value));
+}
+
+TEST_IMPL(http_h2_head_fields_body_and_limits)
+{
+    hv_http_limits_t lim = {64, 200, 64, 0};
+    hv_http_t h;
+    int calls = 0;
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, h2_field(&h, "content-type", "text/html; charset=utf-8"));
+    ASSERT_EQ(0, h2_field(&h, "etag", "\"v1\""));
+    ASSERT_EQ(0, h2_field(&h, "cache-control", "max-age=60"));
+    ASSERT_EQ(0, h2_field(&h, "cache-control", "no-store"));
+    ASSERT_EQ(0, h2_field(&h, "content-length", "11"));
+    ASSERT_EQ(0, hv_http_h2_head(&h, 200));
+    ASSERT_EQ(1, calls);
+    ASSERT_EQ(200, h.status);
+    ASSERT_EQ(11, h.content_length);
+    ASSERT_STR_EQ("text/html; charset=utf-8", h.content_type.data);
+    ASSERT_STR_EQ("\"v1\"", h.etag.data);
+    int no_store;
+    int64_t max_age;
+    hv_http_cache_control(&h, &no_store, &max_age);
+    ASSERT_EQ(1, no_store);
+    ASSERT_EQ(0, hv_http_h2_data(&h, "hello ", 6));
+    ASSERT_EQ(0, hv_http_h2_data(&h, "world", 5));
+    ASSERT_EQ(1, hv_http_h2_end(&h));
+    ASSERT_EQ(11, h.body.len);
+    ASSERT(memcmp(h.body.data, "hello world", 11) == 0);
+    hv_http_free(&h);
+
+    /* An announced length over max_body fails at the head, a sent one at the data. */
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, h2_field(&h, "content-length", "65"));
+    ASSERT_EQ(HV_ETOOBIG, hv_http_h2_head(&h, 200));
+    hv_http_free(&h);
+    char big[65];
+    memset(big, 'x', sizeof(big));
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, hv_http_h2_head(&h, 200));
+    ASSERT_EQ(0, hv_http_h2_data(&h, big, 64));
+    ASSERT_EQ(HV_ETOOBIG, hv_http_h2_data(&h, big, 1));
+    char text[64];
+    hv_detail_format(text, sizeof(text), h.fault.code, h.fault.arg);
+    ASSERT_STR_EQ("response_exceeds_64_bytes", text);
+    hv_http_free(&h);
+
+    /* The head counts against max_header_bytes as over HTTP/1.1 (name, value, ": ", CRLF). */
+    hv_http_init(&h, &lim, on_head, &calls);
+    int rc = 0;
+    for (int i = 0; i < 20 && rc == 0; i++)
+        rc = h2_field(&h, "x-filler", "0123456789");
+    ASSERT_EQ(HV_EPROTO, rc);
+    ASSERT_EQ(HV_D_HEADERS_EXCEED, h.fault.code);
+    hv_http_free(&h);
+}
+
+TEST_IMPL(http_h2_discard_coding_and_loss)
+{
+    hv_http_limits_t lim = {4096, 4096, 64, 0};
+    hv_http_t h;
+    int calls = 0;
+
+    /* A body the owner does not want ends the exchange at the head. */
+    mode_for_test = HV_HTTP_BODY_DISCARD;
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, h2_field(&h, "location", "/next"));
+    ASSERT_EQ(1, hv_http_h2_head(&h, 301));
+    ASSERT_STR_EQ("/next", h.location.data);
+    hv_http_free(&h);
+
+    /* A zstd body is decoded; one cut short is zstd_truncated at the end of the stream. */
+    unsigned char z[4096];
+    size_t n = zstd_frame("<title>Over h2</title> compressed", z, sizeof(z));
+    mode_for_test = HV_HTTP_BODY_KEEP;
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, h2_field(&h, "content-encoding", "zstd"));
+    ASSERT_EQ(0, hv_http_h2_head(&h, 200));
+    ASSERT_EQ(0, hv_http_h2_data(&h, (const char *)z, n));
+    ASSERT_EQ(1, hv_http_h2_end(&h));
+    ASSERT_EQ(strlen("<title>Over h2</title> compressed"), h.body.len);
+    hv_http_free(&h);
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, h2_field(&h, "content-encoding", "zstd"));
+    ASSERT_EQ(0, hv_http_h2_head(&h, 200));
+    ASSERT_EQ(0, hv_http_h2_data(&h, (const char *)z, n - 3));
+    ASSERT_EQ(HV_EDECODE, hv_http_h2_end(&h));
+    ASSERT_EQ(HV_D_DECODE_TRUNCATED, h.fault.code);
+    hv_http_free(&h);
+
+    /* A coding harvestd does not undo fails at the head; a stream lost says where. */
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, h2_field(&h, "content-encoding", "compress"));
+    ASSERT_EQ(HV_EPROTO, hv_http_h2_head(&h, 200));
+    hv_http_free(&h);
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(HV_ECLOSED, hv_http_h2_lost(&h));
+    ASSERT_EQ(HV_D_CLOSED_BEFORE_RESPONSE, h.fault.code);
+    ASSERT_EQ(0, h2_field(&h, "content-type", "text/html"));
+    ASSERT_EQ(0, hv_http_h2_head(&h, 200));
+    ASSERT_EQ(0, hv_http_h2_data(&h, "<p>", 3));
+    ASSERT_EQ(HV_ECLOSED, hv_http_h2_lost(&h));
+    ASSERT_EQ(HV_D_CLOSED_MID_BODY, h.fault.code);
+    hv_http_free(&h);
+}
+
+TEST_IMPL(http_h2_request_fields)
+{
+    hv_url_t u;
+    const char *text = "https://Example.org:8443/a/b?q=1";
+    ASSERT_EQ(0, hv_url_parse(&u, text, strlen(text), NULL));
+    hv_http_field_t fields[] = {{"Accept", "text/plain"}, {"X-Empty", ""}, {"X-Token", "t"}};
+    hv_http_cond_t cond = {"\"e1\"", "Sun, 06 Dec 2026 10:00:00 GMT"};
+    hv_http_nv_t nv[16];
+    char store[256];
+    size_t n;
+    ASSERT_EQ(0, hv_http_request_h2(nv, 16, &n, store, sizeof(store), &u, "ua/1", &cond, fields,
+                                    3));
+    const char *want[][2] = {{":method", "GET"},       {":scheme", "https"},
+                             {":authority", "example.org:8443"},
+                             {":path", "/a/b?q=1"},    {"user-agent", "ua/1"},
+                             {"accept-encoding", "gzip, deflate, br, zstd"},
+                             {"accept", "text/plain"}, {"x-token", "t"},
+                             {"if-none-match", "\"e1\""},
+                             {"if-modified-since", "Sun, 06 Dec 2026 10:00:00 GMT"}};
+    ASSERT_EQ(HV_ARRAY_SIZE(want), n);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_EQ(strlen(want[i][0]), nv[i].nlen);
+        ASSERT(memcmp(want[i][0], nv[i].name, nv[i].nlen) == 0);
+        ASSERT_EQ(strlen(want[i][1]), nv[i].vlen);
+        ASSERT(memcmp(want[i][1], nv[i].value, nv[i].vlen) == 0);
+    }
+    /* A field that could split a request is refused as over HTTP/1.1; no room is HV_ETOOBIG. */
+    hv_http_field_t bad[] = {{"Connection", "close"}};
+    ASSERT_EQ(UV_EINVAL, hv_http_request_h2(nv, 16, &n, store, sizeof(store), &u, "ua", NULL,
+                                            bad, 1));
+    ASSERT_EQ(HV_ETOOBIG, hv_http_request_h2(nv, 3, &n, store, sizeof(store), &u, "ua", NULL,
+                                             NULL, 0));
+    hv_url_free(&u);
+}
