@@ -179,6 +179,7 @@ static void conn_closed(hv_fetch_t *f, hv_proxy_stats_t *ps);
 static int connect_req(hv_req_t *r, int allow_pool);
 static void on_wait_timer(uv_timer_t *t);
 static void h2_release_pending(h2c_t *hc);
+static void h2c_close(h2c_t *hc);
 static void h2c_free(h2c_t *hc);
 static void make_ready(hv_req_t *r);
 static void on_ready_timer(uv_timer_t *t);
@@ -492,6 +493,14 @@ static int proxy_room(hv_fetch_t *f, hv_req_t *r)
     {
         if (i->ps == ps) {
             pool_drop(f, i);
+            return 1;
+        }
+    }
+    h2c_t *hc;
+    TAILQ_FOREACH(hc, &f->h2_idle, idle_link)
+    {
+        if (hc->ps == ps) {
+            h2c_close(hc);
             return 1;
         }
     }
@@ -1744,6 +1753,8 @@ static void h2_on_room(void *owner)
     }
     /* Idle, as a pooled connection: kept as many as HTTP/1.1's, the oldest closed first. */
     h2_idle_set(hc, 1);
+    if (hc->ps != NULL && hc->ps->waiting > 0)
+        uv_timer_start(&f->wait_timer, on_wait_timer, 0, 0); /* room for them */
     while (f->nh2_idle > f->max_idle)
         h2c_close(TAILQ_FIRST(&f->h2_idle));
 }
@@ -1775,7 +1786,8 @@ void hv_fetch_next_attempt(hv_job_t *job)
 }
 
 /* Whether the first request waiting for `ps` can go on: its proxy has room, or a connection
- * of its own pool (or another idle one of its proxy) to take. */
+ * of its own pool (or another idle one of its proxy) to take, or an HTTP/2 connection of its
+ * origin to take a stream on or wait for. */
 static int wait_over(hv_fetch_t *f, const hv_req_t *r)
 {
     char key[POOL_KEY_MAX];
@@ -1783,9 +1795,19 @@ static int wait_over(hv_fetch_t *f, const hv_req_t *r)
         return 1;
     if (pool_find(f, pool_key(&r->job->url, r->proxy, key, sizeof(key))) != NULL)
         return 1;
+    const origin_t *o;
+    HASH_FIND_STR(f->origins, key, o);
+    const h2c_t *hc;
+    if (o != NULL)
+        TAILQ_FOREACH(hc, &o->conns, link)
+            if (hc->opener != NULL || (hc->h2 != NULL && !hc->no_new && hv_h2_room(hc->h2) > 0))
+                return 1; /* a stream, or a place among those waiting for one */
     const idle_t *i;
     TAILQ_FOREACH(i, &f->idle_lru, lru_link)
         if (i->ps == r->ps)
+            return 1;
+    TAILQ_FOREACH(hc, &f->h2_idle, idle_link)
+        if (hc->ps == r->ps)
             return 1;
     return 0;
 }

@@ -767,3 +767,25 @@ def test_27_29_bad_values_exit_2(harvestd, tmp_path, arg):
     name = arg.split("=")[0].lstrip("-").replace("-", "_")
     assert name in run.stderr.replace("-", "_"), run.stderr
     assert not out.exists() or out.read_bytes() == b""
+
+
+def test_27_30_through_a_proxy_tunnel(run_harvestd, pki, h2_faults, tinyproxy):
+    """https through an HTTP proxy: TLS and HTTP/2 inside one CONNECT tunnel, the streams
+    shared as without it; with proxy_connections = 1 they take streams on the one tunnel
+    instead of waiting for the proxy's room."""
+    s = h2_faults()
+    proxy = tinyproxy()
+    urls = [s.url("/ok?title=Tunnel%d&delay=0.2" % i) for i in range(8)]
+    run = run_harvestd(urls, *ca(pki), "--per-host", "8", "--proxy", proxy.url(),
+                       "--proxy-connections", "1")
+    assert run.rc == 0
+    recs = by_url(run.records)
+    for i, url in enumerate(urls):
+        assert_h2_ok(recs[url], "Tunnel%d" % i)
+        assert recs[url]["proxy"] == proxy.url(), recs[url]
+    sm = h2_summary(run)
+    assert sm["connections_opened"] == 1 and sm["connections_h2"] == 1, sm
+    connects = [l for l in proxy.requests() if l.startswith("CONNECT ")]
+    assert len(connects) == 1, connects
+    (conn,) = s.snapshot()["connections"].values()
+    assert conn["streams"] == 8 and conn["max_open"] == 8, conn
