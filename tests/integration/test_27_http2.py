@@ -789,3 +789,22 @@ def test_27_30_through_a_proxy_tunnel(run_harvestd, pki, h2_faults, tinyproxy):
     assert len(connects) == 1, connects
     (conn,) = s.snapshot()["connections"].values()
     assert conn["streams"] == 8 and conn["max_open"] == 8, conn
+
+
+def test_27_31_recrawl_validators_over_h2(run_harvestd, pki, nginx_h2, tmp_path):
+    """Re-crawling over HTTP/2: the second run sends nginx's validators as if-none-match /
+    if-modified-since fields and writes its 304s as complete not_modified records."""
+    n = nginx_h2
+    urls = [n.url("/index.html"), n.url("/pages/a.html")]
+    state = ["--recrawl", "conditional", "--state-dir", str(tmp_path / "state")]
+    first = run_harvestd(urls, *ca(pki), *state)
+    assert first.rc == 0 and all(r["status"] == "ok" for r in first.records), first.records
+    check_versions(first.records, "2")
+    second = run_harvestd(urls, *ca(pki), *state)
+    assert second.rc == 0, second.stderr
+    a, b = by_url(first.records), by_url(second.records)
+    for u in urls:
+        r = b[u]
+        assert r["http_status"] == 304 and r.get("not_modified") is True, r
+        assert r["http_version"] == "2" and r["title"] == a[u]["title"], (r, a[u])
+    assert {a.status for a in n.access()[-2:]} == {304}, n.access()
