@@ -20,6 +20,11 @@ typedef struct {
     int h2;              /* offer ALPN h2 */
     hv_tls_t *tls;       /* made when the layer opens */
     int handshaken;
+    hv_tlspool_t *pool;  /* NULL: every step on the loop */
+    hv_tlspool_job_t job;
+    int busy;            /* a step runs on a worker: nothing here touches `tls` */
+    int step;            /* its result */
+    int orphaned;        /* destroyed meanwhile: the job's end frees the layer */
 } cf_tls_t;
 
 /* Decrypted records are delivered before each call returns, and deliveries never nest (a
@@ -36,19 +41,29 @@ static hv_cf_t *create(hv_conn_t *c, const void *arg)
     t->host = hv_xstrdup(a->host);
     t->host_is_ip = a->host_is_ip;
     t->h2 = a->h2;
+    t->pool = a->pool;
     size_t n = strlen(a->host) + 8;
     t->session_key = hv_xmalloc(n);
     snprintf(t->session_key, n, "%s:%u", a->host, (unsigned)a->port);
     return &t->cf;
 }
 
-static void destroy(hv_cf_t *cf)
+static void free_layer(cf_tls_t *t)
 {
-    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
     hv_tls_free(t->tls);
     free(t->host);
     free(t->session_key);
     free(t);
+}
+
+static void destroy(hv_cf_t *cf)
+{
+    cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
+    if (t->busy) { /* a worker has its session: the job's end frees it */
+        t->orphaned = 1;
+        return;
+    }
+    free_layer(t);
 }
 
 /* Send on whatever mbedtls produced during the last call. */
@@ -70,28 +85,64 @@ static void failed(cf_tls_t *t, int err)
     hv_cf_fail(&t->cf, err);
 }
 
-/* Move the session forward with what is buffered: finish the handshake, then decrypt and
- * deliver records for as long as the owner keeps reading on. */
+/* What a handshake step came to (hv_tls_handshake()'s result): send what it wrote, and the
+ * layer is open, fails, or waits for more. */
+static void handshake_result(cf_tls_t *t, int rc)
+{
+    hv_cf_t *cf = &t->cf;
+    int wrc = flush(t);
+    if (rc < 0) {
+        failed(t, rc);
+        return;
+    }
+    if (wrc != 0) {
+        hv_fault_t f = {HV_D_TLS_WRITE_FAILED, ""};
+        hv_cf_set_fault(cf, &f);
+        hv_cf_fail(cf, wrc);
+        return;
+    }
+    if (rc == 1)
+        return;
+    t->handshaken = 1;
+    hv_cf_opened(cf);
+}
+
+static void step_work(hv_tlspool_job_t *job)
+{
+    cf_tls_t *t = hv_container_of(job, cf_tls_t, job);
+    t->step = hv_tls_handshake_step(t->tls);
+}
+
+static void step_done(hv_tlspool_job_t *job)
+{
+    cf_tls_t *t = hv_container_of(job, cf_tls_t, job);
+    t->busy = 0;
+    if (t->orphaned) {
+        free_layer(t);
+        return;
+    }
+    if (job->cancelled || hv_cf_conn_closing(&t->cf))
+        return;
+    hv_cf_hold(&t->cf, 0);
+    handshake_result(t, hv_tls_handshake_finish(t->tls, t->step));
+}
+
+/* Move the session forward with what is buffered: finish the handshake (its steps on a
+ * crypto worker when there is a pool: reading waits meanwhile), then decrypt and deliver
+ * records for as long as the owner keeps reading on. */
 static void progress(cf_tls_t *t)
 {
     hv_cf_t *cf = &t->cf;
     if (!t->handshaken) {
-        int rc = hv_tls_handshake(t->tls);
-        int wrc = flush(t);
-        if (rc < 0) {
-            failed(t, rc);
+        if (t->busy)
+            return;
+        if (t->pool == NULL || hv_tls_handshake_idle(t->tls)) {
+            handshake_result(t, hv_tls_handshake(t->tls));
             return;
         }
-        if (wrc != 0) {
-            hv_fault_t f = {HV_D_TLS_WRITE_FAILED, ""};
-            hv_cf_set_fault(cf, &f);
-            hv_cf_fail(cf, wrc);
-            return;
-        }
-        if (rc == 1)
-            return;
-        t->handshaken = 1;
-        hv_cf_opened(cf);
+        t->busy = 1;
+        hv_cf_hold(cf, 1);
+        hv_tlspool_submit(t->pool, &t->job);
         return;
     }
     while (hv_cf_conn_open(cf) && hv_cf_reading(cf)) {
@@ -114,7 +165,9 @@ static void open_tls(hv_cf_t *cf)
 {
     cf_tls_t *t = hv_container_of(cf, cf_tls_t, cf);
     t->tls = hv_tls_new_alpn(t->ctx, t->host, t->host_is_ip, t->session_key, t->h2);
-    progress(t); /* sends the ClientHello */
+    t->job.work = step_work;
+    t->job.done = step_done;
+    handshake_result(t, hv_tls_handshake(t->tls)); /* the ClientHello: on the loop, cheap */
 }
 
 static void in_space(hv_cf_t *cf, char **base, size_t *len)

@@ -136,6 +136,8 @@ static const directive_t directives[] = {
      "10m", "a blocked host is probed again after a pause that doubles up to this"},
     {"record_digest", T_BOOL, F(record_digest), 0, 1, 0, "no",
      "records of parsed pages carry body_digest, 16 hex digits of their decoded body's XXH3-64"},
+    {"tls_workers", T_UINT, F(tls_workers), 0, 256, 0, "0",
+     "threads that run TLS handshakes' public-key work off the event loop (0: one per CPU)"},
     {"http2", T_HTTP2, F(http2), 0, 0, 0, "auto",
      "auto: TLS connections offer HTTP/2 (ALPN h2, then http/1.1) and one connection carries "
      "a host's requests as streams; off: HTTP/1.1 only"},

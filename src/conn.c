@@ -655,6 +655,22 @@ void hv_cf_fail_with(hv_cf_t *cf, int err, hv_detail_t code, const char *arg)
     hv_cf_fail(cf, err);
 }
 
+void hv_cf_hold(hv_cf_t *cf, int hold)
+{
+    hv_conn_t *c = cf->conn;
+    if (c->state != HV_CONN_HANDSHAKING)
+        return;
+    if (hold && c->_reading) {
+        uv_read_stop((uv_stream_t *)c->_sock);
+        c->_reading = 0;
+        c->_held = 1;
+    } else if (!hold && c->_held) {
+        c->_held = 0;
+        if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
+            c->_reading = 1;
+    }
+}
+
 int hv_cf_reading(const hv_cf_t *cf)
 {
     return cf->conn->_reading;

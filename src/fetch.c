@@ -133,6 +133,7 @@ struct hv_fetch_s {
     hv_conn_env_t conn_env;
     hv_guard_t guard;
     hv_tls_ctx_t *tls;
+    hv_tlspool_t *tlspool;     /* handshakes' crypto workers (NULL: on the loop) */
     hv_fetch_end_cb on_end;
     void *ud;
     hv_http_limits_t limits;
@@ -204,6 +205,10 @@ hv_fetch_t *hv_fetch_new(uv_loop_t *loop, const hv_config_t *cfg, hv_dns_t *dns,
     hv_fetch_t *f = hv_xcalloc(1, sizeof(*f));
     f->tls = tls;
     f->loop = loop;
+    if (tls != NULL)
+        f->tlspool = hv_tlspool_new(loop, tls, cfg->tls_workers > 0
+                                                   ? cfg->tls_workers
+                                                   : (unsigned)uv_available_parallelism());
     f->cfg = cfg;
     f->guard.off = cfg->allow_private_addresses;
     f->guard.allow = &cfg->allow_addresses;
@@ -924,7 +929,7 @@ static int connect_req(hv_req_t *r, int allow_pool)
     }
     /* The chain: [a proxy's tunnel] [TLS to the origin, inside it]. */
     hv_cf_tls_arg_t tls = {.ctx = f->tls, .host = u->host, .host_is_ip = u->host_is_ip,
-                           .port = u->port, .h2 = h2 == H2_TLS};
+                           .port = u->port, .h2 = h2 == H2_TLS, .pool = f->tlspool};
     if (h2) { /* it opens the connection the others will wait for */
         r->h2c = h2c_new(f, o, r);
         r->h2c->ps = r->ps;
@@ -1947,6 +1952,8 @@ void hv_fetch_free(hv_fetch_t *f)
         free(o->key);
         free(o);
     }
+    if (f->tlspool != NULL)
+        hv_tlspool_free(f->tlspool); /* after the connections: a handshake's job ends first */
     f->closing = 3;
     uv_close((uv_handle_t *)&f->wait_timer, fetch_closed);
     uv_close((uv_handle_t *)&f->ready_timer, fetch_closed);

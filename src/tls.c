@@ -50,6 +50,8 @@ struct hv_tls_ctx_s {
     TAILQ_HEAD(, session_s) lru;
     unsigned nsessions;
     hv_tls_stats_t stats;
+    void (*on_session)(void *ud, const char *key);
+    void *on_session_ud;
 };
 
 struct hv_tls_s {
@@ -60,6 +62,7 @@ struct hv_tls_s {
     unsigned char ip[16];
     size_t ip_len;
     int full;                   /* the handshake went through a key exchange */
+    int step_rc;                /* the mbedtls error of a failed step */
     int done;
     size_t in_start;
     size_t in_end;
@@ -95,6 +98,8 @@ static const int h2_suites[] = {
     MBEDTLS_TLS_DHE_RSA_WITH_AES_256_GCM_SHA384,
     0};
 
+static int rng(void *p, unsigned char *out, size_t len);
+
 /* One client configuration: the trust store, versions, curves, tickets, and `protos`. */
 static int conf_setup(hv_tls_ctx_t *ctx, mbedtls_ssl_config *conf, const char **protos,
                       const int *suites, char *err, size_t errcap)
@@ -108,7 +113,7 @@ static int conf_setup(hv_tls_ctx_t *ctx, mbedtls_ssl_config *conf, const char **
         snprintf(err, errcap, "cannot configure TLS: %s", text);
         return UV_EINVAL;
     }
-    mbedtls_ssl_conf_rng(conf, mbedtls_ctr_drbg_random, &ctx->drbg);
+    mbedtls_ssl_conf_rng(conf, rng, &ctx->drbg);
     mbedtls_ssl_conf_authmode(conf, ctx->insecure ? MBEDTLS_SSL_VERIFY_NONE
                                                   : MBEDTLS_SSL_VERIFY_REQUIRED);
     mbedtls_ssl_conf_ca_chain(conf, &ctx->ca, NULL);
@@ -216,28 +221,75 @@ static void session_drop(hv_tls_ctx_t *ctx, session_t *s)
     free(s);
 }
 
+static session_t *session_entry(hv_tls_ctx_t *ctx, const char *key);
+
 static void session_save(hv_tls_t *t)
 {
     hv_tls_ctx_t *ctx = t->ctx;
-    session_t *s = session_find(ctx, t->key);
-    if (s == NULL) {
-        if (ctx->nsessions >= SESSION_CACHE_MAX)
-            session_drop(ctx, TAILQ_FIRST(&ctx->lru)); /* the least recently used */
-        s = hv_xcalloc(1, sizeof(*s));
-        s->key = hv_xstrdup(t->key);
-        mbedtls_ssl_session_init(&s->sess);
-        HASH_ADD_KEYPTR(hh, ctx->sessions, s->key, strlen(s->key), s);
-        TAILQ_INSERT_TAIL(&ctx->lru, s, lru);
-        ctx->nsessions++;
-    } else {
+    session_t *s = session_entry(ctx, t->key);
+    /* Nothing to resume from: forget the entry rather than offer a broken one. */
+    if (mbedtls_ssl_get_session(&t->ssl, &s->sess) != 0)
+        session_drop(ctx, s);
+    else if (ctx->on_session != NULL)
+        ctx->on_session(ctx->on_session_ud, t->key);
+}
+
+/* The entry of `key`, emptied, the most recently used (made, the least recently used one
+ * dropped for room, when there is none). */
+static session_t *session_entry(hv_tls_ctx_t *ctx, const char *key)
+{
+    session_t *s = session_find(ctx, key);
+    if (s != NULL) {
         mbedtls_ssl_session_free(&s->sess);
         mbedtls_ssl_session_init(&s->sess);
         TAILQ_REMOVE(&ctx->lru, s, lru);
         TAILQ_INSERT_TAIL(&ctx->lru, s, lru);
+        return s;
     }
-    /* Nothing to resume from: forget the entry rather than offer a broken one. */
-    if (mbedtls_ssl_get_session(&t->ssl, &s->sess) != 0)
+    if (ctx->nsessions >= SESSION_CACHE_MAX)
+        session_drop(ctx, TAILQ_FIRST(&ctx->lru));
+    s = hv_xcalloc(1, sizeof(*s));
+    s->key = hv_xstrdup(key);
+    mbedtls_ssl_session_init(&s->sess);
+    HASH_ADD_KEYPTR(hh, ctx->sessions, s->key, strlen(s->key), s);
+    TAILQ_INSERT_TAIL(&ctx->lru, s, lru);
+    ctx->nsessions++;
+    return s;
+}
+
+ssize_t hv_tls_session_export(hv_tls_ctx_t *ctx, const char *key, unsigned char *out,
+                              size_t cap)
+{
+    session_t *s = session_find(ctx, key);
+    if (s == NULL)
+        return 0;
+    size_t n = 0;
+    int rc = mbedtls_ssl_session_save(&s->sess, out, cap, &n);
+    if (rc == MBEDTLS_ERR_SSL_BUFFER_TOO_SMALL)
+        return UV_ENOBUFS;
+    return rc == 0 ? (ssize_t)n : 0;
+}
+
+int hv_tls_session_import(hv_tls_ctx_t *ctx, const char *key, const unsigned char *data,
+                          size_t len)
+{
+    session_t *s = session_entry(ctx, key);
+    if (mbedtls_ssl_session_load(&s->sess, data, len) != 0) {
         session_drop(ctx, s);
+        return UV_EINVAL;
+    }
+    return 0;
+}
+
+int hv_tls_session_has(hv_tls_ctx_t *ctx, const char *key)
+{
+    return session_find(ctx, key) != NULL;
+}
+
+void hv_tls_ctx_on_session(hv_tls_ctx_t *ctx, void (*cb)(void *ud, const char *key), void *ud)
+{
+    ctx->on_session = cb;
+    ctx->on_session_ud = ud;
 }
 
 /* ---- memory BIO ---- */
@@ -431,7 +483,7 @@ static int fail(hv_tls_t *t, int rc)
     }
 }
 
-int hv_tls_handshake(hv_tls_t *t)
+int hv_tls_handshake_step(hv_tls_t *t)
 {
     if (t->done)
         return 0;
@@ -441,9 +493,20 @@ int hv_tls_handshake(hv_tls_t *t)
             t->full = 1;
         if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
             return 1;
-        if (rc != 0)
-            return fail(t, rc);
+        if (rc != 0) {
+            t->step_rc = rc;
+            return -1;
+        }
     }
+    return 0;
+}
+
+int hv_tls_handshake_finish(hv_tls_t *t, int step)
+{
+    if (t->done || step == 1)
+        return step == 1 ? 1 : 0;
+    if (step < 0)
+        return fail(t, t->step_rc);
     t->done = 1;
     if (!t->full)
         t->ctx->stats.resumed++;
@@ -451,6 +514,52 @@ int hv_tls_handshake(hv_tls_t *t)
         t->ctx->stats.handshakes++;
     session_save(t);
     return 0;
+}
+
+int hv_tls_handshake_idle(const hv_tls_t *t)
+{
+    return t->in_end == t->in_start;
+}
+
+int hv_tls_handshake(hv_tls_t *t)
+{
+    return hv_tls_handshake_finish(t, hv_tls_handshake_step(t));
+}
+
+/* ---- random generators: the loop's, and one per worker thread ---- */
+
+static __thread mbedtls_ctr_drbg_context *thread_drbg;
+
+/* mbedtls's f_rng for every session: the calling thread's own generator when it has one,
+ * else the context's (whose mutex makes it safe anywhere, but one lock for every record's
+ * nonce on every worker would serialise them). */
+static int rng(void *p, unsigned char *out, size_t len)
+{
+    return mbedtls_ctr_drbg_random(thread_drbg != NULL ? thread_drbg : p, out, len);
+}
+
+void hv_tls_thread_start(hv_tls_ctx_t *ctx)
+{
+    static const unsigned char pers[] = "harvestd worker";
+    mbedtls_ctr_drbg_context *d = hv_xcalloc(1, sizeof(*d));
+    mbedtls_ctr_drbg_init(d);
+    /* The entropy context locks itself (MBEDTLS_THREADING_C). */
+    if (mbedtls_ctr_drbg_seed(d, mbedtls_entropy_func, &ctx->entropy, pers,
+                              sizeof(pers) - 1) != 0) {
+        mbedtls_ctr_drbg_free(d);
+        free(d); /* this thread then draws from the context's generator */
+        return;
+    }
+    thread_drbg = d;
+}
+
+void hv_tls_thread_stop(void)
+{
+    if (thread_drbg == NULL)
+        return;
+    mbedtls_ctr_drbg_free(thread_drbg);
+    free(thread_drbg);
+    thread_drbg = NULL;
 }
 
 ssize_t hv_tls_read(hv_tls_t *t, char *buf, size_t cap)

@@ -17,6 +17,7 @@
 
 #include "harvestd/conn.h"
 #include "harvestd/tls.h"
+#include "harvestd/tlspool.h"
 
 /** What a TLS layer is made from (read during hv_conn_connect() only). */
 typedef struct {
@@ -25,6 +26,8 @@ typedef struct {
     int host_is_ip;
     uint16_t port;        /* with host, selects the cached session to resume */
     int h2;               /* offer ALPN "h2" before "http/1.1" (tls.h: hv_tls_new_alpn) */
+    hv_tlspool_t *pool;   /* runs the handshake's steps after the ClientHello; NULL: on the
+                             loop thread. It must outlive the connection's handshake. */
 } hv_cf_tls_arg_t;
 
 extern const hv_cf_type_t hv_cf_tls;

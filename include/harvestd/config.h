@@ -99,6 +99,7 @@ typedef struct {
     char ca_file[1024];         /* PEM trust store; empty: the system bundle */
     int insecure;               /* no certificate verification */
     hv_allow_list_t allow_addresses; /* ranges the address guard lets through */
+    unsigned tls_workers;       /* crypto worker threads for handshakes; 0 = number of CPUs */
     hv_http2_t http2;           /* TLS connections offer ALPN h2 */
     int http2_prior_knowledge;  /* http URLs go over cleartext h2 (h2c) */
     uint64_t http2_window;      /* each HTTP/2 stream's receive window */

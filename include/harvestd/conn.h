@@ -137,6 +137,7 @@ struct hv_conn_s {
     hv_addr_class_t _blocked;   /* the first address the guard refused, HV_ADDR_PUBLIC if none */
     uint16_t _port;
     int _reading;
+    int _held;                  /* a layer opening asked that the socket not be read */
     int _quickack;              /* ACK every read at once (a layer asked: hv_cf_quickack()) */
     hv_handles_t _handles;      /* the tcp racers, timer, delay, idle: the memory goes when
                                    all have closed */
@@ -250,6 +251,9 @@ int hv_cf_conn_open(const hv_cf_t *cf);
  *  ACK: for a layer whose peer relays in small writes that wait for our ACK (a proxy's
  *  tunnel without TCP_NODELAY: the last piece of each answer would wait up to 40 ms). */
 void hv_cf_quickack(hv_cf_t *cf);
+/** While a layer opening works on what it received elsewhere (a TLS handshake step on a
+ *  crypto worker), the socket is not read for it: hold (1), then release (0). */
+void hv_cf_hold(hv_cf_t *cf, int hold);
 /** Whether the connection is closing (a layer's own asynchronous work ends quietly then). */
 int hv_cf_conn_closing(const hv_cf_t *cf);
 /** What the connection shares with others: the DNS cache, the address guard, the figures

@@ -67,6 +67,27 @@ void hv_tls_in_commit(hv_tls_t *t, size_t n);
 /** Drive the handshake: 0 done, 1 needs more input, HV_ETLS or HV_ECERT (see error). */
 int hv_tls_handshake(hv_tls_t *t);
 
+/*
+ * The handshake in two halves, for running its public-key work on another thread
+ * (tlspool.h): hv_tls_handshake_step() touches only `t` (and the context's settings, trust
+ * store and random generators, which threads share safely), so it may run on a worker while
+ * nothing else uses `t`; hv_tls_handshake_finish() then runs on the loop thread with its
+ * result, and does what touches the shared context (the session cache, the figures).
+ * hv_tls_handshake() is the two in a row.
+ */
+/** Steps as far as the input allows: 1 (needs more), 0 (over) or -1 (failed). */
+int hv_tls_handshake_step(hv_tls_t *t);
+/** Whether no input waits: a step could only ask for more (no need to hand it to a
+ *  worker). */
+int hv_tls_handshake_idle(const hv_tls_t *t);
+/** What hv_tls_handshake() returns, for a step's result. */
+int hv_tls_handshake_finish(hv_tls_t *t, int step);
+
+/** A worker thread that runs handshake steps: its own random generator, seeded from the
+ *  context's entropy (hv_tls_thread_stop() frees it, on the same thread). */
+void hv_tls_thread_start(hv_tls_ctx_t *ctx);
+void hv_tls_thread_stop(void);
+
 /**
  * Decrypt into `buf`: returns bytes (> 0), 0 when more input is needed, UV_EOF after the
  * peer's close_notify, or HV_ETLS.
@@ -82,6 +103,27 @@ int hv_tls_write(hv_tls_t *t, const char *data, size_t len);
 /** Outbound ciphertext waiting to be sent; hv_tls_out_clear() once it is copied out. */
 void hv_tls_out(const hv_tls_t *t, const char **ptr, size_t *len);
 void hv_tls_out_clear(hv_tls_t *t);
+
+/*
+ * Sessions kept elsewhere (across runs: the re-crawl store). A session is exported as opaque
+ * bytes (mbedtls's own serialisation, with the certificate chain the server presented) under
+ * its session key ("host:port"), and imported back into the context's cache before a
+ * connection to that key starts. Both on the loop thread.
+ */
+/** The cached session of `key` into `out` (`cap` bytes): its length, 0 when there is none,
+ *  or UV_ENOBUFS when it does not fit. */
+ssize_t hv_tls_session_export(hv_tls_ctx_t *ctx, const char *key, unsigned char *out,
+                              size_t cap);
+/** Put a session exported earlier into the cache under `key` (replacing one there); 0, or
+ *  UV_EINVAL for bytes that are no session of this build (it is then dropped). */
+int hv_tls_session_import(hv_tls_ctx_t *ctx, const char *key, const unsigned char *data,
+                          size_t len);
+/** Whether the cache has a session for `key`. */
+int hv_tls_session_has(hv_tls_ctx_t *ctx, const char *key);
+/** Called after every handshake that completed and left a session in the cache for `key`
+ *  (a full one, or a resumption that renewed its ticket): where a store learns that there
+ *  is something to export. NULL: none. */
+void hv_tls_ctx_on_session(hv_tls_ctx_t *ctx, void (*cb)(void *ud, const char *key), void *ud);
 
 /** Count a handshake that failed outside mbedtls (the peer closed or reset the socket). */
 void hv_tls_count_failure(hv_tls_t *t);

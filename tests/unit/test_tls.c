@@ -273,6 +273,52 @@ TEST_IMPL(tls_session_is_resumed_on_the_next_connection)
     server_free(&s);
 }
 
+static void count_session(void *ud, const char *key)
+{
+    (void)key;
+    (*(int *)ud)++;
+}
+
+TEST_IMPL(tls_session_exported_resumes_in_another_context)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    mbedtls_ssl_context srv;
+    server_setup(&s);
+    hv_tls_ctx_t *a = client_ctx(mbedtls_test_cas_pem);
+    int saved = 0;
+    hv_tls_ctx_on_session(a, count_session, &saved);
+    hv_tls_t *c = hv_tls_new(a, "localhost", 0, "localhost:443");
+    server_session(&s, &srv, c);
+    ASSERT_EQ(0, handshake(c, &srv));
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    ASSERT_EQ(1, saved);
+    unsigned char blob[8192];
+    ASSERT_EQ(0, hv_tls_session_export(a, "localhost:8443", blob, sizeof(blob)));
+    ASSERT_EQ(UV_ENOBUFS, hv_tls_session_export(a, "localhost:443", blob, 16));
+    ssize_t n = hv_tls_session_export(a, "localhost:443", blob, sizeof(blob));
+    ASSERT(n > 0);
+    hv_tls_ctx_free(a);
+
+    /* A new context (the next run) with the session imported resumes it. */
+    hv_tls_ctx_t *b = client_ctx(mbedtls_test_cas_pem);
+    ASSERT_EQ(UV_EINVAL, hv_tls_session_import(b, "localhost:443", blob, (size_t)n / 2));
+    ASSERT(!hv_tls_session_has(b, "localhost:443"));
+    ASSERT_EQ(0, hv_tls_session_import(b, "localhost:443", blob, (size_t)n));
+    ASSERT(hv_tls_session_has(b, "localhost:443"));
+    c = hv_tls_new(b, "localhost", 0, "localhost:443");
+    server_session(&s, &srv, c);
+    ASSERT_EQ(0, handshake(c, &srv));
+    ASSERT_EQ(0, hv_tls_ctx_stats(b)->handshakes);
+    ASSERT_EQ(1, hv_tls_ctx_stats(b)->resumed);
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    hv_tls_ctx_free(b);
+    server_free(&s);
+}
+
 TEST_IMPL(tls_hostname_mismatch)
 {
     if (!certs_usable())
