@@ -115,9 +115,10 @@ test: $(UNIT_BIN)
 # The integration tests run PYTEST_JOBS at a time (pytest-xdist): they spend most of their time
 # waiting on servers, timers and daemons, a quarter of it on the CPU. PYTEST_JOBS=0: one by one.
 PYTEST_JOBS ?= 4
+INTEGRATION_TESTS ?= tests/integration
 integration: $(BIN) $(TOOLS)
 	HARVESTD_BIN=$(abspath $(BIN)) HARVESTD_TOOLS=$(abspath $(BUILD)/tools) HARVESTD_SANITIZER=$(SANITIZER) \
-	    $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) tests/integration $(PYTEST_ARGS)
+	    $(PYTHON) -m pytest -q -p no:cacheprovider -n $(PYTEST_JOBS) $(INTEGRATION_TESTS) $(PYTEST_ARGS)
 
 # The chaos test of the Redis fleet at length (test_97: 5,000 lines, 40 kills of daemons and Redis).
 .PHONY: chaos
@@ -268,8 +269,14 @@ asan: deps
 ubsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-ubsan SANITIZER=undefined test integration
 
+# The unit tests, then the integration tests whose runs use the TLS crypto workers (every
+# https test: the handshakes run on them) under ThreadSanitizer.
+TSAN_INTEGRATION = tests/integration/test_30_tls.py tests/integration/test_27_http2.py \
+                   tests/integration/test_99_proxy.py
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread test
+	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread integration \
+	    INTEGRATION_TESTS="$(TSAN_INTEGRATION)"
 
 install: $(BIN)
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/harvestd
