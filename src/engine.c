@@ -886,8 +886,11 @@ void hv_engine_format_stats(char *out, size_t cap, const hv_engine_stats_t *s)
                       f->h2.goaways);
     if (s->has_tls && n > 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n,
-                      " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64,
-                      s->tls.handshakes, s->tls.resumed, s->tls.failures);
+                      " tls_handshakes=%" PRIu64 " tls_resumed=%" PRIu64 " tls_failures=%" PRIu64
+                      " tls_chains_verified=%" PRIu64 " tls_chains_anchored=%" PRIu64
+                      " tls_chains_cached=%" PRIu64,
+                      s->tls.handshakes, s->tls.resumed, s->tls.failures, s->tls.chains_verified,
+                      s->tls.chains_anchored, s->tls.chains_cached);
     /* Per configured proxy: requests written through it and failures at it. */
     for (unsigned i = 0; i < f->nproxies && n > 0 && (size_t)n < cap; i++)
         n += snprintf(out + n, cap - (size_t)n, "%s%s(%" PRIu64 ",%" PRIu64 ")",

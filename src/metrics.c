@@ -187,6 +187,15 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                 s->tls.handshakes, s->tls.resumed);
         counter(out, "harvestd_tls_failures_total", "TLS handshakes that failed.",
                            s->tls.failures);
+        appendf(out,
+                "# HELP harvestd_tls_chains_total Servers' certificate chains checked, by how: "
+                "whole against the trust store, from an intermediate verified before, or a "
+                "leaf verified before for the same host.\n"
+                "# TYPE harvestd_tls_chains_total counter\n"
+                "harvestd_tls_chains_total{how=\"verified\"} %" PRIu64 "\n"
+                "harvestd_tls_chains_total{how=\"anchored\"} %" PRIu64 "\n"
+                "harvestd_tls_chains_total{how=\"cached\"} %" PRIu64 "\n",
+                s->tls.chains_verified, s->tls.chains_anchored, s->tls.chains_cached);
     }
 }
 

@@ -16,8 +16,13 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
+#include <mbedtls/oid.h>
+#include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_ciphersuites.h>
 #include <mbedtls/x509_crt.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +57,10 @@ struct hv_tls_ctx_s {
     hv_tls_stats_t stats;
     void (*on_session)(void *ud, const char *key);
     void *on_session_ud;
+    pthread_mutex_t vlock;      /* the verified-certificate cache, shared by the workers */
+    struct vcert_s *vcache;
+    TAILQ_HEAD(, vcert_s) vlru;
+    unsigned nvcache;
 };
 
 struct hv_tls_s {
@@ -63,6 +72,9 @@ struct hv_tls_s {
     size_t ip_len;
     int full;                   /* the handshake went through a key exchange */
     int step_rc;                /* the mbedtls error of a failed step */
+    char *name;                 /* the host as given: a name, or an IP literal */
+    int chain_checked;          /* the server's Certificate went through verify_chain() */
+    uint32_t verify_flags;      /* ... and what it found */
     int done;
     size_t in_start;
     size_t in_end;
@@ -114,8 +126,9 @@ static int conf_setup(hv_tls_ctx_t *ctx, mbedtls_ssl_config *conf, const char **
         return UV_EINVAL;
     }
     mbedtls_ssl_conf_rng(conf, rng, &ctx->drbg);
-    mbedtls_ssl_conf_authmode(conf, ctx->insecure ? MBEDTLS_SSL_VERIFY_NONE
-                                                  : MBEDTLS_SSL_VERIFY_REQUIRED);
+    /* The chain is verified by verify_chain() after the Certificate message (with the
+     * verified-certificate cache), unless verification is off. */
+    mbedtls_ssl_conf_authmode(conf, MBEDTLS_SSL_VERIFY_NONE);
     mbedtls_ssl_conf_ca_chain(conf, &ctx->ca, NULL);
     mbedtls_ssl_conf_min_version(conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
     mbedtls_ssl_conf_curves(conf, curves);
@@ -144,6 +157,8 @@ int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *
     mbedtls_entropy_init(&ctx->entropy);
     mbedtls_ctr_drbg_init(&ctx->drbg);
     TAILQ_INIT(&ctx->lru);
+    TAILQ_INIT(&ctx->vlru);
+    pthread_mutex_init(&ctx->vlock, NULL);
     ctx->insecure = insecure;
 
     static const unsigned char pers[] = "harvestd";
@@ -179,6 +194,7 @@ fail:
 }
 
 static void session_drop(hv_tls_ctx_t *ctx, session_t *s);
+static void vcache_free(hv_tls_ctx_t *ctx);
 
 void hv_tls_ctx_free(hv_tls_ctx_t *ctx)
 {
@@ -189,6 +205,7 @@ void hv_tls_ctx_free(hv_tls_ctx_t *ctx)
     {
         session_drop(ctx, s);
     }
+    vcache_free(ctx);
     mbedtls_ssl_config_free(&ctx->conf);
     mbedtls_ssl_config_free(&ctx->conf_h2);
     mbedtls_x509_crt_free(&ctx->ca);
@@ -334,12 +351,327 @@ static int san_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size
     return 0;
 }
 
-static int verify_ip(void *p, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+/* ---- the server's certificate chain, and the verified-certificate cache ----
+ *
+ * mbedtls runs with authmode NONE (when verification is on) and the chain is checked here,
+ * right after the Certificate message, before the key exchange: the same checks mbedtls
+ * makes (mbedtls_x509_crt_verify_with_profile() against the trust store, with the host name;
+ * the leaf's key usage for the suite and its serverAuth extended key usage), with a cache of
+ * what verified before, so that a signature checked once is not checked again:
+ *   - a leaf certificate (its bytes) that verified for a host name: the next handshake with
+ *     that host presenting the same certificate skips the chain, checking only that every
+ *     certificate of the path it verified through is still within its validity dates, and
+ *     the leaf's key usage;
+ *   - an intermediate CA certificate (its bytes) that was part of a verified path: a new leaf
+ *     under it is verified against it as the trust anchor (one signature instead of the
+ *     whole path), its dates and the host name checked by mbedtls as usual.
+ * What it gives up: a root removed from the trust store mid-run, or an intermediate revoked,
+ * goes on being trusted through the cache until the process restarts (harvestd checks no
+ * revocation anyway). Keys are SHA-256 digests of the DER bytes: a certificate differing in
+ * any byte is another entry. Bounded (VCACHE_MAX, least recently used dropped); shared by the
+ * crypto workers under a mutex.
+ */
+
+#define VCACHE_MAX 512
+
+typedef struct vcert_s {
+    unsigned char key[32];      /* SHA-256 of the DER (and, for a leaf, of the host name) */
+    int is_leaf;
+    mbedtls_x509_crt *crt;      /* an intermediate's own copy, as a trust anchor */
+    mbedtls_x509_time from, to; /* the verified path's common validity */
+    unsigned refs;              /* threads verifying against it now */
+    int dropped;                /* out of the cache: freed when refs reach 0 */
+    TAILQ_ENTRY(vcert_s) lru;
+    UT_hash_handle hh;
+} vcert_t;
+
+static void vcert_free(vcert_t *v)
 {
-    hv_tls_t *t = p;
-    if (depth == 0 && !san_has_ip(crt, t->ip, t->ip_len))
-        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    if (v->crt != NULL) {
+        mbedtls_x509_crt_free(v->crt);
+        free(v->crt);
+    }
+    free(v);
+}
+
+static int time_before(const mbedtls_x509_time *a, const mbedtls_x509_time *b)
+{
+    const int x[] = {a->year, a->mon, a->day, a->hour, a->min, a->sec};
+    const int y[] = {b->year, b->mon, b->day, b->hour, b->min, b->sec};
+    for (int i = 0; i < 6; i++)
+        if (x[i] != y[i])
+            return x[i] < y[i];
     return 0;
+}
+
+static int vcert_current(const vcert_t *v)
+{
+    return !mbedtls_x509_time_is_future(&v->from) && !mbedtls_x509_time_is_past(&v->to);
+}
+
+static void leaf_key(const mbedtls_x509_crt *crt, const char *host, unsigned char out[32])
+{
+    mbedtls_sha256_context h;
+    mbedtls_sha256_init(&h);
+    mbedtls_sha256_starts_ret(&h, 0);
+    mbedtls_sha256_update_ret(&h, crt->raw.p, crt->raw.len);
+    mbedtls_sha256_update_ret(&h, (const unsigned char *)"\0", 1);
+    mbedtls_sha256_update_ret(&h, (const unsigned char *)host, strlen(host));
+    mbedtls_sha256_finish_ret(&h, out);
+    mbedtls_sha256_free(&h);
+}
+
+/* Look `key` up; a hit is referenced (vcache_put() lets go) and made the most recent. */
+static vcert_t *vcache_get(hv_tls_ctx_t *ctx, const unsigned char key[32])
+{
+    vcert_t *v;
+    pthread_mutex_lock(&ctx->vlock);
+    HASH_FIND(hh, ctx->vcache, key, 32, v);
+    if (v != NULL) {
+        v->refs++;
+        TAILQ_REMOVE(&ctx->vlru, v, lru);
+        TAILQ_INSERT_TAIL(&ctx->vlru, v, lru);
+    }
+    pthread_mutex_unlock(&ctx->vlock);
+    return v;
+}
+
+static void vcache_put(hv_tls_ctx_t *ctx, vcert_t *v)
+{
+    pthread_mutex_lock(&ctx->vlock);
+    int gone = --v->refs == 0 && v->dropped;
+    pthread_mutex_unlock(&ctx->vlock);
+    if (gone)
+        vcert_free(v);
+}
+
+static void vcache_drop_locked(hv_tls_ctx_t *ctx, vcert_t *v, vcert_t **to_free)
+{
+    HASH_DEL(ctx->vcache, v);
+    TAILQ_REMOVE(&ctx->vlru, v, lru);
+    ctx->nvcache--;
+    v->dropped = 1;
+    if (v->refs == 0) {
+        v->lru.tqe_next = *to_free;
+        *to_free = v;
+    }
+}
+
+/* Remember `v` (made by the caller, not yet shared); one already there for its key stays. */
+static void vcache_add(hv_tls_ctx_t *ctx, vcert_t *v)
+{
+    vcert_t *old, *to_free = NULL;
+    pthread_mutex_lock(&ctx->vlock);
+    HASH_FIND(hh, ctx->vcache, v->key, 32, old);
+    if (old == NULL) {
+        while (ctx->nvcache >= VCACHE_MAX)
+            vcache_drop_locked(ctx, TAILQ_FIRST(&ctx->vlru), &to_free);
+        HASH_ADD(hh, ctx->vcache, key, 32, v);
+        TAILQ_INSERT_TAIL(&ctx->vlru, v, lru);
+        ctx->nvcache++;
+        v = NULL;
+    }
+    pthread_mutex_unlock(&ctx->vlock);
+    if (v != NULL)
+        vcert_free(v);
+    while (to_free != NULL) {
+        vcert_t *next = to_free->lru.tqe_next;
+        vcert_free(to_free);
+        to_free = next;
+    }
+}
+
+static void vcache_free(hv_tls_ctx_t *ctx)
+{
+    vcert_t *v, *tmp;
+    HASH_ITER(hh, ctx->vcache, v, tmp)
+    {
+        HASH_DEL(ctx->vcache, v);
+        vcert_free(v);
+    }
+    pthread_mutex_destroy(&ctx->vlock);
+}
+
+/* What mbedtls's ssl layer checks of the leaf besides the chain (ssl_check_cert_usage, for a
+ * client): the key usage the suite's key exchange needs, and serverAuth. */
+static uint32_t leaf_usage(const hv_tls_t *t, const mbedtls_x509_crt *leaf)
+{
+    uint32_t flags = 0;
+    const mbedtls_ssl_ciphersuite_t *cs =
+        t->ssl.session_negotiate != NULL
+            ? mbedtls_ssl_ciphersuite_from_id(t->ssl.session_negotiate->ciphersuite)
+            : NULL;
+    unsigned int usage = 0;
+    switch (cs != NULL ? cs->key_exchange : MBEDTLS_KEY_EXCHANGE_NONE) {
+    case MBEDTLS_KEY_EXCHANGE_RSA:
+    case MBEDTLS_KEY_EXCHANGE_RSA_PSK:
+        usage = MBEDTLS_X509_KU_KEY_ENCIPHERMENT;
+        break;
+    case MBEDTLS_KEY_EXCHANGE_DHE_RSA:
+    case MBEDTLS_KEY_EXCHANGE_ECDHE_RSA:
+    case MBEDTLS_KEY_EXCHANGE_ECDHE_ECDSA:
+        usage = MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
+        break;
+    case MBEDTLS_KEY_EXCHANGE_ECDH_RSA:
+    case MBEDTLS_KEY_EXCHANGE_ECDH_ECDSA:
+        usage = MBEDTLS_X509_KU_KEY_AGREEMENT;
+        break;
+    default:
+        break;
+    }
+    if (usage != 0 && mbedtls_x509_crt_check_key_usage(leaf, usage) != 0)
+        flags |= MBEDTLS_X509_BADCERT_KEY_USAGE;
+    if (mbedtls_x509_crt_check_extended_key_usage(leaf, MBEDTLS_OID_SERVER_AUTH,
+                                                  MBEDTLS_OID_SIZE(MBEDTLS_OID_SERVER_AUTH)) != 0)
+        flags |= MBEDTLS_X509_BADCERT_EXT_KEY_USAGE;
+    return flags;
+}
+
+/* The path mbedtls verified, cert by cert (its verify callback, bottom first). */
+typedef struct {
+    hv_tls_t *t;
+    const mbedtls_x509_crt *path[MBEDTLS_X509_MAX_INTERMEDIATE_CA + 2];
+    int depth_max;
+    int ok;                     /* no certificate of the path had a flag */
+} path_t;
+
+static int on_path(void *p, mbedtls_x509_crt *crt, int depth, uint32_t *flags)
+{
+    path_t *path = p;
+    if (path->t->is_ip && depth == 0 && !san_has_ip(crt, path->t->ip, path->t->ip_len))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    if (*flags != 0)
+        path->ok = 0;
+    if (depth >= 0 && depth < (int)HV_ARRAY_SIZE(path->path)) {
+        path->path[depth] = crt;
+        path->depth_max = HV_MAX(path->depth_max, depth);
+    }
+    return 0;
+}
+
+/* Whether `crt` is one of the trust store's own certificates. */
+static int in_store(const hv_tls_ctx_t *ctx, const mbedtls_x509_crt *crt)
+{
+    for (const mbedtls_x509_crt *c = &ctx->ca; c != NULL; c = c->next)
+        if (c == crt)
+            return 1;
+    return 0;
+}
+
+/* Remember what a verification that passed went through: the leaf for this host, and every
+ * intermediate below the trust store's certificate (or below the cached one it used). */
+static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const char *host,
+                          const vcert_t *anchor)
+{
+    mbedtls_x509_time from = path->path[0]->valid_from, to = path->path[0]->valid_to;
+    for (int d = 1; d <= path->depth_max; d++) {
+        const mbedtls_x509_crt *c = path->path[d];
+        if (c == NULL)
+            return; /* (a path with a hole: remember nothing) */
+        if (time_before(&from, &c->valid_from))
+            from = c->valid_from;
+        if (time_before(&c->valid_to, &to))
+            to = c->valid_to;
+    }
+    if (anchor != NULL) {
+        if (time_before(&from, &anchor->from))
+            from = anchor->from;
+        if (time_before(&anchor->to, &to))
+            to = anchor->to;
+    }
+    vcert_t *leaf = hv_xcalloc(1, sizeof(*leaf));
+    leaf_key(path->path[0], host, leaf->key);
+    leaf->is_leaf = 1;
+    leaf->from = from;
+    leaf->to = to;
+    vcache_add(ctx, leaf);
+    for (int d = 1; d <= path->depth_max; d++) {
+        const mbedtls_x509_crt *c = path->path[d];
+        if (in_store(ctx, c) || (anchor != NULL && c == anchor->crt))
+            break; /* the trust anchor: not cached, it is trusted as it is */
+        vcert_t *v = hv_xcalloc(1, sizeof(*v));
+        mbedtls_sha256_ret(c->raw.p, c->raw.len, v->key, 0);
+        v->crt = hv_xcalloc(1, sizeof(*v->crt));
+        mbedtls_x509_crt_init(v->crt);
+        if (mbedtls_x509_crt_parse_der(v->crt, c->raw.p, c->raw.len) != 0) {
+            vcert_free(v);
+            break;
+        }
+        /* Its own dates, and those of what it was verified through above it. */
+        v->from = c->valid_from;
+        v->to = c->valid_to;
+        for (int up = d + 1; up <= path->depth_max && path->path[up] != NULL; up++) {
+            if (time_before(&v->from, &path->path[up]->valid_from))
+                v->from = path->path[up]->valid_from;
+            if (time_before(&path->path[up]->valid_to, &v->to))
+                v->to = path->path[up]->valid_to;
+        }
+        vcache_add(ctx, v);
+    }
+}
+
+/* Check the server's chain (see above): 0, or the verification flags. */
+static uint32_t verify_chain(hv_tls_t *t)
+{
+    hv_tls_ctx_t *ctx = t->ctx;
+    /* (The session being negotiated holds it: mbedtls_ssl_get_peer_cert() reads the
+     * established one.) */
+    mbedtls_x509_crt *chain =
+        t->ssl.session_negotiate != NULL ? t->ssl.session_negotiate->peer_cert : NULL;
+    const char *host = t->name; /* a name, or the IP literal (the leaf's key includes it) */
+    if (chain == NULL)
+        return MBEDTLS_X509_BADCERT_MISSING;
+    uint32_t usage = leaf_usage(t, chain);
+
+    /* The same leaf for the same host, verified before and still within its path's dates. */
+    unsigned char key[32];
+    leaf_key(chain, host, key);
+    vcert_t *hit = vcache_get(ctx, key);
+    if (hit != NULL) {
+        int current = vcert_current(hit);
+        vcache_put(ctx, hit);
+        if (current) {
+            __atomic_add_fetch(&ctx->stats.chains_cached, 1, __ATOMIC_RELAXED);
+            return usage;
+        }
+    }
+    /* A cached intermediate among those sent: the trust anchor for the rest. */
+    vcert_t *anchor = NULL;
+    for (const mbedtls_x509_crt *c = chain->next; c != NULL && anchor == NULL; c = c->next) {
+        mbedtls_sha256_ret(c->raw.p, c->raw.len, key, 0);
+        anchor = vcache_get(ctx, key);
+        if (anchor != NULL && (anchor->is_leaf || !vcert_current(anchor))) {
+            vcache_put(ctx, anchor);
+            anchor = NULL;
+        }
+    }
+    path_t path = {.t = t, .ok = 1};
+    uint32_t flags = 0;
+    int rc = mbedtls_x509_crt_verify_with_profile(
+        chain, anchor != NULL ? anchor->crt : &ctx->ca, NULL, &mbedtls_x509_crt_profile_default,
+        t->is_ip ? NULL : host, &flags, on_path, &path);
+    if (rc != 0 && anchor != NULL) {
+        /* Not through the cached one (another path, a name that does not match...): the
+         * trust store decides, as without a cache. */
+        vcache_put(ctx, anchor);
+        anchor = NULL;
+        memset(&path, 0, sizeof(path));
+        path.t = t;
+        path.ok = 1;
+        flags = 0;
+        rc = mbedtls_x509_crt_verify_with_profile(chain, &ctx->ca, NULL,
+                                                  &mbedtls_x509_crt_profile_default,
+                                                  t->is_ip ? NULL : host, &flags, on_path, &path);
+    }
+    __atomic_add_fetch(anchor != NULL ? &ctx->stats.chains_anchored : &ctx->stats.chains_verified,
+                       1, __ATOMIC_RELAXED);
+    if (rc == 0 && flags == 0 && path.ok && usage == 0)
+        remember_path(ctx, &path, host, anchor);
+    if (anchor != NULL)
+        vcache_put(ctx, anchor);
+    if (rc != 0 && flags == 0)
+        flags = MBEDTLS_X509_BADCERT_OTHER;
+    return flags | usage;
 }
 
 /* ---- sessions ---- */
@@ -361,6 +693,7 @@ hv_tls_t *hv_tls_new_alpn(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
     hv_tls_t *t = hv_xcalloc(1, sizeof(*t));
     t->ctx = ctx;
     t->key = hv_xstrdup(session_key);
+    t->name = hv_xstrdup(host);
     hv_buf_init(&t->out, OUT_BUF_MAX);
     mbedtls_ssl_init(&t->ssl);
     if (mbedtls_ssl_setup(&t->ssl, h2 ? &ctx->conf_h2 : &ctx->conf) != 0) {
@@ -373,8 +706,6 @@ hv_tls_t *hv_tls_new_alpn(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
             t->ip_len = 4;
         else if (uv_inet_pton(AF_INET6, host, t->ip) == 0)
             t->ip_len = 16;
-        if (!ctx->insecure)
-            mbedtls_ssl_set_verify(&t->ssl, verify_ip, t);
     } else {
         /* SNI and the certificate name check both come from this call. */
         mbedtls_ssl_set_hostname(&t->ssl, host);
@@ -393,6 +724,7 @@ void hv_tls_free(hv_tls_t *t)
     mbedtls_ssl_free(&t->ssl);
     hv_buf_free(&t->out);
     free(t->key);
+    free(t->name);
     free(t);
 }
 
@@ -459,7 +791,9 @@ static int fail(hv_tls_t *t, int rc)
     t->ctx->stats.failures++;
     switch (rc) {
     case MBEDTLS_ERR_X509_CERT_VERIFY_FAILED:
-        set_error(t, cert_error(mbedtls_ssl_get_verify_result(&t->ssl)), NULL);
+        set_error(t, cert_error(t->verify_flags != 0 ? t->verify_flags
+                                                     : mbedtls_ssl_get_verify_result(&t->ssl)),
+                  NULL);
         return HV_ECERT;
     case MBEDTLS_ERR_SSL_FATAL_ALERT_MESSAGE:
         alert_error(t);
@@ -488,9 +822,20 @@ int hv_tls_handshake_step(hv_tls_t *t)
     if (t->done)
         return 0;
     while (t->ssl.state != MBEDTLS_SSL_HANDSHAKE_OVER) {
+        int before = t->ssl.state;
         int rc = mbedtls_ssl_handshake_step(&t->ssl);
         if (t->ssl.state == MBEDTLS_SSL_CLIENT_KEY_EXCHANGE)
             t->full = 1;
+        if (before == MBEDTLS_SSL_SERVER_CERTIFICATE && t->ssl.state != before && rc == 0 &&
+            !t->chain_checked && !t->ctx->insecure) {
+            /* The chain, before anything is computed for a server it may not be. */
+            t->chain_checked = 1;
+            t->verify_flags = verify_chain(t);
+            if (t->verify_flags != 0) {
+                t->step_rc = MBEDTLS_ERR_X509_CERT_VERIFY_FAILED;
+                return -1;
+            }
+        }
         if (rc == MBEDTLS_ERR_SSL_WANT_READ || rc == MBEDTLS_ERR_SSL_WANT_WRITE)
             return 1;
         if (rc != 0) {

@@ -32,6 +32,10 @@ typedef struct {
     uint64_t handshakes;  /* full handshakes completed */
     uint64_t resumed;     /* abbreviated (resumed) handshakes completed */
     uint64_t failures;
+    /* The server's chains (tls.c: the verified-certificate cache); counted by the workers. */
+    uint64_t chains_verified; /* against the trust store, whole */
+    uint64_t chains_anchored; /* from an intermediate verified before */
+    uint64_t chains_cached;   /* the same leaf for the same host: no signature checked */
 } hv_tls_stats_t;
 
 /**

@@ -337,6 +337,54 @@ TEST_IMPL(tls_hostname_mismatch)
     server_free(&s);
 }
 
+/* One handshake of `ctx` with the test server, as `host` under session key `key` (a key of
+ * its own each time: no resumption), returning hv_tls_handshake()'s result and the error. */
+static int handshake_as(server_cfg_t *s, hv_tls_ctx_t *ctx, const char *host, int is_ip,
+                        const char *key, char *error, size_t cap)
+{
+    mbedtls_ssl_context srv;
+    hv_tls_t *c = hv_tls_new(ctx, host, is_ip, key);
+    server_session(s, &srv, c);
+    int rc = handshake(c, &srv);
+    snprintf(error, cap, "%s", hv_tls_error(c));
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    return rc;
+}
+
+TEST_IMPL(tls_verified_chain_is_cached_per_certificate_and_host)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    server_setup(&s);
+    hv_tls_ctx_t *ctx = client_ctx(mbedtls_test_cas_pem);
+    const hv_tls_stats_t *st = hv_tls_ctx_stats(ctx);
+    char err[64];
+    ASSERT_EQ(0, handshake_as(&s, ctx, "localhost", 0, "k1", err, sizeof(err)));
+    ASSERT_EQ(1, st->chains_verified);
+    ASSERT_EQ(0, st->chains_cached);
+    /* The same certificate for the same name: no signature of the chain checked again. */
+    ASSERT_EQ(0, handshake_as(&s, ctx, "localhost", 0, "k2", err, sizeof(err)));
+    ASSERT_EQ(1, st->chains_verified);
+    ASSERT_EQ(1, st->chains_cached);
+    ASSERT_EQ(2, st->handshakes);
+    /* The cache never stands for the name: another one is checked, and refused. */
+    ASSERT_EQ(HV_ECERT, handshake_as(&s, ctx, "example.org", 0, "k3", err, sizeof(err)));
+    ASSERT_STR_EQ("certificate_hostname_mismatch", err);
+    ASSERT_EQ(HV_ECERT, handshake_as(&s, ctx, "127.0.0.1", 1, "k4", err, sizeof(err)));
+    ASSERT_STR_EQ("certificate_hostname_mismatch", err);
+    ASSERT_EQ(HV_ECERT, handshake_as(&s, ctx, "LOCALHOST.example", 0, "k5", err, sizeof(err)));
+    ASSERT_EQ(1, st->chains_cached);
+    /* ... nor for the trust store: another context, trusting nothing of it, refuses it. */
+    hv_tls_ctx_t *other = client_ctx(mbedtls_test_srv_crt_ec);
+    ASSERT_EQ(HV_ECERT, handshake_as(&s, other, "localhost", 0, "k1", err, sizeof(err)));
+    ASSERT_STR_EQ("certificate_untrusted", err);
+    hv_tls_ctx_free(other);
+    hv_tls_ctx_free(ctx);
+    server_free(&s);
+}
+
 TEST_IMPL(tls_ip_literal_needs_an_ip_san)
 {
     if (!certs_usable())
