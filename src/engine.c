@@ -99,6 +99,9 @@ void hv_engine_wake(hv_engine_t *e)
 
 /* ---- the page queue ---- */
 
+/* Pages that make a further parse group worth a thread's wake-up while one is at work. */
+#define PARSE_GROUP_MIN 16
+
 /* Counted inside the I/O callback that ended the download: the bound holds exactly. */
 static void reserve_page(hv_engine_t *e, size_t len)
 {
@@ -570,7 +573,13 @@ static void on_pass(uv_idle_t *idle)
     if (e->block != NULL)
         start_probes(e);
 
-    while (hv_parse_busy(e->parse) < e->cfg->parse_jobs && submit_group(e))
+    /* A group per free parser, but while one is already at work a new one waits for a few
+     * pages: every group costs a hand-off to a thread and back (futexes, a wake-up of the
+     * loop), which for pages settled by their title's prefix costs more than the parse. */
+    while (hv_parse_busy(e->parse) < e->cfg->parse_jobs &&
+           (hv_parse_busy(e->parse) == 0 ||
+            hv_pages_stats(e->pages)->pages >= PARSE_GROUP_MIN) &&
+           submit_group(e))
         ;
     if (e->reads_paused && hv_pages_low(e->pages)) {
         e->reads_paused = 0;

@@ -152,8 +152,9 @@ static void work_cb(uv_work_t *req)
             it->rc = hv_html_analyse(text, cs.len, &it->result);
         hv_charset_result_free(&cs);
         it->ns = uv_hrtime() - t0;
-        free(it->body);
-        it->body = NULL;
+        /* The body is freed back on the loop (after_work_cb), by the thread that allocated
+         * it: a free from here would take the loop's malloc arena lock while the loop
+         * allocates, a futex wait for one of the two per page. */
         current_line = NULL;
     }
     current_note = NULL;
@@ -255,8 +256,9 @@ static void after_work_cb(uv_work_t *req, int status)
     p->busy--;
     for (unsigned i = 0; i < g->n; i++) {
         item_t *it = &g->items[i];
+        free(it->body);
+        it->body = NULL;
         if (status == UV_ECANCELED) {
-            free(it->body);
             p->done(p->ud, g->tag, it->rec, 1);
         } else {
             finish_item(it);
