@@ -864,6 +864,10 @@ void hv_engine_stats(const hv_engine_t *e, hv_engine_stats_t *out)
     }
     if (e->tls != NULL)
         out->tls = *hv_tls_ctx_stats(e->tls);
+    if (e->tls != NULL && e->recrawl != NULL) {
+        out->has_tls_store = 1;
+        out->tls_sessions_loaded = hv_recrawl_tls_sessions_loaded(e->recrawl);
+    }
 }
 
 void hv_engine_count_record(hv_engine_t *e, const hv_record_t *rec)
@@ -900,6 +904,9 @@ void hv_engine_format_stats(char *out, size_t cap, const hv_engine_stats_t *s)
                       " tls_chains_cached=%" PRIu64,
                       s->tls.handshakes, s->tls.resumed, s->tls.failures, s->tls.chains_verified,
                       s->tls.chains_anchored, s->tls.chains_cached);
+    if (s->has_tls_store && n > 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, " tls_sessions_loaded=%" PRIu64,
+                      s->tls_sessions_loaded);
     /* Per configured proxy: requests written through it and failures at it. */
     for (unsigned i = 0; i < f->nproxies && n > 0 && (size_t)n < cap; i++)
         n += snprintf(out + n, cap - (size_t)n, "%s%s(%" PRIu64 ",%" PRIu64 ")",

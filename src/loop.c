@@ -495,6 +495,9 @@ static int open_recrawl(hv_loop_t *l)
         return HV_EXIT_USAGE;
     }
     l->view.recrawl = l->recrawl;
+    /* TLS sessions are kept in the store too, so that a re-crawl resumes them. */
+    if (l->tls != NULL)
+        hv_recrawl_use_tls(l->recrawl, l->tls);
     return HV_EXIT_OK;
 }
 

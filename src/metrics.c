@@ -356,9 +356,16 @@ static void render_recrawl(hv_buf_t *out, const hv_recrawl_stats_t *st)
     counter(out, "harvestd_store_commit_errors_total",
             "Store transactions (commits, or a lookup) that failed (storing then stops).",
             st->commit_errors);
+    counter(out, "harvestd_tls_sessions_loaded_total",
+            "TLS sessions imported from the store (kept by earlier runs).",
+            st->tls_sessions_loaded);
+    counter(out, "harvestd_tls_sessions_stored_total", "TLS sessions committed to the store.",
+            st->tls_sessions_stored);
     gauge(out, "harvestd_store_full", "1 once the store reached state_max_bytes.",
           (double)st->full);
     gauge(out, "harvestd_store_entries", "Entries in the store.", (double)st->entries);
+    gauge(out, "harvestd_store_tls_sessions", "TLS sessions in the store.",
+          (double)st->tls_sessions);
     gauge(out, "harvestd_store_bytes", "Bytes of the store in use.", (double)st->bytes_used);
     gauge(out, "harvestd_store_max_bytes", "The store's bound (state_max_bytes).",
           (double)st->map_bytes);

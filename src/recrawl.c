@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <uthash.h>
 
 #include "harvestd/common.h"
 #include "harvestd/log.h"
 #include "harvestd/store.h"
+#include "harvestd/tls.h"
 
 /* Operations waiting for a commit while one runs. Beyond this (a store far slower than the
  * pages), new ones are dropped and counted: the store is an optimisation, memory a bound. */
@@ -25,6 +27,39 @@
 /* Title plus fields larger than this are not stored: the entry would cost more than the
  * fetch it saves, and a record near the writer's line limit may be written as a failure. */
 #define STORED_TEXT_MAX ((size_t)4 << 20)
+
+/* TLS sessions kept in the store (hv_recrawl_use_tls): at most this many per store, the
+ * oldest saved replaced (as many as the in-memory cache of tls.c holds). */
+#define SESSIONS_KEPT 1024
+/* Sessions exported and waiting for the next commit; more are not stored (a later handshake
+ * with the same server saves its session again). */
+#define SESSIONS_PENDING_MAX 256
+/* Session keys this run looked up or saved, with what it last saved: a bound on memory
+ * (emptied when full; a key then only costs one more lookup or save). */
+#define SESSIONS_KNOWN_MAX 4096
+/* How long a session is offered after it was saved. With a ticket: the lifetime the server
+ * gave it, at most HV_STORE_SESSION_MAX_AGE_MS (7 days; that too when it gave none).
+ * Without one (resumed from the server's session cache, which servers keep minutes to
+ * hours): a day. */
+#define SESSION_NO_TICKET_MS ((int64_t)24 * 3600 * 1000)
+
+/* A session exported after a handshake, waiting for a commit. */
+typedef struct pending_session_s {
+    char *name;
+    unsigned char *data;
+    size_t len;
+    int64_t saved_at_ms;
+    int64_t expires_at_ms;
+    UT_hash_handle hh;
+} pending_session_t;
+
+/* A session key looked up or saved this run, and a fingerprint of the bytes last stored or
+ * loaded for it (0: none). */
+typedef struct known_session_s {
+    char *name;
+    uint64_t fp;
+    UT_hash_handle hh;
+} known_session_t;
 
 struct hv_recrawl_op_s {
     char *key;
@@ -52,6 +87,19 @@ struct hv_recrawl_s {
     unsigned nbatch;
     int result;                /* the worker's hv_store_write_fitting result */
     hv_store_written_t written; /* ... and what it committed */
+
+    /* TLS sessions (hv_recrawl_use_tls; tls NULL: not kept). Loop only, except `sbatch`,
+     * which the worker reads while `busy`. */
+    hv_tls_ctx_t *tls;
+    uint64_t trust;            /* hv_tls_ctx_trust(tls) */
+    unsigned char *sbuf;       /* HV_STORE_SESSION_MAX bytes: an export or a lookup */
+    pending_session_t *spending;
+    unsigned nspending;
+    pending_session_t *sbatch; /* the commit's sessions */
+    unsigned nsbatch;
+    int sresult;               /* the worker's hv_store_sessions_put result */
+    known_session_t *known;
+    unsigned nknown;
 
     int closing;
     void (*done)(void *ud);
@@ -248,26 +296,208 @@ hv_recrawl_op_t *hv_recrawl_op_new(hv_recrawl_t *rc, const hv_record_t *rec)
     return op;
 }
 
-/* ---- commits (threadpool) ---- */
+/* ---- TLS sessions (loop) ---- */
 
 static void want_commit(hv_recrawl_t *rc);
 static void maybe_finish(hv_recrawl_t *rc);
 
+static void pending_session_free(pending_session_t *p)
+{
+    free(p->name);
+    /* The master secret is in there. */
+    explicit_bzero(p->data, p->len);
+    free(p->data);
+    free(p);
+}
+
+static void pending_sessions_free(pending_session_t **head, unsigned *n)
+{
+    pending_session_t *p, *tmp;
+    HASH_ITER(hh, *head, p, tmp)
+    {
+        HASH_DEL(*head, p);
+        pending_session_free(p);
+    }
+    *n = 0;
+}
+
+static void known_clear(hv_recrawl_t *rc)
+{
+    known_session_t *k, *tmp;
+    HASH_ITER(hh, rc->known, k, tmp)
+    {
+        HASH_DEL(rc->known, k);
+        free(k->name);
+        free(k);
+    }
+    rc->nknown = 0;
+}
+
+/* The known entry of `name`, made (fp 0) when there is none. */
+static known_session_t *known_entry(hv_recrawl_t *rc, const char *name)
+{
+    known_session_t *k;
+    HASH_FIND_STR(rc->known, name, k);
+    if (k != NULL)
+        return k;
+    if (rc->nknown >= SESSIONS_KNOWN_MAX)
+        known_clear(rc);
+    k = hv_xcalloc(1, sizeof(*k));
+    k->name = hv_xstrdup(name);
+    HASH_ADD_KEYPTR(hh, rc->known, k->name, strlen(k->name), k);
+    rc->nknown++;
+    return k;
+}
+
+/* A connection to `key` starts with no session in memory: the one the store keeps, if any. */
+static void on_tls_miss(void *ud, const char *key)
+{
+    hv_recrawl_t *rc = ud;
+    known_session_t *k;
+    hv_store_session_t s;
+    if (rc->failed)
+        return;
+    HASH_FIND_STR(rc->known, key, k);
+    if (k != NULL)
+        return; /* looked up (or saved) already: a miss now is the cache's own eviction */
+    k = known_entry(rc, key);
+    int r = hv_store_session_get(rc->store, key, hv_now_unix_ms(), rc->sbuf,
+                                 HV_STORE_SESSION_MAX, &s);
+    if (r == UV_ENOENT)
+        return;
+    if (r != 0) {
+        rc->stats.commit_errors++;
+        set_aside(rc, r, "lookup");
+        return;
+    }
+    /* Verified under other settings (--insecure, another CA bundle): resuming it would skip
+     * the verification these settings ask for. */
+    if (s.trust != rc->trust) {
+        HV_LOG(HV_LOG_DEBUG, "event=tls_session_not_loaded key=%s reason=other_trust", key);
+        return;
+    }
+    int imported = hv_tls_session_import(rc->tls, key, s.data, s.len);
+    uint64_t fp = hv_store_fingerprint(s.data, s.len);
+    explicit_bzero(rc->sbuf, s.len);
+    if (imported != 0) {
+        /* Damaged, or from another build: dropped; the next handshake's session replaces it. */
+        HV_LOG(HV_LOG_DEBUG, "event=tls_session_not_loaded key=%s reason=undecodable", key);
+        return;
+    }
+    k->fp = fp;
+    rc->stats.tls_sessions_loaded++;
+}
+
+/* A handshake left a session for `key` in the cache: store it with the next commit, unless
+ * it is the one stored already (a resumption that did not renew the ticket). */
+static void on_tls_session(void *ud, const char *key)
+{
+    hv_recrawl_t *rc = ud;
+    uint32_t lifetime_s = 0;
+    pending_session_t *p = NULL;
+    known_session_t *k;
+    int64_t now, life = SESSION_NO_TICKET_MS;
+    uint64_t fp;
+    ssize_t n;
+
+    if (rc->stopped || rc->closing)
+        return;
+    n = hv_tls_session_export(rc->tls, key, rc->sbuf, HV_STORE_SESSION_MAX);
+    if (n <= 0)
+        return; /* none, or larger than the store takes */
+    fp = hv_store_fingerprint(rc->sbuf, (size_t)n);
+    k = known_entry(rc, key);
+    if (k->fp == fp)
+        goto out;
+    if (hv_tls_session_ticket(rc->tls, key, &lifetime_s) == 1)
+        life = lifetime_s > 0 && (int64_t)lifetime_s * 1000 < HV_STORE_SESSION_MAX_AGE_MS
+                   ? (int64_t)lifetime_s * 1000
+                   : HV_STORE_SESSION_MAX_AGE_MS;
+    HASH_FIND_STR(rc->spending, key, p);
+    if (p == NULL) {
+        if (rc->nspending >= SESSIONS_PENDING_MAX)
+            goto out;
+        p = hv_xcalloc(1, sizeof(*p));
+        p->name = hv_xstrdup(key);
+        HASH_ADD_KEYPTR(hh, rc->spending, p->name, strlen(p->name), p);
+        rc->nspending++;
+    } else {
+        explicit_bzero(p->data, p->len);
+        free(p->data);
+    }
+    now = hv_now_unix_ms();
+    p->data = hv_xmalloc((size_t)n);
+    memcpy(p->data, rc->sbuf, (size_t)n);
+    p->len = (size_t)n;
+    p->saved_at_ms = now;
+    p->expires_at_ms = now + life;
+    k->fp = fp;
+    want_commit(rc);
+out:
+    explicit_bzero(rc->sbuf, (size_t)n);
+}
+
+void hv_recrawl_use_tls(hv_recrawl_t *rc, hv_tls_ctx_t *tls)
+{
+    rc->tls = tls;
+    rc->trust = hv_tls_ctx_trust(tls);
+    if (rc->sbuf == NULL)
+        rc->sbuf = hv_xmalloc(HV_STORE_SESSION_MAX);
+    hv_tls_ctx_on_miss(tls, on_tls_miss, rc);
+    hv_tls_ctx_on_session(tls, on_tls_session, rc);
+}
+
+uint64_t hv_recrawl_tls_sessions_loaded(const hv_recrawl_t *rc)
+{
+    return rc->stats.tls_sessions_loaded;
+}
+
+/* ---- commits (threadpool) ---- */
+
+/* The commit's sessions, in a transaction of their own (after the entries': a full store
+ * refuses them first). */
+static int commit_sessions(hv_recrawl_t *rc)
+{
+    hv_store_session_t *ss = hv_xcalloc(rc->nsbatch, sizeof(*ss));
+    size_t n = 0;
+    pending_session_t *p, *tmp;
+    HASH_ITER(hh, rc->sbatch, p, tmp)
+    {
+        ss[n].name = p->name;
+        ss[n].data = p->data;
+        ss[n].len = p->len;
+        ss[n].saved_at_ms = p->saved_at_ms;
+        ss[n].expires_at_ms = p->expires_at_ms;
+        ss[n].trust = rc->trust;
+        n++;
+    }
+    int r = hv_store_sessions_put(rc->store, ss, n, hv_now_unix_ms(), SESSIONS_KEPT, NULL);
+    free(ss);
+    return r;
+}
+
 static void commit_work(uv_work_t *w)
 {
     hv_recrawl_t *rc = hv_container_of(w, hv_recrawl_t, work);
-    hv_store_op_t *ops = hv_xmalloc(sizeof(*ops) * (rc->nbatch > 0 ? rc->nbatch : 1));
-    size_t n = 0;
-    hv_recrawl_op_t *op;
-    STAILQ_FOREACH(op, &rc->batch, link)
-    {
-        ops[n].key = op->key;
-        ops[n].key_len = strlen(op->key);
-        ops[n].entry = op->remove ? NULL : &op->entry;
-        n++;
+    memset(&rc->written, 0, sizeof(rc->written));
+    rc->result = 0;
+    rc->sresult = 0;
+    if (rc->nbatch > 0) {
+        hv_store_op_t *ops = hv_xmalloc(sizeof(*ops) * rc->nbatch);
+        size_t n = 0;
+        hv_recrawl_op_t *op;
+        STAILQ_FOREACH(op, &rc->batch, link)
+        {
+            ops[n].key = op->key;
+            ops[n].key_len = strlen(op->key);
+            ops[n].entry = op->remove ? NULL : &op->entry;
+            n++;
+        }
+        rc->result = hv_store_write_fitting(rc->store, ops, n, &rc->written);
+        free(ops);
     }
-    rc->result = hv_store_write_fitting(rc->store, ops, n, &rc->written);
-    free(ops);
+    if (rc->nsbatch > 0 && rc->result == 0)
+        rc->sresult = commit_sessions(rc);
 }
 
 static void finish_close(hv_recrawl_t *rc)
@@ -279,6 +509,9 @@ static void finish_close(hv_recrawl_t *rc)
         STAILQ_REMOVE_HEAD(&rc->pending, link);
         op_free(op);
     }
+    pending_sessions_free(&rc->spending, &rc->nspending);
+    known_clear(rc);
+    free(rc->sbuf);
     hv_store_close(rc->store);
     free(rc);
     if (done != NULL)
@@ -290,7 +523,7 @@ static void commit_done(uv_work_t *w, int status)
     hv_recrawl_t *rc = hv_container_of(w, hv_recrawl_t, work);
     int result = status == 0 ? rc->result : status;
     hv_store_written_t done = rc->written;
-    unsigned n = rc->nbatch;
+    unsigned n = rc->nbatch, nsessions = rc->nsbatch;
     hv_recrawl_op_t *op;
     rc->busy = 0;
     while ((op = STAILQ_FIRST(&rc->batch)) != NULL) {
@@ -298,11 +531,20 @@ static void commit_done(uv_work_t *w, int status)
         op_free(op);
     }
     rc->nbatch = 0;
+    pending_sessions_free(&rc->sbatch, &rc->nsbatch);
     if (status != 0)
         memset(&done, 0, sizeof(done));
     /* What fitted is stored, also from a commit that did not fit whole. */
     rc->stats.commits += done.commits;
     rc->stats.stored += done.written;
+    if (result == 0 && nsessions > 0) {
+        /* The sessions' transaction: a failure of it is the store's, as an entries' one. */
+        result = rc->sresult;
+        if (result == 0) {
+            rc->stats.commits++;
+            rc->stats.tls_sessions_stored += nsessions;
+        }
+    }
     if (result != 0) {
         unsigned left = n - (unsigned)done.written;
         rc->stats.commit_errors++;
@@ -334,7 +576,7 @@ static void commit_done(uv_work_t *w, int status)
 /* The store is closing and nothing is left in flight: free it. */
 static void maybe_finish(hv_recrawl_t *rc)
 {
-    if (rc->closing && rc->timer_closed && !rc->busy && rc->npending == 0)
+    if (rc->closing && rc->timer_closed && !rc->busy && rc->npending == 0 && rc->nspending == 0)
         finish_close(rc);
 }
 
@@ -347,6 +589,10 @@ static void start_commit(hv_recrawl_t *rc)
         STAILQ_INSERT_TAIL(&rc->batch, op, link);
         rc->nbatch++;
     }
+    rc->sbatch = rc->spending;
+    rc->nsbatch = rc->nspending;
+    rc->spending = NULL;
+    rc->nspending = 0;
     rc->busy = 1;
     int r = uv_queue_work(rc->loop, &rc->work, commit_work, commit_done);
     if (r != 0) {
@@ -363,7 +609,7 @@ static void on_commit_timer(uv_timer_t *t)
     /* Set aside by a lookup meanwhile: what waited is dropped, not committed. */
     if (rc->stopped)
         want_commit(rc);
-    else if (!rc->busy && rc->npending > 0)
+    else if (!rc->busy && (rc->npending > 0 || rc->nspending > 0))
         start_commit(rc);
 }
 
@@ -378,8 +624,9 @@ static void want_commit(hv_recrawl_t *rc)
             op_free(op);
         }
         rc->npending = 0;
+        pending_sessions_free(&rc->spending, &rc->nspending);
     }
-    if (rc->busy || rc->npending == 0)
+    if (rc->busy || (rc->npending == 0 && rc->nspending == 0))
         return;
     if (rc->closing || rc->npending >= COMMIT_BATCH) {
         uv_timer_stop(&rc->timer);
@@ -407,6 +654,7 @@ void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out)
     *out = rc->stats;
     if (hv_store_stats(rc->store, &ss) == 0) {
         out->entries = ss.entries;
+        out->tls_sessions = ss.sessions;
         out->bytes_used = ss.bytes_used;
         out->map_bytes = ss.map_bytes;
     }
@@ -421,6 +669,12 @@ static void on_timer_closed(uv_handle_t *h)
 
 void hv_recrawl_close(hv_recrawl_t *rc, void (*done)(void *ud), void *ud)
 {
+    /* No handshake may reach `rc` from now on; what it exported is committed below. */
+    if (rc->tls != NULL) {
+        hv_tls_ctx_on_miss(rc->tls, NULL, NULL);
+        hv_tls_ctx_on_session(rc->tls, NULL, NULL);
+        rc->tls = NULL;
+    }
     rc->closing = 1;
     rc->done = done;
     rc->done_ud = ud;

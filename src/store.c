@@ -439,6 +439,221 @@ static int decode(const char *data, size_t len, hv_store_entry_t *e)
     return 0;
 }
 
+/* ---- TLS sessions: binary values under HV_STORE_SESSION_PREFIX ---- */
+
+#define SESSION_PREFIX_LEN (sizeof(HV_STORE_SESSION_PREFIX) - 1)
+/* "HVTS", format 1, three zero bytes, then saved_at, expires_at and trust (big-endian). */
+#define SESSION_MAGIC "HVTS\x01\0\0\0"
+#define SESSION_HEADER 32
+
+static int is_session_key(const MDB_val *k)
+{
+    return k->mv_size > SESSION_PREFIX_LEN &&
+           memcmp(k->mv_data, HV_STORE_SESSION_PREFIX, SESSION_PREFIX_LEN) == 0;
+}
+
+static void put_be64(unsigned char *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (unsigned char)v;
+}
+
+static uint64_t get_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The header of a session value into *out (data, len point into `v`): 0, or UV_EINVAL for
+ * what is no session of this format. */
+static int session_decode(const MDB_val *v, hv_store_session_t *out)
+{
+    const unsigned char *p = v->mv_data;
+    memset(out, 0, sizeof(*out));
+    if (v->mv_size <= SESSION_HEADER || v->mv_size - SESSION_HEADER > HV_STORE_SESSION_MAX ||
+        memcmp(p, SESSION_MAGIC, 8) != 0)
+        return UV_EINVAL;
+    out->saved_at_ms = (int64_t)get_be64(p + 8);
+    out->expires_at_ms = (int64_t)get_be64(p + 16);
+    out->trust = get_be64(p + 24);
+    out->data = p + SESSION_HEADER;
+    out->len = v->mv_size - SESSION_HEADER;
+    if (out->saved_at_ms <= 0 || out->expires_at_ms <= out->saved_at_ms ||
+        out->expires_at_ms - out->saved_at_ms > HV_STORE_SESSION_MAX_AGE_MS)
+        return UV_EINVAL;
+    return 0;
+}
+
+/* Whether a session value is to go: undecodable, or expired at `now_ms`. */
+static int session_stale(const MDB_val *v, int64_t now_ms)
+{
+    hv_store_session_t s;
+    return session_decode(v, &s) != 0 || now_ms >= s.expires_at_ms;
+}
+
+/* The key of the session `name` into `key` (HV_STORE_KEY_MAX + 1 bytes): its length, or 0
+ * when the name is empty or too long. */
+static size_t session_key(const char *name, char *key)
+{
+    size_t n = strlen(name);
+    if (n == 0 || SESSION_PREFIX_LEN + n > HV_STORE_KEY_MAX)
+        return 0;
+    memcpy(key, HV_STORE_SESSION_PREFIX, SESSION_PREFIX_LEN);
+    memcpy(key + SESSION_PREFIX_LEN, name, n);
+    return SESSION_PREFIX_LEN + n;
+}
+
+int hv_store_session_get(hv_store_t *st, const char *name, int64_t now_ms, unsigned char *buf,
+                         size_t cap, hv_store_session_t *out)
+{
+    char key[HV_STORE_KEY_MAX + 1];
+    MDB_txn *txn;
+    MDB_val k = {session_key(name, key), key}, v;
+    memset(out, 0, sizeof(*out));
+    if (k.mv_size == 0)
+        return UV_ENOENT;
+    int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0)
+        return from_mdb(rc);
+    rc = mdb_get(txn, st->dbi, &k, &v);
+    if (rc == 0) {
+        hv_store_session_t s;
+        if (session_decode(&v, &s) != 0 || now_ms >= s.expires_at_ms || s.len > cap) {
+            rc = MDB_NOTFOUND;
+        } else {
+            memcpy(buf, s.data, s.len);
+            *out = s;
+            out->data = buf;
+            out->name = name;
+        }
+    }
+    mdb_txn_abort(txn);
+    return from_mdb(rc);
+}
+
+/* What the sweep keeps of a session it may still drop for room. */
+typedef struct {
+    int64_t saved_at_ms;
+    size_t len;
+    char key[HV_STORE_KEY_MAX];
+} kept_session_t;
+
+static int by_saved_at(const void *a, const void *b)
+{
+    const kept_session_t *x = a, *y = b;
+    return (x->saved_at_ms > y->saved_at_ms) - (x->saved_at_ms < y->saved_at_ms);
+}
+
+/* In `txn`: drop the expired and undecodable sessions and, beyond `keep_max`, the oldest.
+ * LMDB's code; *dropped counts. */
+static int session_sweep(MDB_txn *txn, MDB_dbi dbi, int64_t now_ms, size_t keep_max,
+                         uint64_t *dropped)
+{
+    MDB_cursor *cur;
+    MDB_val k = {SESSION_PREFIX_LEN, (void *)(uintptr_t)HV_STORE_SESSION_PREFIX}, v;
+    kept_session_t *kept = NULL;
+    size_t nkept = 0, capkept = 0;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (rc != 0)
+        return rc;
+    /* Session keys sort together: from the prefix on, until a key without it. After
+     * mdb_cursor_del the cursor stands on the next key, which MDB_NEXT returns. */
+    MDB_cursor_op op = MDB_SET_RANGE;
+    while ((rc = mdb_cursor_get(cur, &k, &v, op)) == 0 && is_session_key(&k)) {
+        hv_store_session_t s;
+        op = MDB_NEXT;
+        if (session_decode(&v, &s) != 0 || now_ms >= s.expires_at_ms) {
+            if ((rc = mdb_cursor_del(cur, 0)) != 0)
+                break;
+            (*dropped)++;
+            continue;
+        }
+        if (nkept == capkept) {
+            capkept = capkept > 0 ? capkept * 2 : 64;
+            kept = hv_xrealloc(kept, capkept * sizeof(*kept));
+        }
+        kept[nkept].saved_at_ms = s.saved_at_ms;
+        kept[nkept].len = k.mv_size;
+        memcpy(kept[nkept].key, k.mv_data, k.mv_size);
+        nkept++;
+    }
+    mdb_cursor_close(cur);
+    if (rc == MDB_NOTFOUND || rc == 0)
+        rc = 0;
+    if (rc == 0 && nkept > keep_max) {
+        qsort(kept, nkept, sizeof(*kept), by_saved_at);
+        for (size_t i = 0; i < nkept - keep_max && rc == 0; i++) {
+            MDB_val dk = {kept[i].len, kept[i].key};
+            rc = mdb_del(txn, dbi, &dk, NULL);
+            if (rc == 0)
+                (*dropped)++;
+            else if (rc == MDB_NOTFOUND)
+                rc = 0;
+        }
+    }
+    free(kept);
+    return rc;
+}
+
+int hv_store_sessions_put(hv_store_t *st, const hv_store_session_t *s, size_t n, int64_t now_ms,
+                          size_t keep_max, uint64_t *dropped)
+{
+    MDB_txn *txn;
+    uint64_t gone = 0;
+    int disk;
+    unsigned char *value = hv_xmalloc(SESSION_HEADER + HV_STORE_SESSION_MAX);
+    int rc = mdb_txn_begin(st->env, NULL, 0, &txn);
+    if (dropped != NULL)
+        *dropped = 0;
+    if (rc != 0)
+        goto out;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        char key[HV_STORE_KEY_MAX + 1];
+        MDB_val k = {session_key(s[i].name, key), key};
+        if (k.mv_size == 0 || s[i].len == 0 || s[i].len > HV_STORE_SESSION_MAX ||
+            s[i].saved_at_ms <= 0 || s[i].expires_at_ms <= s[i].saved_at_ms ||
+            s[i].expires_at_ms - s[i].saved_at_ms > HV_STORE_SESSION_MAX_AGE_MS)
+            continue;
+        memcpy(value, SESSION_MAGIC, 8);
+        put_be64(value + 8, (uint64_t)s[i].saved_at_ms);
+        put_be64(value + 16, (uint64_t)s[i].expires_at_ms);
+        put_be64(value + 24, s[i].trust);
+        memcpy(value + SESSION_HEADER, s[i].data, s[i].len);
+        MDB_val v = {SESSION_HEADER + s[i].len, value};
+        rc = mdb_put(txn, st->dbi, &k, &v, 0);
+    }
+    if (rc == 0)
+        rc = session_sweep(txn, st->dbi, now_ms, keep_max, &gone);
+    if (rc != 0)
+        mdb_txn_abort(txn);
+    else
+        rc = mdb_txn_commit(txn);
+    if (rc == 0 && dropped != NULL)
+        *dropped = gone;
+out:
+    explicit_bzero(value, SESSION_HEADER + HV_STORE_SESSION_MAX);
+    free(value);
+    return write_error(st, rc, &disk);
+}
+
+/* Sessions in `txn` (a range of the sorted keys, bounded by the sweep's keep_max). */
+static int count_sessions(MDB_txn *txn, MDB_dbi dbi, uint64_t *n)
+{
+    MDB_cursor *cur;
+    MDB_val k = {SESSION_PREFIX_LEN, (void *)(uintptr_t)HV_STORE_SESSION_PREFIX}, v;
+    *n = 0;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (rc != 0)
+        return rc;
+    for (rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE); rc == 0 && is_session_key(&k);
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        (*n)++;
+    mdb_cursor_close(cur);
+    return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* ---- operations ---- */
 
 int hv_store_get(hv_store_t *st, const char *key, size_t key_len, hv_store_entry_t *out)
@@ -554,7 +769,16 @@ int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed)
         return from_mdb(rc);
     }
     /* After mdb_cursor_del the cursor stands on the next entry, which MDB_NEXT returns. */
+    int64_t now_ms = hv_now_unix_ms();
     while ((rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) == 0) {
+        if (is_session_key(&k)) {
+            hv_store_session_t s;
+            if (session_stale(&v, now_ms) ||
+                (session_decode(&v, &s) == 0 && s.saved_at_ms < before_unix_ms))
+                if ((rc = mdb_cursor_del(cur, 0)) != 0)
+                    break;
+            continue;
+        }
         hv_store_entry_t e;
         int old = decode(v.mv_data, v.mv_size, &e) != 0 || e.fetched_at_ms < before_unix_ms;
         hv_store_entry_clear(&e);
@@ -582,11 +806,15 @@ int hv_store_stats(hv_store_t *st, hv_store_stats_t *out)
     int rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
     if (rc != 0)
         return from_mdb(rc);
+    uint64_t sessions = 0;
     rc = mdb_stat(txn, st->dbi, &ms);
+    if (rc == 0)
+        rc = count_sessions(txn, st->dbi, &sessions);
     mdb_txn_abort(txn);
     if (rc != 0 || (rc = mdb_env_info(st->env, &info)) != 0)
         return from_mdb(rc);
-    out->entries = ms.ms_entries;
+    out->sessions = sessions;
+    out->entries = ms.ms_entries >= sessions ? ms.ms_entries - sessions : 0;
     out->bytes_used = (uint64_t)(info.me_last_pgno + 1) * ms.ms_psize;
     out->map_bytes = info.me_mapsize;
     return 0;
@@ -606,7 +834,7 @@ void hv_store_close(hv_store_t *st)
 /* What the walking child leaves its parent, in memory they share. The counts grow as the walk
  * goes, so that one that dies still says how far it got. */
 typedef struct {
-    volatile uint64_t entries, undecodable, pages, free_pages;
+    volatile uint64_t entries, undecodable, sessions, pages, free_pages;
     volatile int finished;    /* the walk reached its end (what says whether it found damage) */
     volatile int unopenable;  /* LMDB would not open the store: no walk (what says why) */
     char what[400];
@@ -671,7 +899,9 @@ static void walk_trees(MDB_env *env, walk_report_t *r)
         hv_store_entry_t e;
         touch(k.mv_data, k.mv_size, main_st.ms_psize);
         touch(v.mv_data, v.mv_size, main_st.ms_psize);
-        if (decode(v.mv_data, v.mv_size, &e) == 0)
+        if (is_session_key(&k))
+            r->sessions++; /* one that does not decode is dropped by the next sweep */
+        else if (decode(v.mv_data, v.mv_size, &e) == 0)
             hv_store_entry_clear(&e);
         else
             r->undecodable++;
@@ -825,7 +1055,8 @@ int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t e
             goto out;
         }
     }
-    out->entries = r->entries;
+    out->entries = r->entries - r->sessions;
+    out->sessions = r->sessions;
     out->undecodable = r->undecodable;
     out->free_pages = r->free_pages;
     if (r->pages > 0)

@@ -61,6 +61,9 @@ struct hv_tls_ctx_s {
     struct vcert_s *vcache;
     TAILQ_HEAD(, vcert_s) vlru;
     unsigned nvcache;
+    void (*on_miss)(void *ud, const char *key);
+    void *on_miss_ud;
+    uint64_t trust;             /* hv_tls_ctx_trust() */
 };
 
 struct hv_tls_s {
@@ -142,6 +145,19 @@ static int conf_setup(hv_tls_ctx_t *ctx, mbedtls_ssl_config *conf, const char **
     return 0;
 }
 
+/* What verifies peers: whether anything does, and every trusted certificate (FNV-1a over
+ * their DER). A session resumed skips the verification its full handshake made, so one kept
+ * elsewhere must come from a context that verified the same way. */
+static uint64_t trust_fingerprint(const hv_tls_ctx_t *ctx)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    h = (h ^ (uint64_t)(ctx->insecure ? 1 : 2)) * UINT64_C(1099511628211);
+    for (const mbedtls_x509_crt *c = &ctx->ca; c != NULL && c->raw.p != NULL; c = c->next)
+        for (size_t i = 0; i < c->raw.len; i++)
+            h = (h ^ c->raw.p[i]) * UINT64_C(1099511628211);
+    return h;
+}
+
 int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *err,
                    size_t errcap)
 {
@@ -185,6 +201,7 @@ int hv_tls_ctx_new(const char *ca_file, int insecure, hv_tls_ctx_t **out, char *
     if (conf_setup(ctx, &ctx->conf, alpn, NULL, err, errcap) != 0 ||
         conf_setup(ctx, &ctx->conf_h2, alpn_h2, h2_suites, err, errcap) != 0)
         goto fail;
+    ctx->trust = trust_fingerprint(ctx);
     *out = ctx;
     return 0;
 
@@ -307,6 +324,29 @@ void hv_tls_ctx_on_session(hv_tls_ctx_t *ctx, void (*cb)(void *ud, const char *k
 {
     ctx->on_session = cb;
     ctx->on_session_ud = ud;
+}
+
+void hv_tls_ctx_on_miss(hv_tls_ctx_t *ctx, void (*cb)(void *ud, const char *key), void *ud)
+{
+    ctx->on_miss = cb;
+    ctx->on_miss_ud = ud;
+}
+
+uint64_t hv_tls_ctx_trust(const hv_tls_ctx_t *ctx)
+{
+    return ctx->trust;
+}
+
+int hv_tls_session_ticket(hv_tls_ctx_t *ctx, const char *key, uint32_t *lifetime_s)
+{
+    session_t *s = session_find(ctx, key);
+    *lifetime_s = 0;
+    if (s == NULL)
+        return UV_ENOENT;
+    if (s->sess.ticket == NULL || s->sess.ticket_len == 0)
+        return 0;
+    *lifetime_s = s->sess.ticket_lifetime;
+    return 1;
 }
 
 /* ---- memory BIO ---- */
@@ -712,6 +752,11 @@ hv_tls_t *hv_tls_new_alpn(hv_tls_ctx_t *ctx, const char *host, int host_is_ip,
     }
     mbedtls_ssl_set_bio(&t->ssl, t, bio_send, bio_recv, NULL);
     session_t *s = session_find(ctx, session_key);
+    /* Kept elsewhere (the re-crawl store): the callback may import it now. */
+    if (s == NULL && ctx->on_miss != NULL) {
+        ctx->on_miss(ctx->on_miss_ud, session_key);
+        s = session_find(ctx, session_key);
+    }
     if (s != NULL)
         mbedtls_ssl_set_session(&t->ssl, &s->sess);
     return t;

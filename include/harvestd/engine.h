@@ -81,6 +81,8 @@ typedef struct hv_engine_stats_s {
     hv_polite_stats_t polite;
     int has_tls;
     hv_tls_stats_t tls;
+    int has_tls_store;             /* TLS sessions are kept in the re-crawl store */
+    uint64_t tls_sessions_loaded;  /* ... and these were imported from it */
     hv_block_stats_t block;     /* the block detector's (zero while it is off) */
     uint64_t taken_ms;          /* the loop time the figures were taken at */
     unsigned block_held;        /* records waiting for their host's verdict */

@@ -39,6 +39,7 @@
 
 #include "harvestd/config.h"
 #include "harvestd/record.h"
+#include "harvestd/tls.h"
 #include "harvestd/url.h"
 
 typedef struct hv_recrawl_s hv_recrawl_t;
@@ -55,8 +56,11 @@ typedef struct {
     uint64_t not_stored;     /* ok records not stored: no-store, too large, store full */
     uint64_t commits;        /* transactions committed */
     uint64_t commit_errors;  /* transactions (commits, or a lookup) that failed: storing stops */
+    uint64_t tls_sessions_loaded; /* TLS sessions imported from the store */
+    uint64_t tls_sessions_stored; /* TLS sessions committed to it */
     int full;                /* the store reached state_max_bytes */
     uint64_t entries;        /* in the store (read at the call) */
+    uint64_t tls_sessions;   /* TLS sessions in the store (read at the call) */
     uint64_t bytes_used;
     uint64_t map_bytes;
 } hv_recrawl_stats_t;
@@ -101,6 +105,25 @@ void hv_recrawl_commit(hv_recrawl_t *rc, hv_recrawl_op_t *op);
 void hv_recrawl_op_free(hv_recrawl_op_t *op);
 
 void hv_recrawl_stats(hv_recrawl_t *rc, hv_recrawl_stats_t *out);
+
+/**
+ * Keep the TLS sessions of `tls` (which must outlive `rc`, or the close of `rc`) in the store,
+ * across runs: `rc` becomes the context's hv_tls_ctx_on_miss() and hv_tls_ctx_on_session()
+ * callback until hv_recrawl_close().
+ *   - A connection to a host:port with no session in memory looks the store up (on the loop,
+ *     once per key and run) and imports what it holds, unless it expired or was verified
+ *     under other trust settings (hv_tls_ctx_trust()); one that does not import is dropped.
+ *   - A handshake that left a session different from the one stored exports it; the
+ *     exports go with the next commit (on the threadpool), in a transaction of their own, at
+ *     most SESSIONS_KEPT (1,024) per store, the oldest saved replaced.
+ *   - A session is kept for its ticket's lifetime (the server's hint), at most 7 days; one
+ *     without a ticket for a day.
+ * A store that is full or set aside keeps no more sessions (the one set aside looks none up).
+ */
+void hv_recrawl_use_tls(hv_recrawl_t *rc, hv_tls_ctx_t *tls);
+
+/** TLS sessions imported from the store so far (without reading the store). */
+uint64_t hv_recrawl_tls_sessions_loaded(const hv_recrawl_t *rc);
 
 /**
  * Commit what is pending at once, then close the store and free `rc`; `done` runs then, from

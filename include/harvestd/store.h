@@ -17,6 +17,17 @@
  * hv_store_write_fitting() commits what fits when not all does. Calls block (LMDB commits
  * fsync): the owner runs writes off the loop.
  *
+ * TLS sessions (tls.h) live in the same store, so that a daily re-crawl resumes them: one per
+ * session key ("host:port"), under HV_STORE_SESSION_PREFIX and the key, which no URL key can
+ * be (URL keys are normalised absolute http:// or https:// URLs). The value is binary: a
+ * header (magic, when it was saved, when it expires, the trust fingerprint of the context
+ * that verified the server) and mbedtls's serialisation of the session, which holds its
+ * master secret: the store's files are the only place it goes. hv_store_get(), _delete()
+ * never reach them; _stats() and _verify() count them apart from the entries (`sessions`);
+ * _prune() drops the expired ones and those saved before its limit. The same key prefix in
+ * the main database rather than a named one: an older harvestd's prune, verify and stats
+ * walk the main database and would meet a named database's record there.
+ *
  * Opening checks the data file first (storecheck.h): one cut short, or whose meta pages are
  * wrong, is refused with a message that says how to discard it, instead of crashing the
  * process at its first lookup. Damage inside the pages is found only by hv_store_verify(),
@@ -40,7 +51,8 @@ typedef struct {
 } hv_store_op_t;
 
 typedef struct {
-    uint64_t entries;
+    uint64_t entries;     /* URL entries (TLS sessions are not counted here) */
+    uint64_t sessions;    /* TLS sessions */
     uint64_t bytes_used;  /* pages in use x page size */
     uint64_t map_bytes;   /* the bound */
 } hv_store_stats_t;
@@ -102,7 +114,8 @@ int hv_store_write_fitting(hv_store_t *st, const hv_store_op_t *ops, size_t n,
  */
 int hv_store_delete(hv_store_t *st, const char *key, size_t key_len);
 
-/** Delete entries fetched before `before_unix_ms`; *removed counts them. 0 or an error. */
+/** Delete entries fetched before `before_unix_ms`; *removed counts them. TLS sessions saved
+ *  before then, expired or undecodable go too, uncounted. 0 or an error. */
 int hv_store_prune(hv_store_t *st, int64_t before_unix_ms, uint64_t *removed);
 
 int hv_store_stats(hv_store_t *st, hv_store_stats_t *out);
@@ -125,8 +138,9 @@ typedef struct {
     int sound;            /* 1: every page was read, and the pages add up */
     char what[512];       /* else what is wrong, for people */
     int signal;           /* the walk was killed by this signal (SIGBUS, SIGABRT...); 0 if not */
-    uint64_t entries;     /* entries walked (as far as the walk went) */
+    uint64_t entries;     /* entries walked (as far as the walk went), TLS sessions apart */
     uint64_t undecodable; /* of which not an entry (they read as absent) */
+    uint64_t sessions;    /* TLS sessions walked (those that do not decode included) */
     uint64_t pages;       /* pages in use, the two meta pages included */
     uint64_t free_pages;  /* of which on the free-page list */
 } hv_store_verify_t;
@@ -143,6 +157,47 @@ typedef struct {
  * Blocks until the walk is over: it reads the whole file.
  */
 int hv_store_verify(const char *dir, hv_store_verify_t *out, char *err, size_t errcap);
+
+/* ---- TLS sessions ---- */
+
+/** The key of a TLS session is this prefix and its session key ("host:port"). */
+#define HV_STORE_SESSION_PREFIX "tls-session "
+/** The largest session (mbedtls's serialisation: the server's certificate, a ticket) stored. */
+#define HV_STORE_SESSION_MAX 8192
+/** No session is kept longer than this after it was saved (7 days: also TLS 1.3's cap on a
+ *  ticket's lifetime, RFC 8446 4.6.1); hv_store_sessions_put() refuses a longer expiry. */
+#define HV_STORE_SESSION_MAX_AGE_MS ((int64_t)7 * 24 * 3600 * 1000)
+
+/** One TLS session as the store keeps it. */
+typedef struct {
+    const char *name;            /* the session key, "host:port" */
+    const unsigned char *data;   /* mbedtls's serialisation (opaque here) */
+    size_t len;                  /* 1 .. HV_STORE_SESSION_MAX */
+    int64_t saved_at_ms;         /* Unix ms */
+    int64_t expires_at_ms;       /* not offered from then on; at most saved_at + MAX_AGE */
+    uint64_t trust;              /* hv_tls_ctx_trust() of the context that made it */
+} hv_store_session_t;
+
+/**
+ * The session of `name`, unless it expired at `now_ms`: 0 with *out filled, its bytes copied
+ * into `buf` (`cap` bytes, at least HV_STORE_SESSION_MAX) and out->name = name; UV_ENOENT
+ * when there is none, it expired, or the value is no session of this format (damaged,
+ * foreign: the caller fetches as if there were none); or an LMDB error. A lookup in the
+ * memory map: fine on the loop.
+ */
+int hv_store_session_get(hv_store_t *st, const char *name, int64_t now_ms, unsigned char *buf,
+                         size_t cap, hv_store_session_t *out);
+
+/**
+ * Put `n` sessions (replacing those of the same names) in one transaction, which then drops
+ * every expired or undecodable session and, when more than `keep_max` remain, the oldest
+ * saved: 0 (*dropped counts what went, when not NULL), UV_ENOSPC (nothing written), or an
+ * error. A session with an empty or overlong name, no bytes or more than
+ * HV_STORE_SESSION_MAX, or an expiry past saved_at + HV_STORE_SESSION_MAX_AGE_MS is skipped.
+ * Blocks (a commit): off the loop.
+ */
+int hv_store_sessions_put(hv_store_t *st, const hv_store_session_t *s, size_t n, int64_t now_ms,
+                          size_t keep_max, uint64_t *dropped);
 
 /** A fingerprint (64-bit FNV-1a) of `len` bytes, e.g. of the rules' canonical text. */
 uint64_t hv_store_fingerprint(const void *data, size_t len);

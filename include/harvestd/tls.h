@@ -128,6 +128,18 @@ int hv_tls_session_has(hv_tls_ctx_t *ctx, const char *key);
  *  (a full one, or a resumption that renewed its ticket): where a store learns that there
  *  is something to export. NULL: none. */
 void hv_tls_ctx_on_session(hv_tls_ctx_t *ctx, void (*cb)(void *ud, const char *key), void *ud);
+/** Called by hv_tls_new*() (on the loop thread) when the cache has no session for `key`,
+ *  before the ClientHello is made: the callback may hv_tls_session_import() one, which the
+ *  connection then offers. NULL: none. */
+void hv_tls_ctx_on_miss(hv_tls_ctx_t *ctx, void (*cb)(void *ud, const char *key), void *ud);
+/** Whether the cached session of `key` carries a ticket: 1 (with the lifetime hint the server
+ *  gave, in seconds, into *lifetime_s; 0: none given), 0 (resumable by session id alone), or
+ *  UV_ENOENT (no session). */
+int hv_tls_session_ticket(hv_tls_ctx_t *ctx, const char *key, uint32_t *lifetime_s);
+/** A fingerprint of how this context verifies servers (verification on or off, the trusted
+ *  certificates). A resumed session skips the verification its full handshake made: a session
+ *  kept across runs is to be imported only into a context with the same fingerprint. */
+uint64_t hv_tls_ctx_trust(const hv_tls_ctx_t *ctx);
 
 /** Count a handshake that failed outside mbedtls (the peer closed or reset the socket). */
 void hv_tls_count_failure(hv_tls_t *t);

@@ -58,7 +58,8 @@ static void usage(FILE *out)
             "exist: this command never creates one. One line per answer:\n"
             "\n"
             "  stats       entries=N bytes_used=N map_bytes=N (map_bytes: the map this\n"
-            "              command opened the store with)\n"
+            "              command opened the store with), and tls_sessions=N when the\n"
+            "              store keeps TLS sessions (not counted in entries)\n"
             "  get URL     the entry as one JSON object, with or without --json: url_key,\n"
             "              url, etag, last_modified, body_hash, title, fields, content_type,\n"
             "              charset, bytes, http_status, max_age, rules, fetched_at,\n"
@@ -66,9 +67,11 @@ static void usage(FILE *out)
             "              out; times in RFC 3339 UTC with milliseconds)\n"
             "  forget URL  deletes the entry: forgot URL\n"
             "  prune       deletes the entries fetched more than DURATION ago:\n"
-            "              pruned=N entries=M (M: the entries left)\n"
+            "              pruned=N entries=M (M: the entries left); TLS sessions saved\n"
+            "              before then, or expired, go too (uncounted)\n"
             "  verify      reads every page of the store, in a child process that a damaged\n"
-            "              page may kill: sound entries=N pages=N free_pages=N, or\n"
+            "              page may kill: sound entries=N pages=N free_pages=N (and\n"
+            "              tls_sessions=N when there are), or\n"
             "              damaged entries_walked=N and what is wrong on standard error\n"
             "\n"
             "Every verb first checks what can be checked cheaply (data.mdb's size and its\n"
@@ -246,9 +249,12 @@ static int do_stats(hv_store_t *st, const state_args_t *a)
     if (rc != 0)
         return store_error("read", a->dir, rc);
     printf(a->json ? "{\"entries\":%" PRIu64 ",\"bytes_used\":%" PRIu64 ",\"map_bytes\":%" PRIu64
-                     "}\n"
-                   : "entries=%" PRIu64 " bytes_used=%" PRIu64 " map_bytes=%" PRIu64 "\n",
+                   : "entries=%" PRIu64 " bytes_used=%" PRIu64 " map_bytes=%" PRIu64,
            s.entries, s.bytes_used, s.map_bytes);
+    /* Only a store that keeps TLS sessions says how many. */
+    if (s.sessions > 0)
+        printf(a->json ? ",\"tls_sessions\":%" PRIu64 : " tls_sessions=%" PRIu64, s.sessions);
+    printf(a->json ? "}\n" : "\n");
     return EXIT_OK;
 }
 
@@ -324,6 +330,8 @@ static int do_verify(const state_args_t *a)
                                     (double)v.entries) == NULL ||
             (v.sound && (cJSON_AddNumberToObject(o, "pages", (double)v.pages) == NULL ||
                          cJSON_AddNumberToObject(o, "free_pages", (double)v.free_pages) == NULL)) ||
+            (v.sound && v.sessions > 0 &&
+             cJSON_AddNumberToObject(o, "tls_sessions", (double)v.sessions) == NULL) ||
             (!v.sound && cJSON_AddStringToObject(o, "damage", v.what) == NULL))
             oom();
         char *text = cJSON_PrintUnformatted(o);
@@ -333,8 +341,11 @@ static int do_verify(const state_args_t *a)
         printf("%s\n", text);
         cJSON_free(text);
     } else if (v.sound) {
-        printf("sound entries=%" PRIu64 " pages=%" PRIu64 " free_pages=%" PRIu64 "\n", v.entries,
+        printf("sound entries=%" PRIu64 " pages=%" PRIu64 " free_pages=%" PRIu64, v.entries,
                v.pages, v.free_pages);
+        if (v.sessions > 0)
+            printf(" tls_sessions=%" PRIu64, v.sessions);
+        printf("\n");
     } else {
         printf("damaged entries_walked=%" PRIu64 "\n", v.entries);
     }

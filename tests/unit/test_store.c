@@ -774,3 +774,158 @@ TEST_IMPL(store_fields_that_a_record_could_not_carry_read_as_absent)
     hv_store_entry_clear(&out);
     hv_store_close(st);
 }
+
+/* ---- TLS sessions ---- */
+
+static hv_store_session_t session(const char *name, const unsigned char *data, size_t len,
+                                  int64_t saved_at, int64_t life_ms)
+{
+    hv_store_session_t s = {name, data, len, saved_at, saved_at + life_ms, UINT64_C(0xabcdef)};
+    return s;
+}
+
+TEST_IMPL(store_keeps_tls_sessions_apart_from_url_entries)
+{
+    hv_store_t *st = open_store("sessions", 16 << 20);
+    unsigned char blob[300], buf[HV_STORE_SESSION_MAX];
+    hv_store_session_t got;
+    hv_store_stats_t s;
+    uint64_t dropped = 9, removed = 0;
+    int64_t now = hv_now_unix_ms();
+    for (size_t i = 0; i < sizeof(blob); i++)
+        blob[i] = (unsigned char)(i * 7);
+    hv_store_entry_t e = sample(now - 1000);
+    put(st, "http://a.test/", &e);
+    hv_store_session_t in = session("a.test:443", blob, sizeof(blob), now - 10, 3600 * 1000);
+    ASSERT_OK(hv_store_sessions_put(st, &in, 1, now, 16, &dropped));
+    ASSERT_EQ(0, dropped);
+    hv_store_close(st);
+
+    /* Another run: the same bytes, times and trust. */
+    st = open_store("sessions", 16 << 20);
+    ASSERT_OK(hv_store_session_get(st, "a.test:443", now, buf, sizeof(buf), &got));
+    ASSERT_EQ(sizeof(blob), got.len);
+    ASSERT_OK(memcmp(blob, got.data, sizeof(blob)));
+    ASSERT(got.data == buf);
+    ASSERT_STR_EQ("a.test:443", got.name);
+    ASSERT_EQ(now - 10, got.saved_at_ms);
+    ASSERT_EQ(now - 10 + 3600 * 1000, got.expires_at_ms);
+    ASSERT_EQ(UINT64_C(0xabcdef), got.trust);
+    ASSERT_EQ(UV_ENOENT, hv_store_session_get(st, "a.test:8443", now, buf, sizeof(buf), &got));
+    ASSERT_EQ(UV_ENOENT, hv_store_session_get(st, "", now, buf, sizeof(buf), &got));
+
+    /* Not an entry: the URL commands neither see nor count it. */
+    hv_store_entry_t out;
+    ASSERT_EQ(UV_ENOENT, hv_store_get(st, HV_STORE_SESSION_PREFIX "a.test:443",
+                                      strlen(HV_STORE_SESSION_PREFIX "a.test:443"), &out));
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(1, s.entries);
+    ASSERT_EQ(1, s.sessions);
+    /* Pruning entries older than a minute keeps the session saved 10 ms ago, and counts
+     * only entries... */
+    ASSERT_OK(hv_store_prune(st, now - 60 * 1000, &removed));
+    ASSERT_EQ(0, removed);
+    ASSERT_OK(hv_store_session_get(st, "a.test:443", now, buf, sizeof(buf), &got));
+    /* ... and one of everything before now drops both. */
+    ASSERT_OK(hv_store_prune(st, now, &removed));
+    ASSERT_EQ(1, removed);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(0, s.entries);
+    ASSERT_EQ(0, s.sessions);
+    hv_store_close(st);
+}
+
+TEST_IMPL(store_tls_sessions_expire)
+{
+    hv_store_t *st = open_store("sessions-expire", 16 << 20);
+    unsigned char blob[64] = {1, 2, 3}, buf[HV_STORE_SESSION_MAX];
+    hv_store_session_t got;
+    hv_store_stats_t s;
+    uint64_t dropped = 0;
+    int64_t now = hv_now_unix_ms();
+    hv_store_session_t in[] = {
+        session("old:443", blob, sizeof(blob), now - 2000, 1000),  /* expired a second ago */
+        session("new:443", blob, sizeof(blob), now, 1000),
+        /* Longer than the most a session is kept: not written. */
+        session("long:443", blob, sizeof(blob), now, HV_STORE_SESSION_MAX_AGE_MS + 1),
+        /* No bytes, too many: not written. */
+        session("empty:443", blob, 0, now, 1000),
+        session("big:443", blob, HV_STORE_SESSION_MAX + 1, now, 1000),
+    };
+    ASSERT_OK(hv_store_sessions_put(st, in, HV_ARRAY_SIZE(in), now, 16, &dropped));
+    /* The expired one went in the same transaction's sweep. */
+    ASSERT_EQ(1, dropped);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(1, s.sessions);
+    ASSERT_OK(hv_store_session_get(st, "new:443", now, buf, sizeof(buf), &got));
+    ASSERT_EQ(UV_ENOENT, hv_store_session_get(st, "long:443", now, buf, sizeof(buf), &got));
+    /* Read past its expiry, it is absent; the next sweep drops it. */
+    ASSERT_EQ(UV_ENOENT, hv_store_session_get(st, "new:443", now + 1000, buf, sizeof(buf), &got));
+    ASSERT_OK(hv_store_sessions_put(st, NULL, 0, now + 1000, 16, &dropped));
+    ASSERT_EQ(1, dropped);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(0, s.sessions);
+    hv_store_close(st);
+}
+
+TEST_IMPL(store_tls_sessions_are_capped_oldest_first)
+{
+    hv_store_t *st = open_store("sessions-cap", 16 << 20);
+    unsigned char blob[100] = {9}, buf[HV_STORE_SESSION_MAX];
+    hv_store_session_t got, in[10];
+    char names[10][16];
+    hv_store_stats_t s;
+    uint64_t dropped = 0;
+    int64_t now = hv_now_unix_ms();
+    /* Saved in an order other than their names': h3 oldest ... */
+    for (int i = 0; i < 10; i++) {
+        snprintf(names[i], sizeof(names[i]), "h%d:443", i);
+        in[i] = session(names[i], blob, sizeof(blob), now - 1000 + ((i + 7) % 10) * 10, 60000);
+    }
+    ASSERT_OK(hv_store_sessions_put(st, in, 6, now, 4, &dropped));
+    ASSERT_EQ(2, dropped);
+    ASSERT_OK(hv_store_sessions_put(st, in + 6, 4, now, 4, &dropped));
+    ASSERT_EQ(4, dropped);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(4, s.sessions);
+    /* The four saved last are kept: saved at offsets 60..90, h9 h0 h1 h2. */
+    for (int i = 0; i < 10; i++) {
+        int kept = i == 9 || i <= 2;
+        ASSERT_EQ(kept ? 0 : UV_ENOENT,
+                  hv_store_session_get(st, names[i], now, buf, sizeof(buf), &got));
+    }
+    hv_store_close(st);
+}
+
+TEST_IMPL(store_damaged_tls_session_reads_as_absent)
+{
+    hv_store_t *st = open_store("sessions-damaged", 16 << 20);
+    unsigned char blob[32] = {5}, buf[HV_STORE_SESSION_MAX];
+    hv_store_session_t got;
+    hv_store_stats_t s;
+    hv_store_verify_t v;
+    uint64_t dropped = 0;
+    char err[1024];
+    int64_t now = hv_now_unix_ms();
+    hv_store_session_t in = session("ok:443", blob, sizeof(blob), now, 60000);
+    ASSERT_OK(hv_store_sessions_put(st, &in, 1, now, 16, NULL));
+    hv_store_close(st);
+    put_raw("sessions-damaged", HV_STORE_SESSION_PREFIX "bad:443", "{\"not\":\"a session\"}");
+    put_raw("sessions-damaged", HV_STORE_SESSION_PREFIX "short:443", "HVTS");
+
+    ASSERT_OK(hv_store_verify(hv_test_tmppath("sessions-damaged"), &v, err, sizeof(err)));
+    ASSERT_EQ(1, v.sound);
+    ASSERT_EQ(0, v.entries);
+    ASSERT_EQ(3, v.sessions);
+    st = open_store("sessions-damaged", 16 << 20);
+    ASSERT_EQ(UV_ENOENT, hv_store_session_get(st, "bad:443", now, buf, sizeof(buf), &got));
+    ASSERT_EQ(UV_ENOENT, hv_store_session_get(st, "short:443", now, buf, sizeof(buf), &got));
+    ASSERT_OK(hv_store_session_get(st, "ok:443", now, buf, sizeof(buf), &got));
+    /* The next write's sweep drops what does not decode. */
+    ASSERT_OK(hv_store_sessions_put(st, NULL, 0, now, 16, &dropped));
+    ASSERT_EQ(2, dropped);
+    ASSERT_OK(hv_store_stats(st, &s));
+    ASSERT_EQ(1, s.sessions);
+    ASSERT_EQ(0, s.entries);
+    hv_store_close(st);
+}

@@ -14,6 +14,9 @@
 #include <uv.h>
 
 #include "harvestd/common.h"
+#include "harvestd/config.h"
+#include "harvestd/recrawl.h"
+#include "harvestd/store.h"
 #include "harvestd/tls.h"
 #include "test.h"
 
@@ -316,6 +319,132 @@ TEST_IMPL(tls_session_exported_resumes_in_another_context)
     hv_tls_free(c);
     mbedtls_ssl_free(&srv);
     hv_tls_ctx_free(b);
+    server_free(&s);
+}
+
+/* ---- sessions kept in the re-crawl store (recrawl.h) ---- */
+
+typedef struct {
+    uv_loop_t loop;
+    hv_config_t cfg;
+    hv_recrawl_t *rc;
+    int closed;
+} store_run_t;
+
+static void store_run_open(store_run_t *r, hv_tls_ctx_t *ctx)
+{
+    char err[1024];
+    memset(r, 0, sizeof(*r));
+    ASSERT_OK(uv_loop_init(&r->loop));
+    hv_config_defaults(&r->cfg);
+    snprintf(r->cfg.state_dir, sizeof(r->cfg.state_dir), "%s", hv_test_tmppath("tls-state"));
+    r->cfg.state_max_bytes = 16 << 20;
+    ASSERT_OK(hv_recrawl_open(&r->loop, &r->cfg, &r->rc, err, sizeof(err)));
+    hv_recrawl_use_tls(r->rc, ctx);
+}
+
+static void on_store_closed(void *ud)
+{
+    ((store_run_t *)ud)->closed = 1;
+}
+
+static void store_run_close(store_run_t *r, hv_recrawl_stats_t *st)
+{
+    /* What waits for a commit is committed (the commit timer, then the threadpool). */
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    hv_recrawl_stats(r->rc, st);
+    hv_recrawl_close(r->rc, on_store_closed, r);
+    uv_run(&r->loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(1, r->closed);
+    hv_config_free(&r->cfg);
+    ASSERT_LOOP_CLOSE(&r->loop);
+}
+
+/* One connection of `ctx` to localhost:443 against `s`: whether it was resumed. */
+static int connect_once(server_cfg_t *s, hv_tls_ctx_t *ctx)
+{
+    mbedtls_ssl_context srv;
+    uint64_t before = hv_tls_ctx_stats(ctx)->resumed;
+    hv_tls_t *c = hv_tls_new(ctx, "localhost", 0, "localhost:443");
+    server_session(s, &srv, c);
+    ASSERT_EQ(0, handshake(c, &srv));
+    hv_tls_free(c);
+    mbedtls_ssl_free(&srv);
+    return hv_tls_ctx_stats(ctx)->resumed > before;
+}
+
+TEST_IMPL(tls_session_kept_in_the_store_resumes_in_the_next_run)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    store_run_t r;
+    hv_recrawl_stats_t st;
+    server_setup(&s);
+
+    /* First run: a full handshake; its session goes to the store when the store closes. */
+    hv_tls_ctx_t *a = client_ctx(mbedtls_test_cas_pem);
+    store_run_open(&r, a);
+    ASSERT_EQ(0, connect_once(&s, a));
+    ASSERT_EQ(1, connect_once(&s, a)); /* in memory: not saved again (the same session) */
+    store_run_close(&r, &st);
+    ASSERT_EQ(0, st.tls_sessions_loaded);
+    ASSERT_EQ(1, st.tls_sessions_stored);
+    hv_tls_ctx_free(a);
+
+    /* Second run, a new context: the first connection resumes the stored session. */
+    hv_tls_ctx_t *b = client_ctx(mbedtls_test_cas_pem);
+    store_run_open(&r, b);
+    ASSERT_EQ(1, connect_once(&s, b));
+    store_run_close(&r, &st);
+    ASSERT_EQ(1, st.tls_sessions_loaded);
+    ASSERT_EQ(1, st.tls_sessions);
+    ASSERT_EQ(0, hv_tls_ctx_stats(b)->handshakes);
+    uint64_t verified = hv_tls_ctx_trust(b);
+    hv_tls_ctx_free(b);
+
+    /* Verification off: another trust, so the session is not offered. */
+    char err[256];
+    hv_tls_ctx_t *c = NULL;
+    ASSERT_OK(hv_tls_ctx_new(NULL, 1, &c, err, sizeof(err)));
+    ASSERT(hv_tls_ctx_trust(c) != verified);
+    store_run_open(&r, c);
+    ASSERT_EQ(0, connect_once(&s, c));
+    store_run_close(&r, &st);
+    ASSERT_EQ(0, st.tls_sessions_loaded);
+    hv_tls_ctx_free(c);
+    server_free(&s);
+}
+
+TEST_IMPL(tls_damaged_session_in_the_store_means_a_full_handshake)
+{
+    if (!certs_usable())
+        RETURN_SKIP("the mbedtls test certificates are unusable (expired?)");
+    server_cfg_t s;
+    store_run_t r;
+    hv_recrawl_stats_t st;
+    hv_store_t *store;
+    char err[1024];
+    unsigned char junk[700];
+    server_setup(&s);
+    hv_tls_ctx_t *a = client_ctx(mbedtls_test_cas_pem);
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (unsigned char)(i * 31 + 5);
+    int64_t now = hv_now_unix_ms();
+    hv_store_session_t bad = {"localhost:443", junk, sizeof(junk), now, now + 60000,
+                              hv_tls_ctx_trust(a)};
+    ASSERT_OK(hv_store_open(hv_test_tmppath("tls-state"), 16 << 20, &store, err, sizeof(err)));
+    ASSERT_OK(hv_store_sessions_put(store, &bad, 1, now, 16, NULL));
+    hv_store_close(store);
+
+    store_run_open(&r, a);
+    ASSERT_EQ(0, connect_once(&s, a)); /* dropped at import: a full handshake */
+    ASSERT_EQ(1, connect_once(&s, a));
+    store_run_close(&r, &st);
+    ASSERT_EQ(0, st.tls_sessions_loaded);
+    ASSERT_EQ(1, st.tls_sessions_stored); /* the good one replaced it */
+    ASSERT_EQ(1, hv_tls_ctx_stats(a)->handshakes);
+    hv_tls_ctx_free(a);
     server_free(&s);
 }
 
