@@ -7,8 +7,8 @@ Environment (set by the Makefile):
   BENCH_DIR       work directory: corpus cache, PKI, nginx config and logs, URL lists, outputs,
                   results.json
   QUICK           1 for the short run (smaller corpus and runs)
-  BENCH_PHASES    some of "nginx latency stream recrawl block proxy h2" (default: all seven),
-                  to measure only those
+  BENCH_PHASES    some of "nginx latency stream recrawl block proxy h2 peers" (default: all
+                  eight), to measure only those
   BENCH_H2_FLAGS_H1, BENCH_H2_FLAGS_H2
                   the flags that pick the protocol in the h2 phase's two rows (default
                   "--http2 off" and "--http2 auto"); set both to "" for a harvestd without
@@ -34,6 +34,9 @@ What it measures (see README.md beside this file for the details and the reasons
      alternating; HTTPS direct and through tinyproxy's CONNECT, alternating too.
   9. HTTP/2: the HTTPS title run on one host at --per-host 16 with HTTP/1.1 and with HTTP/2
      (ALPN h2, an nginx with http2 on its TLS port), alternating.
+ 10. Peers: wrk, harvestd and GNU Wget2 against one nginx of the phase's own: HTTP and HTTPS
+     keep-alive, HTTPS with a full handshake per page; and harvestd re-crawling 200 hosts
+     (200 ports; QUICK 100) with TLS sessions kept from its previous run.
 Each harvestd run is checked record by record (every line ok, with the page's exact title).
 The table and the PASS/FAIL targets go to standard output, progress to standard error, and
 everything (raw numbers included) to BENCH_DIR/results.json.
@@ -90,6 +93,9 @@ if QUICK:
         "proxy_urls": 5_000,
         "proxy_https_urls": 2_000,
         "h2_urls": 5_000,
+        "peers_urls": 5_000,
+        "peers_handshake_urls": 500,
+        "peers_hosts": 100,
     }
 else:
     CONFIG = {
@@ -108,6 +114,9 @@ else:
         "proxy_urls": 20_000,
         "proxy_https_urls": 20_000,
         "h2_urls": 20_000,
+        "peers_urls": 20_000,
+        "peers_handshake_urls": 2_000,
+        "peers_hosts": 200,
     }
 CONFIG.update({
     "wrk_threads": 2,
@@ -152,6 +161,12 @@ CONFIG.update({
     # nginx closes an HTTP/2 connection (GOAWAY) after keepalive_requests streams, as it
     # closes an HTTP/1.1 one after that many requests: far above a run's 20,000.
     "h2_keepalive_requests": 100_000,
+    # The peers phase: GNU Wget2 fetching the same URL list as harvestd, bodies to /dev/null,
+    # HTTP/1.1 with keep-alive, this many threads (its own parallelism: one connection each).
+    "peers_wget2_threads": 32,
+    "peers_wget2_args": ["-q", "--no-config", "--no-robots", "--no-http2"],
+    # harvestd's full-handshake and kept-sessions runs: a new connection for every request.
+    "peers_tls_args": ["--http2", "off"],
 })
 CONFIG["big_args"] = CONFIG["rules_args"] + ["--links"]
 
@@ -176,12 +191,20 @@ TARGETS = {
     "h2_vs_h1": 1.0,
     "h2_cpu_vs_h1": 1.1,
     "h2_connections": (1, 2),
+    "peers_http_vs_wget2": 0.7,
+    "peers_https_vs_wget2": 0.5,
+    "peers_handshake_vs_wget2": 0.3,
+    # harvestd's rate with a full handshake per page before the handshakes' public-key steps
+    # went to crypto worker threads (one handshake at a time on the loop thread).
+    "peers_today_pages_per_s": 200,
+    "peers_handshake_vs_today": 2.0,
+    "peers_kept_vs_handshake": 3.0,
 }
 
 BIG_LABEL = "harvestd HTTP, rules, 0.5-2 MB pages"
 
 # In this order; BENCH_PHASES picks some of them.
-PHASES = ("nginx", "latency", "stream", "recrawl", "block", "proxy", "h2")
+PHASES = ("nginx", "latency", "stream", "recrawl", "block", "proxy", "h2", "peers")
 
 
 def log(msg):
@@ -556,6 +579,266 @@ class Proxy:
         if self.proc is not None:
             CHILDREN.stop(self.proc, signal.SIGTERM)
             self.proc = None
+
+
+# ---- the peers phase: an nginx of its own, GNU Wget2 ---------------------------------------
+
+# One nginx for every row of the phase: a keep-alive server (HTTP and HTTPS, as NGINX_CONF's),
+# a TLS port with no session cache, no tickets and one request per connection (a full
+# handshake per page), and `hosts` TLS ports with the session cache and tickets on and one
+# request per connection (the kept-sessions rows: a distinct host:port each). Every request is
+# logged, one write(2) a line, so that each client's requests can be counted (Wget2 reports
+# none of its own): port, connection serial number, requests on it, status, protocol, TLS
+# version, "r" when the TLS session was resumed, body bytes sent, the request URI.
+PEERS_NGINX_CONF = """\
+# Written by tests/bench/bench.py for one benchmark run (the peers phase).
+worker_processes 1;
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+worker_rlimit_nofile 8192;
+
+events {{
+    worker_connections 4096;
+}}
+
+http {{
+    log_format peers '$server_port $connection $connection_requests $status $server_protocol '
+                     '$ssl_protocol $ssl_session_reused $body_bytes_sent $request_uri';
+    access_log {dir}/access.log peers;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    gzip off;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    types {{ text/html html; }}
+    default_type application/octet-stream;
+    charset utf-8;
+    client_body_temp_path {dir}/tmp/body;
+    proxy_temp_path {dir}/tmp/proxy;
+    fastcgi_temp_path {dir}/tmp/fastcgi;
+    uwsgi_temp_path {dir}/tmp/uwsgi;
+    scgi_temp_path {dir}/tmp/scgi;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
+    ssl_session_timeout 1h;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    root {root};
+
+    # Keep-alive, HTTP and HTTPS.
+    server {{
+        listen 127.0.0.1:{http_port};
+        listen 127.0.0.1:{https_port} ssl;
+        server_name localhost;
+    }}
+
+    # A full handshake per page: nothing to resume, a new connection for every request.
+    server {{
+        listen 127.0.0.1:{full_port} ssl;
+        server_name localhost;
+        keepalive_requests 1;
+        ssl_session_cache off;
+        ssl_session_tickets off;
+    }}
+
+    # Kept sessions: one host per port, a new connection for every request, sessions
+    # resumable (the cache above and tickets; one server block, so one ticket key).
+    server {{
+{kept_listen}
+        server_name localhost;
+        keepalive_requests 1;
+        ssl_session_tickets on;
+    }}
+}}
+"""
+
+
+def free_port_run(n):
+    """The first of `n` consecutive ports of 127.0.0.1 that are all free now, below the
+    ephemeral range where possible (outgoing connections take their ports from it)."""
+    low = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    top = low - n if low - n > 10_000 else 65_535 - n
+    base = 20_000 if top > 20_000 else 1_025
+    while base <= top:
+        held = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                held.append(s)
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    base = port + 1
+                    break
+            else:
+                return base
+        finally:
+            for s in held:
+                s.close()
+    raise BenchError("no %d consecutive free ports on 127.0.0.1" % n)
+
+
+class PeersNginx(Nginx):
+    """The peers phase's nginx (PEERS_NGINX_CONF), in BENCH_DIR/nginx-peers/."""
+
+    def __init__(self, bench_dir, root, cert, key, hosts):
+        super().__init__(bench_dir, root, None, cert, key)
+        self.dir = os.path.join(bench_dir, "nginx-peers")
+        self.hosts = hosts
+        self.full_port = None
+        self.kept_ports = []
+
+    def start(self):
+        os.makedirs(os.path.join(self.dir, "tmp"), exist_ok=True)
+        base = free_port_run(self.hosts)
+        self.kept_ports = list(range(base, base + self.hosts))
+        taken = set(self.kept_ports)
+        ports = []
+        while len(ports) < 3:
+            p = free_port()
+            if p not in taken:
+                taken.add(p)
+                ports.append(p)
+        self.http_port, self.https_port, self.full_port = ports
+        self.access_log = os.path.join(self.dir, "access.log")
+        open(self.access_log, "w").close()
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(PEERS_NGINX_CONF.format(
+                dir=self.dir, http_port=self.http_port, https_port=self.https_port,
+                full_port=self.full_port, cert=self.cert, key=self.key, root=self.root,
+                kept_listen="\n".join("        listen 127.0.0.1:%d ssl;" % p
+                                      for p in self.kept_ports)))
+        errlog = os.path.join(self.dir, "error.log")
+        self.proc = CHILDREN.popen(["nginx", "-e", errlog, "-p", self.dir, "-c", conf],
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=open(os.path.join(self.dir, "stderr.log"), "wb"))
+        for port in ports + [self.kept_ports[0], self.kept_ports[-1]]:
+            if not wait_listening("127.0.0.1", port, self.proc):
+                raise BenchError("nginx did not start listening on 127.0.0.1:%d (see %s)"
+                                 % (port, errlog))
+
+    def log_offset(self):
+        try:
+            return os.path.getsize(self.access_log)
+        except OSError:
+            return 0
+
+    def log_lines(self, offset):
+        """The access log's lines from byte `offset`, each a dict (PEERS_NGINX_CONF's format)."""
+        out = []
+        try:
+            with open(self.access_log, "rb") as f:
+                f.seek(offset)
+                data = f.read()
+        except OSError:
+            return out
+        for raw in data.decode("utf-8", "replace").splitlines():
+            parts = raw.split(" ", 8)
+            if len(parts) != 9:
+                continue
+            port, conn, creq, status, proto, tls, reused, body, uri = parts
+            try:
+                out.append({"port": int(port), "conn": int(conn), "status": status,
+                            "proto": proto, "tls": tls, "reused": reused == "r",
+                            "body_bytes": int(body), "uri": uri})
+            except ValueError:
+                continue
+        return out
+
+    def requests_since(self, offset, ports, n=None, wait=3.0):
+        """What nginx logged on `ports` since `offset`. With `n`, the requests are those whose
+        URI ends in ?n=I (the numbered lists of the phase): each I in 1..n must have been
+        answered 200 exactly once; the log is read until all n are there or `wait` seconds
+        have passed (nginx logs a request after its response went out, so the last lines may
+        come a moment after the client exits)."""
+        ports = set(ports)
+        deadline = time.monotonic() + wait
+        while True:
+            lines = [ln for ln in self.log_lines(offset) if ln["port"] in ports]
+            if n is not None:
+                lines = [ln for ln in lines if re.search(r"[?&]n=\d+$", ln["uri"])]
+            if n is None or len(lines) >= n or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        out = {"requests": len(lines),
+               "connections": len({ln["conn"] for ln in lines}),
+               "tls_reused": sum(ln["reused"] for ln in lines),
+               "body_bytes": sum(ln["body_bytes"] for ln in lines),
+               "statuses": dict(collections.Counter(ln["status"] for ln in lines)),
+               "protocols": dict(collections.Counter(ln["proto"] for ln in lines)),
+               "tls_versions": dict(collections.Counter(ln["tls"] for ln in lines))}
+        if n is not None:
+            seen = collections.Counter(int(re.search(r"n=(\d+)$", ln["uri"]).group(1))
+                                       for ln in lines if ln["status"] == "200")
+            out["missing"] = sum(1 for i in range(1, n + 1) if i not in seen)
+            out["repeated"] = sum(c - 1 for c in seen.values() if c > 1)
+            out["not_200"] = sum(1 for ln in lines if ln["status"] != "200")
+        return out
+
+
+def run_timed(cmd, runs_dir, name, timeout, env=None):
+    """One client run, through /usr/bin/time as run_harvestd's (peak RSS), user+system CPU
+    from os.wait4(); stderr to runs/NAME.stderr."""
+    err_path = os.path.join(runs_dir, name + ".stderr")
+    rss_path = os.path.join(runs_dir, name + ".maxrss")
+    if os.path.exists(rss_path):
+        os.unlink(rss_path)
+    timed_out = threading.Event()
+    with open(err_path, "wb") as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_path] + cmd,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True, preexec_fn=_child_setup, env=env)
+
+        def on_timeout():
+            timed_out.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, on_timeout)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(proc.pid, 0)
+        except BaseException:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            raise
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    with open(err_path, encoding="utf-8", errors="replace") as f:
+        stderr_text = f.read()
+    maxrss_kib = None
+    try:
+        with open(rss_path) as f:
+            maxrss_kib = int([ln for ln in f.read().split("\n") if ln.strip()][-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"name": name, "command": cmd, "exit_status": proc.returncode,
+            "timed_out": timed_out.is_set(), "wall_s": wall, "cpu_user_s": ru.ru_utime,
+            "cpu_sys_s": ru.ru_stime, "peak_rss_kib": maxrss_kib,
+            "peak_rss_mib": maxrss_kib / 1024.0 if maxrss_kib is not None else None,
+            "stderr_tail": stderr_text[-2000:]}
+
+
+def wget2_version():
+    out = command_output(["wget2", "--version"]).splitlines()
+    m = re.search(r"Wget2 (\S+)", out[0]) if out else None
+    return m.group(1) if m else "unknown"
 
 
 # ---- wrk: the fetch limit ----------------------------------------------------------------------
@@ -1315,6 +1598,7 @@ class Bench:
         self.proxy = None
         self.proxy_log = []
         self.h2 = None
+        self.peers = None
 
     def fail_row(self, label, urls, why):
         self.rows.append({"label": label, "urls": urls, "check": "FAIL: " + why})
@@ -2158,6 +2442,391 @@ class Bench:
                     " ".join(CONFIG["h2_flags"]["h2"]) or "no flag",
                     "; ".join(rates), ", ".join(cpu), " | ".join(conns)))
 
+    # -- peers: wrk, harvestd and GNU Wget2 on one nginx
+
+    PEERS_MODES = ("http", "https", "full")
+    PEERS_MODE_NAMES = {"http": "HTTP keep-alive", "https": "HTTPS keep-alive",
+                        "full": "HTTPS full handshakes"}
+    PEERS_CLIENT_NAMES = {"wrk": "wrk", "harvestd": "harvestd", "wget2": "Wget2"}
+    PEERS_KEPT_LABEL = "peers: harvestd HTTPS kept sessions, 2nd run"
+
+    def _peers_label(self, client, mode):
+        return "peers: %s %s" % (self.PEERS_CLIENT_NAMES[client], self.PEERS_MODE_NAMES[mode])
+
+    def peers_phase(self):
+        """wrk, harvestd and Wget2 against one nginx of the phase's own (PEERS_NGINX_CONF), in
+        three sections: HTTP keep-alive, HTTPS keep-alive, HTTPS with a full handshake per page.
+        In each: wrk for wrk_seconds, then harvestd, Wget2, harvestd, Wget2 on the same
+        numbered URL list (?n=I on every line, so that Wget2 fetches every line), each row its
+        side's best run. Then the kept-sessions rows: harvestd twice over one --state-dir on
+        `peers_hosts` TLS ports (one page each), the second run the row; twice, each pair on a
+        fresh state directory."""
+        counts = {"http": CONFIG["peers_urls"], "https": CONFIG["peers_urls"],
+                  "full": CONFIG["peers_handshake_urls"]}
+        hosts = CONFIG["peers_hosts"]
+        self.peers = {"urls": counts, "hosts": hosts, "wrk": {}, "wrk_rows": {},
+                      "runs": {(c, m): [] for c in ("harvestd", "wget2") for m in self.PEERS_MODES},
+                      "kept_pairs": []}
+        wget2_missing = None if shutil.which("wget2") else \
+            "wget2 is not installed (listed in third_party/packages.txt; `make deps` installs it)"
+        nginx = PeersNginx(self.dir, self.root, self.cert, self.key, hosts)
+        try:
+            try:
+                nginx.start()
+            except BenchError as e:
+                for mode in self.PEERS_MODES:
+                    for client in ("wrk", "harvestd", "wget2"):
+                        self.fail_row(self._peers_label(client, mode), counts[mode], str(e))
+                self.fail_row(self.PEERS_KEPT_LABEL, hosts, str(e))
+                return
+            workers = proc_children(nginx.proc.pid)
+            bases = {"http": "http://127.0.0.1:%d" % nginx.http_port,
+                     "https": "https://127.0.0.1:%d" % nginx.https_port,
+                     "full": "https://127.0.0.1:%d" % nginx.full_port}
+            ports = {"http": nginx.http_port, "https": nginx.https_port, "full": nginx.full_port}
+            sizes = {r[0]: r[1] for r in self.index}
+            home = os.path.join(self.dir, "peers", "wget2-home")
+            os.makedirs(home, exist_ok=True)
+            env = dict(os.environ, HOME=home)   # Wget2's HSTS/HPKP/OCSP files go there
+            self.peers["wget2_version"] = wget2_version() if not wget2_missing else None
+            self.header.append(
+                "peers: nginx with an access log, keep-alive %s and %s, full handshakes %s "
+                "(keepalive_requests 1, no session cache or tickets), %d kept-session ports "
+                "%d-%d (cache and tickets, keepalive_requests 1); harvestd %s (full handshakes "
+                "and kept sessions also %s; --tls-workers default, one per CPU); Wget2 %s: "
+                "wget2 %s --max-threads=%d [--ca-certificate=CA] -O /dev/null -i LIST" % (
+                    bases["http"], bases["https"], bases["full"], hosts, nginx.kept_ports[0],
+                    nginx.kept_ports[-1], " ".join(CONFIG["nginx_args"]),
+                    " ".join(CONFIG["peers_tls_args"]), self.peers["wget2_version"] or "missing",
+                    " ".join(CONFIG["peers_wget2_args"]), CONFIG["peers_wget2_threads"]))
+            # As in the other phases: a first pass, not reported, brings the corpus into the
+            # page cache, so that the first run compared does not measure the disk.
+            n = counts["http"]
+            run_harvestd(self.bin, self.runs_dir, "peers-warmup-%d" % n,
+                         [bases["http"] + self.paths[i % len(self.paths)] for i in range(n)],
+                         cycling_counts(n, bases["http"], self.paths), lambda u: None,
+                         CONFIG["nginx_args"], timeout=120 + n // 100)
+            for mode in self.PEERS_MODES:
+                n = counts[mode]
+                urls = ["%s%s?n=%d" % (bases[mode], self.paths[(i - 1) % len(self.paths)], i)
+                        for i in range(1, n + 1)]
+                list_file = os.path.join(self.runs_dir, "peers-%s-%d.list" % (mode, n))
+                with open(list_file, "w") as f:
+                    f.writelines(u + "\n" for u in urls)
+                want_bytes = sum(sizes[self.paths[(i - 1) % len(self.paths)]]
+                                 for i in range(1, n + 1))
+                self._peers_wrk(nginx, mode, bases[mode], ports[mode])
+                for k in (1, 2):
+                    self.peers["runs"][("harvestd", mode)].append(
+                        self._peers_harvestd(nginx, workers, mode, urls, ports[mode], k))
+                    if wget2_missing:
+                        continue
+                    self.peers["runs"][("wget2", mode)].append(
+                        self._peers_wget2(nginx, workers, mode, list_file, n, ports[mode], env,
+                                          k, want_bytes))
+            for k in (1, 2):
+                self.peers["kept_pairs"].append(self._peers_kept(nginx, workers, k))
+        finally:
+            nginx.stop()
+        self._peers_rows(wget2_missing)
+
+    def _peers_wrk(self, nginx, mode, base, port):
+        label = self._peers_label("wrk", mode)
+        errors0 = nginx.error_count()
+        offset = nginx.log_offset()
+        try:
+            w = run_wrk(base, self.paths_file, CONFIG["wrk_seconds"])
+        except BenchError as e:
+            self.peers["wrk_rows"][mode] = {"label": label, "urls": None,
+                                            "check": "FAIL: " + str(e)}
+            self.broken.append("%s: %s" % (label, e))
+            return
+        # wrk stops with requests in flight: let nginx finish (and log) them before the next run.
+        time.sleep(0.5)
+        w["nginx_log"] = nginx.requests_since(offset, [port], wait=0)
+        self._nginx_errors(nginx, errors0, w)
+        self.peers["wrk"][mode] = w
+        log_ = w["nginx_log"]
+        detail = "%s conns%s" % (fmt_num(log_["connections"]), self._peers_tls_text(log_))
+        self.peers["wrk_rows"][mode] = {
+            "label": label, "urls": w["pages"], "pages_per_s": w["pages_per_s"],
+            "check": ("ok; " if w["ok"] else "FAIL: " + w["why"] + "; ") + detail}
+        if not w["ok"]:
+            self.broken.append("%s: %s" % (label, w["why"]))
+
+    @staticmethod
+    def _peers_tls_text(log_):
+        tls = [v for v in log_.get("tls_versions", {}) if v != "-"]
+        return (", " + "/".join(sorted(tls))) if tls else ""
+
+    def _peers_harvestd(self, nginx, workers, mode, urls, port, k):
+        n = len(urls)
+        cut = len(urls[0]) - len(urls[0].split("/", 3)[3]) - 1   # scheme://host:port
+        name = "peers-harvestd-%s-%d-%d" % (mode, n, k)
+        extra = list(CONFIG["nginx_args"])
+        if mode != "http":
+            extra += ["--ca-file", self.ca]
+        if mode == "full":
+            extra += CONFIG["peers_tls_args"]
+        counts = collections.Counter(urls)
+
+        def check(path):
+            return check_records(path, counts,
+                                 lambda u: self.titles.get(u[cut:].split("?", 1)[0]))
+
+        errors0 = nginx.error_count()
+        offset = nginx.log_offset()
+        nginx0 = [proc_cpu_s(w) for w in workers]
+        res = run_harvestd(self.bin, self.runs_dir, name, urls, None, None, extra,
+                           timeout=120 + (n // 10 if mode == "full" else n // 100), check=check)
+        nginx1 = [proc_cpu_s(w) for w in workers]
+        res["nginx_cpu_s"] = sum(b - a for a, b in zip(nginx0, nginx1)
+                                 if a is not None and b is not None) if workers else None
+        res["nginx_log"] = nginx.requests_since(offset, [port], n=n)
+        self._nginx_errors(nginx, errors0, res)
+        self.harvest[name] = res
+        if res["broke"]:
+            self.broken.append("%s %d: %s" % (self._peers_label("harvestd", mode), n, res["why"]))
+        return res
+
+    def _peers_wget2(self, nginx, workers, mode, list_file, n, port, env, k, want_bytes):
+        """One Wget2 run over the numbered list: it reports nothing itself, so nginx's log says
+        whether every line was fetched (200, exactly once, HTTP/1.1, every body whole: nginx
+        sent `want_bytes` of bodies in all)."""
+        name = "peers-wget2-%s-%d-%d" % (mode, n, k)
+        cmd = ["wget2"] + CONFIG["peers_wget2_args"] + [
+            "--max-threads=%d" % CONFIG["peers_wget2_threads"]]
+        if mode != "http":
+            cmd.append("--ca-certificate=" + self.ca)
+        cmd += ["-O", "/dev/null", "-i", list_file]
+        log("wget2 %s: %d URLs" % (name, n))
+        errors0 = nginx.error_count()
+        offset = nginx.log_offset()
+        nginx0 = [proc_cpu_s(w) for w in workers]
+        timeout = 120 + (n // 10 if mode == "full" else n // 100)
+        res = run_timed(cmd, self.runs_dir, name, timeout, env=env)
+        nginx1 = [proc_cpu_s(w) for w in workers]
+        res["nginx_cpu_s"] = sum(b - a for a, b in zip(nginx0, nginx1)
+                                 if a is not None and b is not None) if workers else None
+        wall = res["wall_s"]
+        res.update(urls=n, pages_per_s=n / wall if wall > 0 else 0.0,
+                   cpu_s_per_1k=1000.0 * (res["cpu_user_s"] + res["cpu_sys_s"]) / n)
+        log_ = res["nginx_log"] = nginx.requests_since(offset, [port], n=n)
+        problems = []
+        res["broke"] = res["timed_out"] or res["exit_status"] != 0
+        if res["timed_out"]:
+            problems.append("timed out after %d s (killed)" % timeout)
+        elif res["exit_status"] != 0:
+            last = [ln for ln in res["stderr_tail"].splitlines() if ln.strip()][-1:]
+            problems.append("exit status %d%s" % (res["exit_status"],
+                                                  ": " + last[0][:160] if last else ""))
+        if log_["missing"]:
+            problems.append("%d of %d lines not answered 200 at nginx" % (log_["missing"], n))
+        if log_["not_200"]:
+            problems.append("%d requests not 200 (%s)" % (log_["not_200"], log_["statuses"]))
+        if log_["repeated"]:
+            problems.append("%d lines fetched more than once" % log_["repeated"])
+        if log_["body_bytes"] != want_bytes:
+            problems.append("nginx sent {:,} bytes of bodies, not {:,}".format(
+                log_["body_bytes"], want_bytes))
+        other = {p: c for p, c in log_["protocols"].items() if p != "HTTP/1.1"}
+        if other:
+            problems.append("requests not HTTP/1.1: %s" % other)
+        res["ok"] = not problems
+        res["why"] = "; ".join(problems)
+        self._nginx_errors(nginx, errors0, res)
+        if res["broke"]:
+            self.broken.append("%s %d: %s" % (self._peers_label("wget2", mode), n, res["why"]))
+        return res
+
+    def _peers_kept(self, nginx, workers, k):
+        """Two harvestd runs over one fresh --state-dir on the kept-session ports, one page
+        per host:port; the second re-crawls (conditional requests) and may resume the TLS
+        sessions the first one kept."""
+        ports = nginx.kept_ports
+        base = "https://127.0.0.1:%d"
+        urls = ["%s%s" % (base % p, self.paths[i % len(self.paths)]) for i, p in enumerate(ports)]
+        counts = collections.Counter(urls)
+        state = os.path.join(self.runs_dir, "peers-kept-state-%d" % k)
+        shutil.rmtree(state, ignore_errors=True)
+        extra = CONFIG["nginx_args"] + CONFIG["peers_tls_args"] + [
+            "--ca-file", self.ca, "--recrawl", "conditional", "--state-dir", state]
+
+        def check(path):
+            return check_records(path, counts, lambda u: self.titles.get(
+                "/" + u.split("/", 3)[3]))
+
+        pair = {}
+        for which in ("first", "second"):
+            name = "peers-kept-%d-%s-%d" % (len(urls), which, k)
+            errors0 = nginx.error_count()
+            offset = nginx.log_offset()
+            nginx0 = [proc_cpu_s(w) for w in workers]
+            res = run_harvestd(self.bin, self.runs_dir, name, urls, None, None, extra,
+                               timeout=120 + len(urls) // 10, check=check)
+            nginx1 = [proc_cpu_s(w) for w in workers]
+            res["nginx_cpu_s"] = sum(b - a for a, b in zip(nginx0, nginx1)
+                                     if a is not None and b is not None) if workers else None
+            time.sleep(0.2)   # the last requests' log lines
+            res["nginx_log"] = nginx.requests_since(offset, ports, wait=0)
+            self._nginx_errors(nginx, errors0, res)
+            self.harvest[name] = res
+            if res["broke"]:
+                self.broken.append("%s (%s run %d): %s" % (self.PEERS_KEPT_LABEL, which, k,
+                                                          res["why"]))
+            pair[which] = res
+        return pair
+
+    @staticmethod
+    def _peers_tls(res):
+        summ = res.get("summary") or {}
+        return summ.get("tls_resumed"), summ.get("tls_handshakes")
+
+    def _peers_rows(self, wget2_missing):
+        """Per section: wrk's row, then harvestd's and Wget2's (each its best of 2, against
+        wrk's rate in "vs fetch"); then the kept-sessions row (the best second run)."""
+        p = self.peers
+        p["best"] = {}
+        for mode in self.PEERS_MODES:
+            wrk = p["wrk"].get(mode)
+            for client in ("harvestd", "wget2"):
+                runs = p["runs"][(client, mode)]
+                done = [r for r in runs if not r["broke"]]
+                if len(done) < 2:
+                    continue
+                b = max(done, key=lambda r: r["pages_per_s"])
+                b["vs_fetch"] = b["pages_per_s"] / wrk["pages_per_s"] \
+                    if wrk and wrk["pages_per_s"] else None
+                whys = list(dict.fromkeys(r["why"] for r in done if not r["ok"]))
+                p["best"][(client, mode)] = {"best": b, "ok": not whys, "whys": whys,
+                                             "rates": [r["pages_per_s"] for r in runs]}
+        for mode in self.PEERS_MODES:
+            if mode in p["wrk_rows"]:
+                self.rows.append(p["wrk_rows"][mode])
+            for client in ("harvestd", "wget2"):
+                label = self._peers_label(client, mode)
+                side = p["best"].get((client, mode))
+                if client == "wget2" and wget2_missing:
+                    self.fail_row(label, p["urls"][mode], wget2_missing)
+                    continue
+                if not side:   # the broken runs are in self.broken already
+                    self.rows.append({"label": label, "urls": p["urls"][mode], "check": "FAIL: " + (
+                        "; ".join(r["why"] for r in p["runs"][(client, mode)] if r["broke"])
+                        or "not run")})
+                    continue
+                b = side["best"]
+                log_ = b["nginx_log"]
+                parts = ["ok" if side["ok"] else "FAIL: " + "; ".join(side["whys"])]
+                if client == "harvestd":
+                    w2 = p["best"].get(("wget2", mode))
+                    if w2:
+                        parts.append("{:.2f}x Wget2".format(b["pages_per_s"] /
+                                                             w2["best"]["pages_per_s"]))
+                    if mode == "full":
+                        parts.append("{:.2f}x today's {}".format(
+                            b["pages_per_s"] / TARGETS["peers_today_pages_per_s"],
+                            TARGETS["peers_today_pages_per_s"]))
+                    summ = b.get("summary") or {}
+                    conns = "%s conns" % fmt_num(summ.get("connections_opened"))
+                    if mode != "http":
+                        conns += ", %s handshakes (%s resumed)" % (
+                            fmt_num(summ.get("tls_handshakes")), fmt_num(summ.get("tls_resumed")))
+                    parts.append(conns + self._peers_tls_text(log_))
+                    self.rows.append(harvest_row(label + " (best of 2)", b, "; ".join(parts)))
+                else:
+                    parts.append("%s/%s lines 200 once at nginx, %s MB, %s conns%s" % (
+                        fmt_num(log_["requests"] - log_["not_200"] - log_["repeated"]),
+                        fmt_num(b["urls"]), fmt_num(log_["body_bytes"] / 1e6),
+                        fmt_num(log_["connections"]),
+                        self._peers_tls_text(log_)))
+                    if log_.get("tls_reused"):
+                        parts.append("%s resumed" % fmt_num(log_["tls_reused"]))
+                    self.rows.append({"label": label + " (best of 2)", "urls": b["urls"],
+                                      "pages_per_s": b["pages_per_s"],
+                                      "cpu_s_per_1k": b["cpu_s_per_1k"],
+                                      "peak_rss_mib": b["peak_rss_mib"],
+                                      "vs_fetch": b.get("vs_fetch"),
+                                      "check": "; ".join(parts)})
+        # The kept-sessions row: the best of the second runs.
+        pairs = [pr for pr in p["kept_pairs"] if pr.get("second") and not pr["second"]["broke"]]
+        if not p["kept_pairs"]:
+            return   # nginx did not start: failed above
+        if not pairs:
+            self.rows.append({"label": self.PEERS_KEPT_LABEL, "urls": p["hosts"],
+                              "check": "FAIL: " + ("; ".join(
+                                  r["why"] for pr in p["kept_pairs"] for r in pr.values()
+                                  if r["broke"]) or "not run")})
+            return
+        best = max(pairs, key=lambda pr: pr["second"]["pages_per_s"])
+        b = best["second"]
+        resumed, handshakes = self._peers_tls(b)
+        full = p["best"].get(("harvestd", "full"))
+        whys = list(dict.fromkeys(r["why"] for pr in p["kept_pairs"] for r in pr.values()
+                                  if not r["ok"]))
+        p["kept"] = {"best": b, "first": best["first"], "ok": not whys,
+                     "first_rates": [pr["first"]["pages_per_s"] for pr in p["kept_pairs"]
+                                     if pr.get("first")],
+                     "second_rates": [pr["second"]["pages_per_s"] for pr in p["kept_pairs"]
+                                      if pr.get("second")],
+                     "tls_resumed": resumed, "tls_handshakes": handshakes,
+                     "ratio": b["pages_per_s"] / full["best"]["pages_per_s"] if full else None}
+        if resumed is None:
+            tls = "no tls_resumed in harvestd's summary (handshakes %s)" % fmt_num(handshakes)
+        elif resumed == 0:
+            tls = "resumed NO session: tls_resumed 0, tls_handshakes %s" % fmt_num(handshakes)
+        else:
+            tls = "tls_resumed %s, tls_handshakes %s" % (fmt_num(resumed), fmt_num(handshakes))
+        parts = ["FAIL: " + "; ".join(whys) if whys else "ok", tls]
+        if p["kept"]["ratio"] is not None:
+            parts.append("{:.2f}x full handshakes".format(p["kept"]["ratio"]))
+        self.rows.append(harvest_row(self.PEERS_KEPT_LABEL + " (best of 2)", b, "; ".join(parts)))
+
+    def _peers_note(self):
+        p = getattr(self, "peers", None)
+        if not p or not p.get("best"):
+            return None
+        sections = []
+        for mode in self.PEERS_MODES:
+            rates, cpu = [], []
+            for client in ("harvestd", "wget2"):
+                side = p["best"].get((client, mode))
+                if not side:
+                    continue
+                name = self.PEERS_CLIENT_NAMES[client]
+                rates.append("%s %s" % (name, " and ".join(fmt_num(r) for r in side["rates"])))
+                b = side["best"]
+                cpu.append("%s %s/%s" % (name, fmt_num(b["cpu_s_per_1k"], "{:.3f}"), fmt_num(
+                    1000.0 * b["nginx_cpu_s"] / b["urls"] if b.get("nginx_cpu_s") is not None
+                    else None, "{:.3f}")))
+            w = p["wrk"].get(mode)
+            sections.append("%s (%s URLs): pages/s %s%s; CPU s/1k of the best runs, client/"
+                            "nginx: %s" % (
+                                self.PEERS_MODE_NAMES[mode], fmt_num(p["urls"][mode]),
+                                "; ".join(rates),
+                                "; wrk %s MB/s" % fmt_num(w["mb_per_s"]) if w else "",
+                                ", ".join(cpu)))
+        kept = p.get("kept")
+        if kept:
+            runs = []
+            for pr in p["kept_pairs"]:
+                texts = []
+                for which in ("first", "second"):
+                    r = pr.get(which)
+                    if not r or r["broke"]:
+                        texts.append("%s broke" % which)
+                        continue
+                    resumed, handshakes = self._peers_tls(r)
+                    texts.append("%s %s pages/s (%s handshakes, %s resumed; nginx: %s "
+                                 "resumed, statuses %s)" % (
+                                     which, fmt_num(r["pages_per_s"]), fmt_num(handshakes),
+                                     fmt_num(resumed), fmt_num(r["nginx_log"]["tls_reused"]),
+                                     r["nginx_log"]["statuses"]))
+                runs.append(", ".join(texts))
+            sections.append("kept sessions (%d hosts, one page each, --recrawl conditional, one "
+                            "--state-dir per pair): %s" % (p["hosts"], " | ".join(runs)))
+        return ("peers: wrk once, then harvestd and Wget2 alternating twice per section after an "
+                "unreported warm-up, the rows each side's best: " + " | ".join(sections))
+
     # -- targets and report
 
     def targets(self):
@@ -2344,6 +3013,75 @@ class Bench:
                 target(name, False, "not measured (no connections_opened in harvestd's summary)")
         else:
             target(name, False, "not measured")
+        self._peers_targets(target)
+        return out
+
+    def _peers_targets(self, target):
+        p = self.peers or {}
+        best = p.get("best") or {}
+        for mode, key in (("http", "peers_http_vs_wget2"), ("https", "peers_https_vs_wget2"),
+                          ("full", "peers_handshake_vs_wget2")):
+            name = "peers: harvestd {} >= {:.1f}x Wget2's pages/s".format(
+                self.PEERS_MODE_NAMES[mode], TARGETS[key])
+            hv, wg = best.get(("harvestd", mode)), best.get(("wget2", mode))
+            if hv and wg:
+                ratio = hv["best"]["pages_per_s"] / wg["best"]["pages_per_s"]
+                both = hv["ok"] and wg["ok"]
+                target(name, both and ratio >= TARGETS[key],
+                       "{:.2f}x ({:,.0f} / {:,.0f} pages/s, best of 2 each{})".format(
+                           ratio, hv["best"]["pages_per_s"], wg["best"]["pages_per_s"],
+                           "" if both else ", a run FAILED"))
+            else:
+                target(name, False, "not measured")
+        today = TARGETS["peers_today_pages_per_s"]
+        name = ("peers: harvestd HTTPS full handshakes >= {:.1f}x today's rate ({} pages/s, "
+                "measured before the crypto workers)").format(TARGETS["peers_handshake_vs_today"],
+                                                             today)
+        hv = best.get(("harvestd", "full"))
+        if hv:
+            ratio = hv["best"]["pages_per_s"] / today
+            target(name, hv["ok"] and ratio >= TARGETS["peers_handshake_vs_today"],
+                   "{:.2f}x ({:,.0f} / {} pages/s, best of 2{})".format(
+                       ratio, hv["best"]["pages_per_s"], today,
+                       "" if hv["ok"] else ", a run FAILED"))
+        else:
+            target(name, False, "not measured")
+        name = "peers: kept sessions (2nd run) >= {:.1f}x the full-handshake row's pages/s".format(
+            TARGETS["peers_kept_vs_handshake"])
+        kept = p.get("kept")
+        if kept and hv:
+            ok = kept["ok"] and hv["ok"]
+            target(name, ok and kept["ratio"] >= TARGETS["peers_kept_vs_handshake"],
+                   "{:.2f}x ({:,.0f} / {:,.0f} pages/s; tls_resumed {} of tls_handshakes {}{}{})"
+                   .format(kept["ratio"], kept["best"]["pages_per_s"], hv["best"]["pages_per_s"],
+                           fmt_num(kept["tls_resumed"]), fmt_num(kept["tls_handshakes"]),
+                           ": no session resumed" if not kept["tls_resumed"] else "",
+                           "" if ok else ", a run FAILED"))
+        else:
+            target(name, False, "not measured")
+
+    def _peers_results(self):
+        """The peers phase for results.json: every run with its raw numbers (names for the
+        harvestd runs, which are under "harvestd" too)."""
+        p = self.peers
+        if not p:
+            return None
+
+        def side_key(k):
+            return "%s-%s" % k
+
+        out = {"urls": p["urls"], "hosts": p["hosts"], "wget2_version": p.get("wget2_version"),
+               "wrk": p["wrk"],
+               "runs": {side_key(k): [r["name"] if k[0] == "harvestd" else r for r in v]
+                        for k, v in p["runs"].items()},
+               "best": {side_key(k): {"best": v["best"]["name"], "ok": v["ok"],
+                                      "rates": v["rates"]}
+                        for k, v in (p.get("best") or {}).items()},
+               "kept_pairs": [{w: r["name"] for w, r in pr.items()} for pr in p["kept_pairs"]]}
+        kept = p.get("kept")
+        if kept:
+            out["kept"] = {k: (v["name"] if k in ("best", "first") else v)
+                           for k, v in kept.items()}
         return out
 
     @staticmethod
@@ -2475,6 +3213,9 @@ class Bench:
         h2_note = self._h2_note()
         if h2_note:
             notes.append(h2_note)
+        peers_note = self._peers_note()
+        if peers_note:
+            notes.append(peers_note)
         big = [(n, self.harvest.get("big-%d" % n)) for n in CONFIG["big_runs"]]
         big = [(n, r) for n, r in big if r and not r["broke"]]
         if big:
@@ -2487,7 +3228,8 @@ class Bench:
         notes.append("pages/s: URLs / wall time of the harvestd process (start-up and exit "
                      "included); CPU: user+sys per 1,000 pages; RSS: /usr/bin/time %M")
         notes.append("vs fetch: harvestd / wrk on the same scheme (latency run: / concurrency/"
-                     "latency); vs parse: harvestd / gumbo parse limit")
+                     "latency; peers rows: the client / wrk in the same section); vs parse: "
+                     "harvestd / gumbo parse limit")
         lines.extend(notes)
         total = time.monotonic() - started
         lines.append("benchmark wall time %.0f s; raw numbers in %s" % (
@@ -2498,7 +3240,7 @@ class Bench:
         print(text, flush=True)
         self.results.update(header=self.header, rows=self.rows, targets=targets, table=table,
                             text=text, notes=notes, broken=self.broken, harvestd=self.harvest,
-                            proxy_log=self.proxy_log,
+                            proxy_log=self.proxy_log, peers=self._peers_results(),
                             h2={m: {k: (v["name"] if k == "best" else v) for k, v in side.items()}
                                 for m, side in (self.h2 or {}).items() if m in ("h1", "h2")},
                             wall_s=round(total, 1), finished_at=datetime.datetime.now(
