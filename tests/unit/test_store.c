@@ -873,7 +873,7 @@ TEST_IMPL(store_tls_sessions_are_capped_oldest_first)
     hv_store_t *st = open_store("sessions-cap", 16 << 20);
     unsigned char blob[100] = {9}, buf[HV_STORE_SESSION_MAX];
     hv_store_session_t got, in[10];
-    char names[10][16];
+    char names[10][24];
     hv_store_stats_t s;
     uint64_t dropped = 0;
     int64_t now = hv_now_unix_ms();
