@@ -41,6 +41,21 @@ static void on_tcp_retired(uv_handle_t *h);
 static void on_he_timer(uv_timer_t *t);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Read the socket exactly when someone wants its bytes (the owner, or the conn for an
+ * opening layer: `_reading`) and no layer holds it (`_held`). */
+static void sock_sync(hv_conn_t *c)
+{
+    int want = c->_reading && !c->_held && c->_sock != NULL &&
+               (c->state == HV_CONN_HANDSHAKING || c->state == HV_CONN_OPEN);
+    if (want && !c->_sock_on) {
+        if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
+            c->_sock_on = 1;
+    } else if (!want && c->_sock_on) {
+        uv_read_stop((uv_stream_t *)c->_sock);
+        c->_sock_on = 0;
+    }
+}
 static void on_write_cb(uv_write_t *req, int status);
 static void open_layer(hv_conn_t *c, hv_cf_t *cf);
 static void quickack(hv_conn_t *c);
@@ -245,9 +260,8 @@ static void on_connected(uv_connect_t *req, int status)
         return;
     }
     set_state(c, HV_CONN_HANDSHAKING);
-    c->_reading = 0;
-    if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
-        c->_reading = 1;
+    c->_reading = 1;
+    sock_sync(c);
     open_layer(c, c->_bottom);
 }
 
@@ -508,8 +522,8 @@ void hv_conn_read_start(hv_conn_t *c)
 {
     if (c->state != HV_CONN_OPEN || c->_reading)
         return;
-    if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
-        c->_reading = 1;
+    c->_reading = 1;
+    sock_sync(c);
     /* Data a layer holds while paused produces no socket event: deliver it from the loop
      * (not from inside this call, which an owner may make mid-callback). */
     for (hv_cf_t *cf = c->_bottom; c->_reading && cf != NULL; cf = cf->above)
@@ -523,8 +537,8 @@ void hv_conn_read_stop(hv_conn_t *c)
         uv_idle_stop(&c->_later);
     if (!c->_reading)
         return;
-    uv_read_stop((uv_stream_t *)c->_sock);
     c->_reading = 0;
+    sock_sync(c);
 }
 
 void hv_conn_set_owner(hv_conn_t *c, const hv_conn_cbs_t *cbs, void *data)
@@ -658,17 +672,10 @@ void hv_cf_fail_with(hv_cf_t *cf, int err, hv_detail_t code, const char *arg)
 void hv_cf_hold(hv_cf_t *cf, int hold)
 {
     hv_conn_t *c = cf->conn;
-    if (c->state != HV_CONN_HANDSHAKING)
+    if (c->state != HV_CONN_HANDSHAKING && c->state != HV_CONN_OPEN)
         return;
-    if (hold && c->_reading) {
-        uv_read_stop((uv_stream_t *)c->_sock);
-        c->_reading = 0;
-        c->_held = 1;
-    } else if (!hold && c->_held) {
-        c->_held = 0;
-        if (uv_read_start((uv_stream_t *)c->_sock, on_alloc, on_read) == 0)
-            c->_reading = 1;
-    }
+    c->_held = hold;
+    sock_sync(c);
 }
 
 int hv_cf_reading(const hv_cf_t *cf)

@@ -136,8 +136,10 @@ struct hv_conn_s {
     int _last_err;              /* the last of those connects' errors */
     hv_addr_class_t _blocked;   /* the first address the guard refused, HV_ADDR_PUBLIC if none */
     uint16_t _port;
-    int _reading;
-    int _held;                  /* a layer opening asked that the socket not be read */
+    int _reading;               /* bytes are wanted: by the owner once open, by the layers
+                                   while they open */
+    int _held;                  /* a layer works on what it has: the socket waits meanwhile */
+    int _sock_on;               /* the socket is being read (uv_read_start) */
     int _quickack;              /* ACK every read at once (a layer asked: hv_cf_quickack()) */
     hv_handles_t _handles;      /* the tcp racers, timer, delay, idle: the memory goes when
                                    all have closed */
@@ -251,8 +253,8 @@ int hv_cf_conn_open(const hv_cf_t *cf);
  *  ACK: for a layer whose peer relays in small writes that wait for our ACK (a proxy's
  *  tunnel without TCP_NODELAY: the last piece of each answer would wait up to 40 ms). */
 void hv_cf_quickack(hv_cf_t *cf);
-/** While a layer opening works on what it received elsewhere (a TLS handshake step on a
- *  crypto worker), the socket is not read for it: hold (1), then release (0). */
+/** While a layer works on what it received elsewhere (a TLS step on a crypto worker), the
+ *  socket is not read, whatever the owner asks meanwhile: hold (1), then release (0). */
 void hv_cf_hold(hv_cf_t *cf, int hold);
 /** Whether the connection is closing (a layer's own asynchronous work ends quietly then). */
 int hv_cf_conn_closing(const hv_cf_t *cf);
