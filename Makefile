@@ -269,12 +269,14 @@ asan: deps
 ubsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-ubsan SANITIZER=undefined test integration
 
-# The unit tests, then the integration tests whose runs use the TLS crypto workers (every
-# https test: the handshakes run on them) under ThreadSanitizer.
+# The unit tests (ThreadSanitizer makes the 40 MiB record tests take ~25 s: 120 s each), then
+# the integration tests whose runs use the TLS crypto workers (every https test: the
+# handshakes run on them) under ThreadSanitizer.
 TSAN_INTEGRATION = tests/integration/test_30_tls.py tests/integration/test_27_http2.py \
                    tests/integration/test_99_proxy.py
 tsan: deps
-	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread test
+	@HV_TEST_TIMEOUT=$${HV_TEST_TIMEOUT:-120} \
+	    $(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread test
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread integration \
 	    INTEGRATION_TESTS="$(TSAN_INTEGRATION)"
 
