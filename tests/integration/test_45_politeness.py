@@ -354,7 +354,13 @@ def test_45_22_host_section_overrides_one_host(run_harvestd, origins, tmp_path):
     assert all(r["status"] == "ok" for r in run.records), run.records
     s_times = slow.times("/page?")
     assert len(s_times) == 5
-    assert min(gaps(s_times)) >= 0.3 - SLACK, gaps(s_times)
+    # host_delay is between request starts in harvestd; the server sees the first request only
+    # once its connection is made (the next ones reuse it), which a sanitizer build can slow
+    # by some tens of ms: that gap alone gets the allowance. Without the delay the gaps would
+    # be the 0.1 s answers.
+    g = gaps(s_times)
+    assert g[0] >= 0.3 - SLACK - 0.03 * SLOWDOWN, g
+    assert min(g[1:]) >= 0.3 - SLACK, g
     assert slow.snapshot()["max_inflight"] == 1
     f_times = sorted(fast.times("/page?"))
     assert fast.snapshot()["max_inflight"] == 4
