@@ -553,12 +553,18 @@ static void conn_closed(hv_fetch_t *f, hv_proxy_stats_t *ps)
 
 /* ---- request lifecycle ---- */
 
-static void arm(hv_req_t *r, uint64_t phase_ms)
+/* How long until `r`'s timer for a phase of `phase_ms` fires: the phase, or what is left of
+ * the job's total deadline when that comes first (then r->timer_total says so). */
+static uint64_t phase_timeout(hv_req_t *r, uint64_t now, uint64_t phase_ms)
 {
-    uint64_t now = uv_now(r->f->loop);
     uint64_t left = r->job->deadline_ms > now ? r->job->deadline_ms - now : 1;
     r->timer_total = left <= phase_ms;
-    hv_conn_set_timer(r->conn, r->timer_total ? left : phase_ms);
+    return r->timer_total ? left : phase_ms;
+}
+
+static void arm(hv_req_t *r, uint64_t phase_ms)
+{
+    hv_conn_set_timer(r->conn, phase_timeout(r, uv_now(r->f->loop), phase_ms));
 }
 
 static void unqueue(hv_req_t *r)
@@ -1512,9 +1518,7 @@ static void h2_pump(h2c_t *hc)
 static void h2_arm(hv_req_t *r, uint64_t phase_ms)
 {
     uint64_t now = uv_now(r->f->loop);
-    uint64_t left = r->job->deadline_ms > now ? r->job->deadline_ms - now : 1;
-    r->timer_total = left <= phase_ms;
-    hv_h2_set_deadline(r->h2c->h2, r->sid, now + (r->timer_total ? left : phase_ms));
+    hv_h2_set_deadline(r->h2c->h2, r->sid, now + phase_timeout(r, now, phase_ms));
 }
 
 static int h2_on_field(void *sd, const char *name, size_t nlen, const char *value, size_t vlen);

@@ -113,15 +113,13 @@ static void enter(hv_h2_t *s)
     s->depth++;
 }
 
-/* Leave a call of ours: the outermost sends what was queued and re-arms the timer; the last
- * one out frees a closed session. */
+/* Leave a call of ours: the outermost sends what was queued; the last one out frees a
+ * closed session. (The timer is armed where a deadline comes earlier or the session goes
+ * idle; one that fires early finds nothing due and re-arms.) */
 static void leave(hv_h2_t *s)
 {
-    if (s->depth == 1 && !s->closed) {
+    if (s->depth == 1 && !s->closed)
         flush(s);
-        if (!s->closed)
-            arm(s);
-    }
     if (--s->depth == 0 && s->closed)
         free_session(s);
 }
@@ -222,6 +220,8 @@ static void arm(hv_h2_t *s)
         if (first == 0 || idle < first)
             first = idle;
     }
+    if (first == s->armed)
+        return; /* (the timer already fires then) */
     s->armed = first;
     uint64_t now = now_ms(s);
     hv_conn_set_timer(s->conn, first == 0 ? 0 : first > now ? first - now : 1);
@@ -483,6 +483,7 @@ static void conn_on_timeout(hv_conn_t *c)
 {
     hv_h2_t *s = c->data;
     uint64_t now = now_ms(s);
+    s->armed = 0; /* (it fired) */
     enter(s);
     if (s->nstreams == 0 && s->idle_since != 0 && s->idle_since + s->set.idle_ms <= now) {
         nghttp2_session_terminate_session(s->ng, NGHTTP2_NO_ERROR);
@@ -506,6 +507,8 @@ static void conn_on_timeout(hv_conn_t *c)
             }
         }
     }
+    if (!s->closed)
+        arm(s);
     leave(s);
 }
 
@@ -514,8 +517,8 @@ static const hv_conn_cbs_t conn_cbs = {conn_on_connect, conn_on_read, conn_on_er
 
 /* ---- the session ---- */
 
-static hv_h2_t *session_new(uv_loop_t *loop, hv_conn_t *c, const hv_h2_settings_t *set, const hv_h2_cbs_t *cbs,
-                            void *owner, hv_h2_stats_t *stats)
+static hv_h2_t *session_new(uv_loop_t *loop, hv_conn_t *c, const hv_h2_settings_t *set,
+                            const hv_h2_cbs_t *cbs, void *owner, hv_h2_stats_t *stats)
 {
     hv_h2_t *s = hv_xcalloc(1, sizeof(*s));
     s->conn = c;
@@ -592,6 +595,7 @@ hv_h2_t *hv_h2_new(uv_loop_t *loop, hv_conn_t *c, const hv_h2_settings_t *set,
     }
     leave(s);
     s->starting = 0;
+    arm(s); /* the idle timeout, until a stream starts */
     return s;
 }
 

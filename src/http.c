@@ -176,25 +176,42 @@ __attribute__((sentinel)) static void put(hv_buf_t *b, int *rc, ...)
     va_end(ap);
 }
 
+/* What a request carries besides its configured fields, the same over HTTP/1.1 and 2. */
+typedef struct {
+    int accept, accept_encoding; /* harvestd's own (no configured field of that name) */
+    const char *inm, *ims;       /* the validators that may be sent (NULL: not sent) */
+} request_plan_t;
+
+/* Check the configured fields (when the configuration was read; again here, so that nothing
+ * that could split a request is ever written) and plan the rest: 0, or UV_EINVAL. */
+static int plan_request(request_plan_t *p, const hv_http_cond_t *cond,
+                        const hv_http_field_t *fields, size_t nfields)
+{
+    char err[8];
+    p->accept = p->accept_encoding = 1;
+    for (size_t i = 0; i < nfields; i++) {
+        if (hv_http_field_check(fields[i].name, fields[i].value, err, sizeof(err)) != 0)
+            return UV_EINVAL;
+        if (strcasecmp(fields[i].name, "Accept") == 0)
+            p->accept = 0;
+        else if (strcasecmp(fields[i].name, "Accept-Encoding") == 0)
+            p->accept_encoding = 0;
+    }
+    p->inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
+    p->ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified : NULL;
+    return 0;
+}
+
 int hv_http_request(hv_buf_t *out, const hv_url_t *u, const char *user_agent,
                     const hv_http_cond_t *cond, const hv_http_via_t *via,
                     const hv_http_field_t *fields, size_t nfields)
 {
-    char err[8];
-    int accept = 1, accept_encoding = 1, rc = 0;
-    for (size_t i = 0; i < nfields; i++) {
-        /* Checked when the configuration was read; again here, so that nothing that could
-         * split the request is ever written. */
-        if (hv_http_field_check(fields[i].name, fields[i].value, err, sizeof(err)) != 0)
-            return UV_EINVAL;
-        if (strcasecmp(fields[i].name, "Accept") == 0)
-            accept = 0;
-        else if (strcasecmp(fields[i].name, "Accept-Encoding") == 0)
-            accept_encoding = 0;
-    }
-    const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
-    const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
-                                                                         : NULL;
+    request_plan_t plan;
+    int rc = 0;
+    if (plan_request(&plan, cond, fields, nfields) != 0)
+        return UV_EINVAL;
+    int accept = plan.accept, accept_encoding = plan.accept_encoding;
+    const char *inm = plan.inm, *ims = plan.ims;
     if (via != NULL && via->authorization != NULL && !header_safe(via->authorization))
         return UV_EINVAL;
     size_t start = out->len;
@@ -240,21 +257,14 @@ int hv_http_request_h2(hv_http_nv_t *nv, size_t cap, size_t *n, char *store, siz
                        const hv_url_t *u, const char *user_agent, const hv_http_cond_t *cond,
                        const hv_http_field_t *fields, size_t nfields)
 {
-    char err[8];
-    int accept = 1, accept_encoding = 1, rc = 0;
+    request_plan_t plan;
+    int rc = 0;
     size_t used = 0;
     *n = 0;
-    for (size_t i = 0; i < nfields; i++) {
-        if (hv_http_field_check(fields[i].name, fields[i].value, err, sizeof(err)) != 0)
-            return UV_EINVAL;
-        if (strcasecmp(fields[i].name, "Accept") == 0)
-            accept = 0;
-        else if (strcasecmp(fields[i].name, "Accept-Encoding") == 0)
-            accept_encoding = 0;
-    }
-    const char *inm = cond != NULL && header_safe(cond->etag) ? cond->etag : NULL;
-    const char *ims = cond != NULL && header_safe(cond->last_modified) ? cond->last_modified
-                                                                         : NULL;
+    if (plan_request(&plan, cond, fields, nfields) != 0)
+        return UV_EINVAL;
+    int accept = plan.accept, accept_encoding = plan.accept_encoding;
+    const char *inm = plan.inm, *ims = plan.ims;
     rc = rc ? rc : put_nv(nv, cap, n, store, storecap, &used, ":method", "GET");
     rc = rc ? rc
             : put_nv(nv, cap, n, store, storecap, &used, ":scheme",

@@ -8,7 +8,9 @@
  * The handshake is driven step by step rather than with mbedtls_ssl_handshake(), so that the
  * states it goes through can be seen: a full handshake passes through the client's key
  * exchange, an abbreviated one (the server accepted our session) goes from the ServerHello
- * straight to the server's ChangeCipherSpec. Only mbedtls's public interface is used.
+ * straight to the server's ChangeCipherSpec. Only mbedtls's public interface is used, but for
+ * mbedtls_ssl_check_cert_usage() (ssl_internal.h, exported by Debian's libmbedtls): the leaf's
+ * usage checks of verify_chain() are mbedtls's own rather than a copy of them.
  */
 #include "harvestd/tls.h"
 
@@ -16,10 +18,10 @@
 #include <mbedtls/ctr_drbg.h>
 #include <mbedtls/entropy.h>
 #include <mbedtls/error.h>
-#include <mbedtls/oid.h>
 #include <mbedtls/sha256.h>
 #include <mbedtls/ssl.h>
 #include <mbedtls/ssl_ciphersuites.h>
+#include <mbedtls/ssl_internal.h>
 #include <mbedtls/x509_crt.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -100,8 +102,8 @@ static const char *alpn_h2[] = {"h2", "http/1.1", NULL};
  * server that offers none of them gets no h2 offer from us either (fetch then asks it for
  * HTTP/1.1 alone). */
 static const int h2_suites[] = {
-    /* ChaCha20-Poly1305 first, as mbedtls's own list has it: about 1.4x AES-GCM's speed here
-     * (mbedtls 2.28's GHASH takes a block per call) */
+    /* ChaCha20-Poly1305 first, as mbedtls's own list has it: with AES-GCM first, half of an
+     * h2 connection's CPU went to GHASH (mbedtls 2.28 takes a block per call) */
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
     MBEDTLS_TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
@@ -444,6 +446,16 @@ static int time_before(const mbedtls_x509_time *a, const mbedtls_x509_time *b)
     return 0;
 }
 
+/* Narrow the window [*from, *to] to [from2, to2]. */
+static void narrow(mbedtls_x509_time *from, mbedtls_x509_time *to, const mbedtls_x509_time *from2,
+                   const mbedtls_x509_time *to2)
+{
+    if (time_before(from, from2))
+        *from = *from2;
+    if (time_before(to2, to))
+        *to = *to2;
+}
+
 static int vcert_current(const vcert_t *v)
 {
     return !mbedtls_x509_time_is_future(&v->from) && !mbedtls_x509_time_is_past(&v->to);
@@ -532,8 +544,9 @@ static void vcache_free(hv_tls_ctx_t *ctx)
     pthread_mutex_destroy(&ctx->vlock);
 }
 
-/* What mbedtls's ssl layer checks of the leaf besides the chain (ssl_check_cert_usage, for a
- * client): the key usage the suite's key exchange needs, and serverAuth. */
+/* What mbedtls's ssl layer checks of the leaf besides the chain, asked of mbedtls itself
+ * (mbedtls_ssl_check_cert_usage(), which its own verification calls): the key usage the
+ * suite's key exchange needs, and serverAuth. */
 static uint32_t leaf_usage(const hv_tls_t *t, const mbedtls_x509_crt *leaf)
 {
     uint32_t flags = 0;
@@ -541,29 +554,10 @@ static uint32_t leaf_usage(const hv_tls_t *t, const mbedtls_x509_crt *leaf)
         t->ssl.session_negotiate != NULL
             ? mbedtls_ssl_ciphersuite_from_id(t->ssl.session_negotiate->ciphersuite)
             : NULL;
-    unsigned int usage = 0;
-    switch (cs != NULL ? cs->key_exchange : MBEDTLS_KEY_EXCHANGE_NONE) {
-    case MBEDTLS_KEY_EXCHANGE_RSA:
-    case MBEDTLS_KEY_EXCHANGE_RSA_PSK:
-        usage = MBEDTLS_X509_KU_KEY_ENCIPHERMENT;
-        break;
-    case MBEDTLS_KEY_EXCHANGE_DHE_RSA:
-    case MBEDTLS_KEY_EXCHANGE_ECDHE_RSA:
-    case MBEDTLS_KEY_EXCHANGE_ECDHE_ECDSA:
-        usage = MBEDTLS_X509_KU_DIGITAL_SIGNATURE;
-        break;
-    case MBEDTLS_KEY_EXCHANGE_ECDH_RSA:
-    case MBEDTLS_KEY_EXCHANGE_ECDH_ECDSA:
-        usage = MBEDTLS_X509_KU_KEY_AGREEMENT;
-        break;
-    default:
-        break;
-    }
-    if (usage != 0 && mbedtls_x509_crt_check_key_usage(leaf, usage) != 0)
-        flags |= MBEDTLS_X509_BADCERT_KEY_USAGE;
-    if (mbedtls_x509_crt_check_extended_key_usage(leaf, MBEDTLS_OID_SERVER_AUTH,
-                                                  MBEDTLS_OID_SIZE(MBEDTLS_OID_SERVER_AUTH)) != 0)
-        flags |= MBEDTLS_X509_BADCERT_EXT_KEY_USAGE;
+    if (cs == NULL)
+        return MBEDTLS_X509_BADCERT_OTHER;
+    if (mbedtls_ssl_check_cert_usage(leaf, cs, MBEDTLS_SSL_IS_SERVER, &flags) != 0 && flags == 0)
+        flags = MBEDTLS_X509_BADCERT_OTHER;
     return flags;
 }
 
@@ -600,7 +594,7 @@ static int in_store(const hv_tls_ctx_t *ctx, const mbedtls_x509_crt *crt)
 
 /* Remember what a verification that passed went through: the leaf for this host, and every
  * intermediate below the trust store's certificate (or below the cached one it used). */
-static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const char *host,
+static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const unsigned char key[32],
                           const vcert_t *anchor)
 {
     mbedtls_x509_time from = path->path[0]->valid_from, to = path->path[0]->valid_to;
@@ -608,19 +602,12 @@ static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const char *hos
         const mbedtls_x509_crt *c = path->path[d];
         if (c == NULL)
             return; /* (a path with a hole: remember nothing) */
-        if (time_before(&from, &c->valid_from))
-            from = c->valid_from;
-        if (time_before(&c->valid_to, &to))
-            to = c->valid_to;
+        narrow(&from, &to, &c->valid_from, &c->valid_to);
     }
-    if (anchor != NULL) {
-        if (time_before(&from, &anchor->from))
-            from = anchor->from;
-        if (time_before(&anchor->to, &to))
-            to = anchor->to;
-    }
+    if (anchor != NULL)
+        narrow(&from, &to, &anchor->from, &anchor->to);
     vcert_t *leaf = hv_xcalloc(1, sizeof(*leaf));
-    leaf_key(path->path[0], host, leaf->key);
+    memcpy(leaf->key, key, sizeof(leaf->key));
     leaf->is_leaf = 1;
     leaf->from = from;
     leaf->to = to;
@@ -640,12 +627,8 @@ static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const char *hos
         /* Its own dates, and those of what it was verified through above it. */
         v->from = c->valid_from;
         v->to = c->valid_to;
-        for (int up = d + 1; up <= path->depth_max && path->path[up] != NULL; up++) {
-            if (time_before(&v->from, &path->path[up]->valid_from))
-                v->from = path->path[up]->valid_from;
-            if (time_before(&path->path[up]->valid_to, &v->to))
-                v->to = path->path[up]->valid_to;
-        }
+        for (int up = d + 1; up <= path->depth_max && path->path[up] != NULL; up++)
+            narrow(&v->from, &v->to, &path->path[up]->valid_from, &path->path[up]->valid_to);
         vcache_add(ctx, v);
     }
 }
@@ -664,9 +647,9 @@ static uint32_t verify_chain(hv_tls_t *t)
     uint32_t usage = leaf_usage(t, chain);
 
     /* The same leaf for the same host, verified before and still within its path's dates. */
-    unsigned char key[32];
-    leaf_key(chain, host, key);
-    vcert_t *hit = vcache_get(ctx, key);
+    unsigned char lkey[32], key[32];
+    leaf_key(chain, host, lkey);
+    vcert_t *hit = vcache_get(ctx, lkey);
     if (hit != NULL) {
         int current = vcert_current(hit);
         vcache_put(ctx, hit);
@@ -706,7 +689,7 @@ static uint32_t verify_chain(hv_tls_t *t)
     __atomic_add_fetch(anchor != NULL ? &ctx->stats.chains_anchored : &ctx->stats.chains_verified,
                        1, __ATOMIC_RELAXED);
     if (rc == 0 && flags == 0 && path.ok && usage == 0)
-        remember_path(ctx, &path, host, anchor);
+        remember_path(ctx, &path, lkey, anchor);
     if (anchor != NULL)
         vcache_put(ctx, anchor);
     if (rc != 0 && flags == 0)

@@ -36,6 +36,19 @@ static void done(hv_tlspool_job_t *j)
     (*x->done_count)++;
 }
 
+/* JOBS jobs, submitted to `p`, counting their ends in *ndone. */
+static job_t *submit_jobs(hv_tlspool_t *p, unsigned *ndone)
+{
+    job_t *jobs = hv_xcalloc(JOBS, sizeof(*jobs));
+    for (int i = 0; i < JOBS; i++) {
+        jobs[i].job.work = work;
+        jobs[i].job.done = done;
+        jobs[i].done_count = ndone;
+        hv_tlspool_submit(p, &jobs[i].job);
+    }
+    return jobs;
+}
+
 static hv_tls_ctx_t *new_ctx(void)
 {
     hv_tls_ctx_t *ctx;
@@ -53,14 +66,8 @@ TEST_IMPL(tlspool_runs_jobs_off_the_loop_and_hands_them_back)
     hv_tlspool_t *p = hv_tlspool_new(&loop, ctx, 2);
     ASSERT(p != NULL);
     ASSERT_EQ(2, hv_tlspool_stats(p)->workers);
-    job_t *jobs = hv_xcalloc(JOBS, sizeof(*jobs));
     unsigned ndone = 0;
-    for (int i = 0; i < JOBS; i++) {
-        jobs[i].job.work = work;
-        jobs[i].job.done = done;
-        jobs[i].done_count = &ndone;
-        hv_tlspool_submit(p, &jobs[i].job);
-    }
+    job_t *jobs = submit_jobs(p, &ndone);
     ASSERT_EQ(0, ndone); /* never from inside submit */
     while (ndone < JOBS)
         uv_run(&loop, UV_RUN_ONCE);
@@ -84,14 +91,8 @@ TEST_IMPL(tlspool_free_hands_back_what_is_queued)
     loop_thread = pthread_self();
     hv_tls_ctx_t *ctx = new_ctx();
     hv_tlspool_t *p = hv_tlspool_new(&loop, ctx, 1);
-    job_t *jobs = hv_xcalloc(JOBS, sizeof(*jobs));
     unsigned ndone = 0;
-    for (int i = 0; i < JOBS; i++) {
-        jobs[i].job.work = work;
-        jobs[i].job.done = done;
-        jobs[i].done_count = &ndone;
-        hv_tlspool_submit(p, &jobs[i].job);
-    }
+    job_t *jobs = submit_jobs(p, &ndone);
     /* Stopped at once: whatever the worker had not started comes back unworked, and every
      * job's `done` has run when hv_tlspool_free returns. */
     hv_tlspool_free(p);
