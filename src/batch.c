@@ -505,6 +505,18 @@ int hv_batch_input_done(const hv_batch_t *b)
     return b->input_done;
 }
 
+uint64_t hv_batch_lines_estimate(const hv_batch_t *b)
+{
+    uint64_t done, total, seen = b->stats.lines + b->stats.skipped;
+    if (b->input_done)
+        return b->stats.lines;
+    if (b->source == NULL || !hv_source_extent(b->source, &done, &total) || done == 0 || seen == 0)
+        return 0;
+    double whole = (double)seen * (double)total / (double)done;
+    uint64_t est = whole > (double)UINT64_MAX / 2 ? UINT64_MAX / 2 : (uint64_t)whole;
+    return HV_MAX(est - HV_MIN(est, b->stats.skipped), b->stats.lines);
+}
+
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap)
 {
     const hv_batch_stats_t *s = &b->stats;

@@ -53,10 +53,15 @@ static void on_progress(uv_timer_t *t)
     double rate = elapsed > 0 ? (double)s->records / elapsed : 0;
     char eta[32];
     int known = hv_batch_input_done(o->batch);
-    format_eta(eta, sizeof(eta), known && rate > 0 ? (double)(s->lines - s->records) / rate : -1);
-    fprintf(stderr, "\r\033[K%" PRIu64 "/%" PRIu64 "%s  ok %" PRIu64 "  failed %" PRIu64
+    uint64_t total = hv_batch_lines_estimate(o->batch);
+    format_eta(eta, sizeof(eta),
+               total >= s->records && rate > 0 ? (double)(total - s->records) / rate : -1);
+    if (total == 0)
+        total = s->lines;
+    fprintf(stderr, "\r\033[K%" PRIu64 "/%s%" PRIu64 "%s  ok %" PRIu64 "  failed %" PRIu64
                     "  %.0f pages/s  ETA %s",
-            s->records, s->lines, known ? "" : "+", s->ok, s->failed, rate, eta);
+            s->records, known || total == s->lines ? "" : "~", total,
+            known || total != s->lines ? "" : "+", s->ok, s->failed, rate, eta);
     fflush(stderr);
     o->progress_shown = 1;
 }
@@ -165,8 +170,12 @@ int hv_once_start(hv_engine_t *e, int progress, void (*done)(void *ud, int exit_
     uv_timer_init(loop, &o->progress_timer);
     o->progress_timer.data = o;
     hv_handles_own(&o->handles, (uv_handle_t *)&o->progress_timer);
+    /* Records written to the terminal the line is drawn on would be glued to it. */
+    int records_on_tty = strcmp(cfg->output_path, "-") == 0 && uv_guess_handle(1) == UV_TTY;
     if (progress < 0)
-        progress = uv_guess_handle(2) == UV_TTY;
+        progress = uv_guess_handle(2) == UV_TTY && !records_on_tty;
+    else if (progress == 1 && records_on_tty)
+        progress = 0;
     if (progress == 1) {
         o->progress = 1;
         uv_timer_start(&o->progress_timer, on_progress, PROGRESS_MS, PROGRESS_MS);

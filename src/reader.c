@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harvestd/common.h"
@@ -20,6 +21,8 @@ typedef struct {
     uv_loop_t *loop;
     char *path;
     uv_file fd;
+    uint64_t size;  /* a regular file's size; 0: not known */
+    uint64_t taken; /* bytes read from the file so far */
     hv_sink_t sink;
     void *ud;
     uv_fs_t read_req;
@@ -42,14 +45,21 @@ static void reader_start(hv_source_t *s, const hv_sink_t *sink, void *ud);
 static void reader_resume(hv_source_t *s);
 static void reader_close(hv_source_t *s);
 static const char *reader_name(const hv_source_t *s);
+static int reader_extent(const hv_source_t *s, uint64_t *done, uint64_t *total);
 
 static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_close,
-                                           reader_name};
+                                           reader_name, reader_extent};
 
 /* Deliver one complete line; returns the sink's pause request. */
 static int deliver(reader_t *r, const char *s, size_t len, int overlong)
 {
     r->lineno++;
+    /* Editors on some systems start a UTF-8 file with a byte order mark: it is not part of
+     * the first URL. */
+    if (r->lineno == 1 && len >= 3 && memcmp(s, "\xef\xbb\xbf", 3) == 0) {
+        s += 3;
+        len -= 3;
+    }
     /* An overlong line is a prefix: its start is trimmed and read for '#' like any line's,
      * its end (which was cut) is not. */
     while (len > 0 && hv_ascii_is_ctype_space((unsigned char)*s)) {
@@ -184,6 +194,7 @@ static void on_read(uv_fs_t *req)
     }
     if (n == 0)
         r->eof = 1;
+    r->taken += (uint64_t)n;
     r->chunk_len = (size_t)n;
     r->chunk_pos = 0;
     pump(r);
@@ -230,6 +241,16 @@ static const char *reader_name(const hv_source_t *s)
     return ((const reader_t *)s)->path;
 }
 
+static int reader_extent(const hv_source_t *s, uint64_t *done, uint64_t *total)
+{
+    const reader_t *r = (const reader_t *)s;
+    if (r->size == 0)
+        return 0;
+    *done = r->taken - (r->chunk_len - r->chunk_pos);
+    *total = HV_MAX(r->size, r->taken); /* it may have grown */
+    return 1;
+}
+
 int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)
 {
     uv_fs_t req;
@@ -244,11 +265,25 @@ int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)
         if (fd < 0)
             return fd;
     }
+    /* A directory opens O_RDONLY but fails at the first read, after the output was created:
+     * refuse it here, where the caller still treats it as a bad argument. */
+    uint64_t size = 0;
+    if (uv_fs_fstat(NULL, &req, fd, NULL) == 0 && S_ISREG(req.statbuf.st_mode))
+        size = req.statbuf.st_size;
+    if (req.result == 0 && S_ISDIR(req.statbuf.st_mode)) {
+        uv_fs_req_cleanup(&req);
+        if (fd != STDIN_FILENO)
+            uv_fs_close(NULL, &req, fd, NULL);
+        uv_fs_req_cleanup(&req);
+        return UV_EISDIR;
+    }
+    uv_fs_req_cleanup(&req);
     reader_t *r = hv_xcalloc(1, sizeof(*r));
     r->base.ops = &reader_ops;
     r->loop = loop;
     r->path = hv_xstrdup(path);
     r->fd = fd;
+    r->size = size;
     uv_idle_init(loop, &r->kick);
     r->kick.data = r;
     *out = &r->base;

@@ -95,6 +95,9 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
 const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
 /** Whether the whole input has been read (so `lines` is the final count). */
 int hv_batch_input_done(const hv_batch_t *b);
+/** The input's line count: `lines` once the input is read; before, an estimate from the share
+ * of the input read so far (a file of known size); 0 when there is none yet. */
+uint64_t hv_batch_lines_estimate(const hv_batch_t *b);
 
 
 /** Format the batch's key=value summary fields into `out`. */

@@ -41,6 +41,9 @@ typedef struct {
     /** Stop delivering; the source frees itself (possibly later, after pending I/O). */
     void (*close)(hv_source_t *s);
     const char *(*name)(const hv_source_t *s);
+    /** Optional (NULL: unknown). How far through its input the source is: bytes handed out
+     * as lines so far and the input's size; returns 0 when the size is not known (a pipe). */
+    int (*extent)(const hv_source_t *s, uint64_t *done, uint64_t *total);
 } hv_source_ops_t;
 
 struct hv_source_s {
@@ -55,6 +58,12 @@ static inline void hv_source_start(hv_source_t *s, const hv_sink_t *sink, void *
 static inline void hv_source_resume(hv_source_t *s)
 {
     s->ops->resume(s);
+}
+
+/** See hv_source_ops_t.extent. */
+static inline int hv_source_extent(const hv_source_t *s, uint64_t *done, uint64_t *total)
+{
+    return s->ops->extent != NULL ? s->ops->extent(s, done, total) : 0;
 }
 
 static inline void hv_source_close(hv_source_t *s)

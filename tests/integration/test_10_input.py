@@ -195,3 +195,32 @@ def test_10_14_missing_input_file(harvestd, tmp_path):
     run = harvestd.run(None, input_path=str(tmp_path / "no-such-file.txt"), parse=False)
     assert run.rc != 0
     assert "no-such-file.txt" in run.stderr
+
+
+def test_10_15_input_that_cannot_be_read_is_a_usage_error_and_creates_nothing(harvestd, tmp_path):
+    """An input that cannot be read (here a directory, which opens but fails at its first
+    read) is refused with exit 2 before any output exists, so that the corrected rerun is not
+    refused for an empty output."""
+    bad = tmp_path / "urls.d"
+    bad.mkdir()
+    out = tmp_path / "out.jsonl"
+    run = harvestd.run(None, input_path=str(bad), out=str(out), parse=False)
+    assert run.rc == 2, run.stderr
+    assert str(bad) in run.stderr, run.stderr
+    assert not out.exists(), "an output was created for an input that cannot be read"
+
+
+def test_10_16_byte_order_mark_before_the_first_line_is_not_part_of_it(run_harvestd, origin):
+    """A list saved with a UTF-8 byte order mark: line 1 is its URL, not `InvalidUrl` with an
+    invisible U+FEFF in front. A BOM anywhere else is left as it is (it is not a mark there)."""
+    first = origin.url("/page?title=bom-first")
+    second = origin.url("/page?title=bom-second")
+    run = run_harvestd(b"\xef\xbb\xbf" + first.encode() + b"\n\xef\xbb\xbf" + second.encode() + b"\n")
+    assert run.rc == 0
+    recs = run.records
+    by = {r["requested_url"]: r for r in run.records}
+    assert first in by, [r["requested_url"] for r in run.records]
+    assert_ok(by[first], "bom-first")
+    others = [r for r in run.records if r["requested_url"] != first]
+    assert len(others) == 1 and others[0]["status"] == "failed", recs
+    assert others[0]["requested_url"] == "\ufeff" + second, others[0]

@@ -729,7 +729,7 @@ def test_70_07_daemon_counts_a_resumed_batch(start_daemon, spool, fresh_origin):
 # ---------------------------------------------------------------------------- progress line
 
 
-PROGRESS_RE = re.compile(rb"\r\x1b\[K(\d+)/(\d+)(\+?)  ok (\d+)  failed (\d+)  (\d+) pages/s  ETA (\S+)")
+PROGRESS_RE = re.compile(rb"\r\x1b\[K(\d+)/(~?)(\d+)(\+?)  ok (\d+)  failed (\d+)  (\d+) pages/s  ETA (\S+)")
 CLEAR = b"\r\x1b[K"
 
 
@@ -737,8 +737,10 @@ class TerminalRun:
     """harvestd --once with its stderr on a pseudo-terminal (or a pipe): every chunk read from
     the other end, with its arrival time."""
 
-    def __init__(self, tmp_path, urls, *args, terminal=True, stdin_urls=None):
+    def __init__(self, tmp_path, urls, *args, terminal=True, stdin_urls=None, records_on_terminal=False):
         self.out = str(tmp_path / ("out-%s-%d.jsonl" % ("tty" if terminal else "pipe", id(self))))
+        if records_on_terminal:
+            self.out = "-"  # stdout is the terminal too
         if stdin_urls is None:
             input_path = str(tmp_path / ("urls-%d.txt" % id(self)))
             with open(input_path, "w") as f:
@@ -759,7 +761,8 @@ class TerminalRun:
         try:
             self.popen = subprocess.Popen(self.argv, stdin=subprocess.PIPE if stdin_urls is not None
                                           else subprocess.DEVNULL,
-                                          stdout=subprocess.DEVNULL, stderr=writer,
+                                          stdout=writer if records_on_terminal else subprocess.DEVNULL,
+                                          stderr=writer,
                                           start_new_session=True)
         finally:
             os.close(writer)
@@ -838,8 +841,11 @@ def terminal_runs(harvestd_bin, tmp_path):
         r.close()
 
 
-def progress_lines(data):
-    return [tuple(int(x) if x.isdigit() else x for x in m.groups()) for m in PROGRESS_RE.finditer(data)]
+def progress_lines(data, approx=False):
+    """The redraws as (done, total, "+", ok, failed, rate, eta); with `approx`, only those whose
+    total is an estimate ("~"), else only those whose total is not."""
+    return [tuple(int(x) if x.isdigit() else x for i, x in enumerate(m.groups()) if i != 1)
+            for m in PROGRESS_RE.finditer(data) if (m.group(2) == b"~") == approx]
 
 
 def check_progress(lines, total, elapsed):
@@ -940,6 +946,44 @@ def test_70_13_messages_do_not_land_on_the_progress_line(terminal_runs, fresh_or
         glued.append(data[line_start:data.find(b"\n", at)])
     assert not glued, "messages written after a progress line, on the same line:\n%s" % \
         "\n".join(repr(g) for g in glued)
+
+
+def test_70_14_progress_line_estimates_the_total_of_a_file(terminal_runs, fresh_origin):
+    """A 3,000-line file read a little at a time (the queue holds 16): the line shows an
+    estimated total ("~") from the share of the file read, and an ETA, long before the
+    reader reaches its end (before, it showed "13/1037+ ... ETA --:--")."""
+    o = fresh_origin
+    urls = [o.url("/page?title=e%04d&delay=0.2" % i) for i in range(3000)]
+    run = terminal_runs(urls, "--concurrency", "4", "--per-host", "4", "--queue-size", "16")
+    run.pump(2.5)
+    data = run.data()
+    run.close()
+    approx = progress_lines(data, approx=True)
+    assert approx, "no estimated total in %r" % data[-500:]
+    assert not progress_lines(data), "the input was read to its end already: %r" % data[-500:]
+    for done, total, plus, ok, failed, rate, eta in approx:
+        assert plus == b"", approx
+        assert 0.8 * len(urls) <= total <= 1.2 * len(urls), approx
+        assert done <= total
+    # Once pages have completed the rate gives an ETA (many minutes away, at 4 x 5 pages/s).
+    assert any(re.match(rb"^\d+m\d\ds$", eta) for *_, eta in approx if _[0] > 0), approx
+
+
+def test_70_15_no_progress_line_when_the_records_go_to_the_same_terminal(terminal_runs, fresh_origin):
+    """`-o -` with stdout on the terminal: the records would be glued onto the progress line
+    (`ETA 0m00s{"requested_url"...`), so it is not drawn, even when asked for; every record
+    starts a line of its own."""
+    o = fresh_origin
+    urls = [o.url("/page?title=t%d&delay=0.3" % i) for i in range(6)]
+    for option in ([], ["--progress"]):
+        run = terminal_runs(urls, "--concurrency", "2", "--per-host", "2", *option,
+                            records_on_terminal=True)
+        assert run.finish() == 0
+        data = run.data()
+        assert CLEAR not in data and b"\r" not in data, data[:500]
+        records = [line for line in data.split(b"\n") if b"requested_url" in line]
+        assert len(records) == len(urls), data[-2000:]
+        assert all(line.startswith(b'{"requested_url"') for line in records), records
 
 
 # ---------------------------------------------------------------------------- title fast path
