@@ -132,6 +132,7 @@ struct hv_fetch_s {
     const hv_config_t *cfg;
     hv_conn_env_t conn_env;
     hv_guard_t guard;
+    int guard_hinted;          /* the notice on how to allow a range was logged */
     hv_tls_ctx_t *tls;
     hv_tlspool_t *tlspool;     /* handshakes' crypto workers (NULL: on the loop) */
     hv_fetch_end_cb on_end;
@@ -747,6 +748,30 @@ static int fail_proxy(hv_req_t *r, int status)
     }
 }
 
+/* The guard is what a newcomer trying a local server meets first, and its README section is
+ * far down: the first refusal says how to let a range through (the records stay as they are). */
+static void hint_guard(hv_req_t *r)
+{
+    const hv_url_t *u = &r->job->url;
+    if (r->f->guard_hinted)
+        return;
+    r->f->guard_hinted = 1;
+    const hv_fault_t *fault = hv_conn_error(r->conn);
+    char detail[HV_DETAIL_TEXT_MAX] = "", range[80];
+    if (fault != NULL && fault->code != HV_D_NONE)
+        hv_detail_format(detail, sizeof(detail), fault->code, fault->arg);
+    if (u->host_is_ip)
+        snprintf(range, sizeof(range), "%s/%d", u->host, u->host_is_ipv6 ? 128 : 32);
+    else
+        snprintf(range, sizeof(range), "127.0.0.1/32 (the address %s resolves to)", u->host);
+    HV_LOG(HV_LOG_NOTICE,
+           "event=address_guard_hint host=%s detail=%s note=\"the address guard refuses "
+           "loopback, private and other non-public addresses; to fetch from such an address, "
+           "allow its range with --allow-addresses (allow_addresses in a config file), e.g. "
+           "--allow-addresses %s; see README, Address guard\"",
+           u->host, detail[0] != '\0' ? detail : "-", range);
+}
+
 static void fail_connect(hv_req_t *r, int status)
 {
     char name[32];
@@ -770,6 +795,7 @@ static void fail_connect(hv_req_t *r, int status)
     }
     switch (status) {
     case HV_EBLOCKED:
+        hint_guard(r);
         finish_fault(r, HV_ET_BLOCKED_ADDRESS, hv_conn_error(r->conn));
         return;
     case UV_EAI_NONAME:

@@ -116,6 +116,7 @@ typedef struct {
     const char *name;      /* "read" or "write", for logs */
     hv_redis_t *r;
     int up;
+    int told;              /* a failure to connect was logged at warning since it was last up */
     uint64_t backoff_ms;
     uv_timer_t retry;
 } link_t;
@@ -1292,9 +1293,14 @@ static void link_down(link_t *l, int err)
         return;
     uint64_t delay = l->backoff_ms;
     l->backoff_ms = HV_MIN(l->backoff_ms * 2, (uint64_t)BACKOFF_MAX_MS);
+    /* The first failure is the operator's business (a daemon started against a Redis that
+     * is not there said nothing at the default level); the retries that follow are not. */
     if (!was_up)
-        HV_LOG(HV_LOG_INFO, "event=redis_unreachable link=%s url=%s err=%s retry_in_ms=%" PRIu64,
-               l->name, s->url, hv_err_name(err), delay);
+        HV_LOG(l->told ? HV_LOG_INFO : HV_LOG_WARNING,
+               "event=redis_unreachable link=%s url=%s err=%s (%s) retry_in_ms=%" PRIu64
+               "%s", l->name, s->url, hv_err_name(err), hv_strerror(err), delay,
+               l->told ? "" : " note=\"retrying with backoff; later failures are logged at info\"");
+    l->told = 1;
     uv_timer_start(&l->retry, on_retry, delay, 0);
     wake(s);
 }
@@ -1341,6 +1347,7 @@ static void on_link_connect(hv_redis_t *r, int status)
         return;
     }
     l->up = 1;
+    l->told = 0;
     l->backoff_ms = BACKOFF_MIN_MS;
     HV_LOG(HV_LOG_NOTICE, "event=redis_up link=%s url=%s consumer=%s", l->name,
            s->url, s->consumer);

@@ -805,3 +805,25 @@ def test_26_40_happy_eyeballs_starts_the_other_family_after_250ms(tmp_path):
     assert "event=connect_race" in run.stderr  # the second attempt started on the delay
     assert 200 <= r["elapsed_ms"] < 2000, r  # not after the 3 s connect timeout
     assert run.accepted["127.0.0.1"] == 1
+
+
+def test_26_41_first_refusal_says_how_to_allow_a_range(run_harvestd, listeners):
+    """A newcomer trying a local server meets the guard first: the first BlockedAddress of a
+    run logs (at the default level) how to let the range through, once; the records are the
+    same as before, and a run where nothing is refused says nothing of it."""
+    server = listeners("127.0.0.1")
+    urls = ["http://127.0.0.1:%d/page?title=h%d" % (server.port, i) for i in range(3)]
+    run = run_harvestd(urls, *GUARD_DEFAULT, "--log-level", "notice")
+    assert run.rc == 0
+    for rec in run.records:
+        assert_blocked(rec, "blocked_loopback_address")
+    hints = [f for f in map(parse_log_line, run.stderr.splitlines())
+             if f is not None and f.get("event") == "address_guard_hint"]
+    assert len(hints) == 1, run.stderr
+    assert hints[0]["level"] == "notice" and hints[0]["host"] == "127.0.0.1", hints
+    assert "--allow-addresses 127.0.0.1/32" in hints[0]["note"], hints
+    assert server.connections_accepted == 0
+
+    run = run_harvestd(urls, "--allow-addresses", "127.0.0.1/32", "--log-level", "notice")
+    assert all(r["status"] == "ok" for r in run.records), run.records
+    assert "address_guard_hint" not in run.stderr

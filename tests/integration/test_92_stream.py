@@ -405,6 +405,22 @@ def test_92_11_redis_unreachable_at_start_is_waited_for(start_daemon, spool, ori
         redis.stop()
 
 
+def test_92_11b_unreachable_redis_is_logged_at_the_default_level_once(start_daemon, spool, tmp_path):
+    """A daemon started against a Redis that is not there says so at the default log level
+    (before, only harvestd_redis_up 0 did): one warning per link, its retries at info."""
+    redis = RedisServer(tmp_path / "redis-never")
+    d = start_daemon(**stream_config(redis, redis_consumer="n", log_level="notice"))
+    wait_for(lambda: len(d.events("redis_unreachable")) >= 2, 10, "the refusal of both links", [d])
+    time.sleep(1.5)  # backoff 0.2, 0.4, 0.8 s: further attempts fail meanwhile
+    warned = d.events("redis_unreachable")
+    assert {w["link"] for w in warned} == {"read", "write"}, warned
+    assert all(w["level"] == "warning" for w in warned), warned
+    assert len(warned) == 2, "retries are not repeated at the default level: %r" % warned
+    assert "ECONNREFUSED" in warned[0]["err"], warned[0]
+    d.send_signal(signal.SIGTERM)
+    assert d.wait() == 0
+
+
 def test_92_12_a_slow_daemon_keeps_its_entries(redis_server, start_daemon, origin, tmp_path):
     # Pages take 3 s, longer than redis_claim_idle (2 s): a's entries would look idle to b,
     # but a touches them every 0.5 s, so b never takes one, and each line has one record.
