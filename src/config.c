@@ -860,6 +860,12 @@ int hv_config_is_set(const hv_config_t *cfg, const char *name)
     return d != NULL && cfg->origin[directive_index(d)] != 0;
 }
 
+int hv_config_from_cli(const hv_config_t *cfg, const char *name)
+{
+    const directive_t *d = find_directive(name);
+    return d != NULL && cfg->origin[directive_index(d)] == -1;
+}
+
 void hv_config_mark_cli(hv_config_t *cfg, const char *name)
 {
     const directive_t *d = find_directive(name);

@@ -2,10 +2,12 @@
 #include "harvestd/once.h"
 
 #include <assert.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harvestd/batch.h"
 #include "harvestd/common.h"
@@ -90,6 +92,20 @@ static void progress_stop(hv_once_t *o)
 
 /* ---- the batch ---- */
 
+/* The rule set the input names on its first line (see hv_reader_rules_name); 0 for none or
+ * standard input. */
+static int rules_named(const char *path, char *name, size_t cap)
+{
+    if (strcmp(path, "-") == 0)
+        return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int named = hv_reader_rules_name(fd, name, cap);
+    close(fd);
+    return named;
+}
+
 static void on_batch_done(void *ud, hv_batch_t *b, int status, const char *detail)
 {
     hv_once_t *o = ud;
@@ -143,8 +159,21 @@ int hv_once_start(hv_engine_t *e, int progress, void (*done)(void *ud, int exit_
     o->cfg = cfg;
     o->done = done;
     o->ud = ud;
-    /* Rules given on the command line win over the configuration's default set. */
+    /* Rules given on the command line (--extract, --rules) win over the set the file names on
+     * its first line (as a spool file does), which wins over the configuration's default. */
     const hv_ruleset_t *rules = hv_config_ruleset(cfg, "");
+    char named[128];
+    if (hv_ruleset_empty(rules) && !hv_config_from_cli(cfg, "default_rules") &&
+        rules_named(cfg->input_path, named, sizeof(named))) {
+        rules = hv_config_ruleset(cfg, named);
+        if (rules == NULL) {
+            fprintf(stderr, "harvestd: %s:1: unknown rule set '%s' (no [rules \"%s\"] in the "
+                            "configuration)\n", cfg->input_path, named, named);
+            hv_source_close(src);
+            free(o);
+            return EXIT_USAGE;
+        }
+    }
     if (hv_ruleset_empty(rules))
         rules = hv_config_ruleset(cfg, cfg->default_rules);
     hv_batch_opts_t opts = {

@@ -45,6 +45,26 @@ static void reader_start(hv_source_t *s, const hv_sink_t *sink, void *ud);
 static void reader_resume(hv_source_t *s);
 static void reader_close(hv_source_t *s);
 static const char *reader_name(const hv_source_t *s);
+int hv_reader_rules_name(int fd, char *name, size_t cap)
+{
+    char line[256];
+    ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
+    if (n <= 0 || cap == 0)
+        return 0;
+    line[n] = '\0';
+    line[strcspn(line, "\r\n")] = '\0';
+    const char *p = line;
+    if (memcmp(p, "\xef\xbb\xbf", 3) == 0)
+        p += 3;
+    if (strncmp(p, "#!", 2) != 0 || (p = strstr(p + 2, "rules=")) == NULL)
+        return 0;
+    p += 6;
+    size_t len = HV_MIN(strcspn(p, " \t"), cap - 1);
+    memcpy(name, p, len);
+    name[len] = '\0';
+    return 1;
+}
+
 static int reader_extent(const hv_source_t *s, uint64_t *done, uint64_t *total);
 
 static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_close,

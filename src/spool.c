@@ -352,22 +352,10 @@ static int looks_binary(int fd, char *reason, size_t cap)
  * (an unknown name rejects the file), otherwise default_rules applies. */
 static int pick_rules(hv_spool_t *sp, int fd, const hv_ruleset_t **out, char *reason, size_t cap)
 {
-    char line[256];
-    ssize_t n = pread(fd, line, sizeof(line) - 1, 0);
-    *out = hv_config_ruleset(sp->cfg, sp->cfg->default_rules);
-    if (n <= 0)
-        return 0;
-    line[n] = '\0';
-    line[strcspn(line, "\r\n")] = '\0';
-    if (strncmp(line, "#!", 2) != 0)
-        return 0;
-    const char *p = strstr(line + 2, "rules=");
-    if (p == NULL)
-        return 0;
-    p += 6;
-    size_t len = strcspn(p, " \t");
     char name[128];
-    snprintf(name, sizeof(name), "%.*s", (int)HV_MIN(len, sizeof(name) - 1), p);
+    *out = hv_config_ruleset(sp->cfg, sp->cfg->default_rules);
+    if (!hv_reader_rules_name(fd, name, sizeof(name)))
+        return 0;
     *out = hv_config_ruleset(sp->cfg, name);
     if (*out == NULL) {
         int w = snprintf(reason, cap, "unknown rule set '%.100s' named on the first line", name);

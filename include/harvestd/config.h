@@ -217,6 +217,9 @@ void hv_config_where(const hv_config_t *cfg, const char *name, char *out, size_t
 /** Whether `name` was set explicitly (file or command line). */
 int hv_config_is_set(const hv_config_t *cfg, const char *name);
 
+/** Whether `name` was set on the command line. */
+int hv_config_from_cli(const hv_config_t *cfg, const char *name);
+
 /** Mark `name` as set from the command line (after a successful hv_config_set). */
 void hv_config_mark_cli(hv_config_t *cfg, const char *name);
 

@@ -20,4 +20,12 @@
  */
 int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out);
 
+/**
+ * The rule set a URL file names on its first line, `#! rules=NAME` (a byte order mark before
+ * it allowed), read from `fd` at offset 0 without moving its position (a blocking pread:
+ * for start-up and the spool's claim, never the loop's hot path). Returns 1 and NAME in `name`
+ * (cut to `cap` - 1 bytes), or 0 when the first line names none.
+ */
+int hv_reader_rules_name(int fd, char *name, size_t cap);
+
 #endif

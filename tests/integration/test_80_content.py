@@ -712,6 +712,28 @@ def test_80_26_unknown_rule_set_for_once(run_harvestd, fresh_origin, tmp_path):
     assert fresh_origin.snapshot()["requests_served"] == 0
 
 
+def test_80_26b_once_honours_the_rule_set_the_list_names(run_harvestd, fresh_origin, tmp_path):
+    """`#! rules=NAME` on a list's first line picks the set for --once as it does for a spool
+    file (before, --once -c ignored it and used default_rules); --rules still wins, and an
+    unknown name is a usage error naming the file's line 1, before anything is fetched."""
+    conf = write_text(tmp_path / "rules.conf", RULES_CONFIG)
+    url = serve(fresh_origin, CATALOGUE)
+    named = one_ok(run_harvestd(["#! rules=books", url], "-c", conf))
+    assert named["fields"]["first"] == "All products", named
+    assert "headline" not in named["fields"], named
+    with_bom = one_ok(run_harvestd(b"\xef\xbb\xbf#! rules=books\n" + url.encode() + b"\n", "-c", conf))
+    assert with_bom["fields"] == named["fields"]
+    cli = one_ok(run_harvestd(["#! rules=books", url], "-c", conf, "--rules", "headline"))
+    assert cli["fields"] == {"headline": "<h1>All products</h1>"}, cli
+    served = fresh_origin.snapshot()["requests_served"]
+    out = tmp_path / "never.jsonl"
+    run = run_harvestd(["#! rules=bokos", url], "-c", conf, out=str(out), parse=False)
+    assert run.rc == 2, run.stderr
+    assert ":1: unknown rule set 'bokos'" in run.stderr, run.stderr
+    assert not out.exists()
+    assert fresh_origin.snapshot()["requests_served"] == served
+
+
 # (selector, the position of the fault, counted in characters from 1, and what is expected)
 BAD_SELECTORS = [
     ("div[id", "position 7: expected ']'"),
