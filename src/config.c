@@ -1441,18 +1441,24 @@ static void default_consumer(hv_config_t *cfg)
 
 int hv_config_check_system(const hv_config_t *cfg, char *err, size_t errcap)
 {
-    uv_fs_t req;
+    struct stat st;
     char where[1100];
-    int rc = 0;
     if (cfg->input_path != NULL)
         return 0;
-    if (uv_fs_stat(NULL, &req, cfg->spool_dir, NULL) != 0 || !S_ISDIR(req.statbuf.st_mode)) {
+    int e = stat(cfg->spool_dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (e == 0)
+        return 0;
+    const char *why = e == ENOTDIR ? "not a directory" : strerror(e);
+    if (hv_config_is_set(cfg, "spool_dir")) {
         hv_config_where(cfg, "spool_dir", where, sizeof(where));
-        rc = hv_errf(err, errcap, UV_ENOTDIR, "%s: spool_dir: %s is not a directory", where,
-                     cfg->spool_dir);
+        return hv_errf(err, errcap, uv_translate_sys_error(e),
+                       "%s: spool_dir: %s is not a directory (%s)", where, cfg->spool_dir, why);
     }
-    uv_fs_req_cleanup(&req);
-    return rc;
+    return hv_errf(err, errcap, uv_translate_sys_error(e),
+                   "%s: spool_dir is not set, and its default %s is not a directory (%s): set "
+                   "spool_dir in the configuration or give --spool-dir",
+                   cfg->config_file[0] != '\0' ? cfg->config_file : "harvestd", cfg->spool_dir,
+                   why);
 }
 
 /* proxy_credentials_file: its entries given to every list's proxies that have no credentials

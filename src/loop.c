@@ -470,6 +470,17 @@ failed:
 
 /* ---- what the configuration opens ---- */
 
+/* What the daemon needs of the system before it opens anything: a missing spool is said as
+ * such, not as the state store it would hold. */
+static int check_system(hv_loop_t *l)
+{
+    char err[1300];
+    if (hv_config_check_system(l->cfg, err, sizeof(err)) == 0)
+        return HV_EXIT_OK;
+    fprintf(stderr, "harvestd: %s\n", err);
+    return HV_EXIT_USAGE;
+}
+
 /* The metrics endpoint, when configured (the server closes itself when it cannot listen). */
 static int start_metrics(hv_loop_t *l)
 {
@@ -543,7 +554,9 @@ int hv_loop_run(const hv_config_t *cfg, hv_tls_ctx_t *tls, const hv_loop_opts_t 
     l.status_timer.data = l.watchdog_timer.data = &l;
     hv_handles_own(&l.handles, (uv_handle_t *)&l.status_timer);
     hv_handles_own(&l.handles, (uv_handle_t *)&l.watchdog_timer);
-    int rc = start_metrics(&l);
+    int rc = check_system(&l);
+    if (rc == HV_EXIT_OK)
+        rc = start_metrics(&l);
     if (rc == HV_EXIT_OK)
         rc = open_recrawl(&l);
     if (rc == HV_EXIT_OK) {

@@ -132,6 +132,9 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
     counter(out, "harvestd_throttle_decreases_total",
                        "Times a host's pace was lowered (429/503, timeouts, latency).",
                        s->polite.decreases);
+    counter(out, "harvestd_throttle_increases_total",
+                       "Times a throttled host's pace was raised again (adaptive speed-ups).",
+                       s->polite.increases);
     gauge(out, "harvestd_hosts_throttled", "Hosts below their configured pace.",
                      s->polite.throttled);
     counter(out, "harvestd_dns_cache_hits_total",

@@ -125,17 +125,10 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
                   const hv_spool_cbs_t *cbs, void *ud, hv_spool_t **out, char *err,
                   size_t errcap)
 {
-    struct stat st;
-    char where[1100];
-
     *out = NULL;
-    hv_config_where(cfg, "spool_dir", where, sizeof(where));
-    int e = stat(cfg->spool_dir, &st) != 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-    if (e != 0) {
-        snprintf(err, errcap, "%s: spool_dir: %s is not a directory (%s)", where, cfg->spool_dir,
-                 e == ENOTDIR ? "not a directory" : strerror(e));
-        return uv_translate_sys_error(e);
-    }
+    int rc = hv_config_check_system(cfg, err, errcap);
+    if (rc != 0)
+        return rc;
     hv_spool_t *sp = hv_xcalloc(1, sizeof(*sp));
     sp->loop = loop;
     sp->cfg = cfg;
@@ -150,7 +143,7 @@ int hv_spool_open(uv_loop_t *loop, const hv_config_t *cfg, hv_bhost_t *host,
     TAILQ_INIT(&sp->batches);
     const char *dirs[] = {sp->incoming, sp->active, sp->done, sp->rejected, sp->out};
     for (size_t i = 0; i < HV_ARRAY_SIZE(dirs); i++) {
-        int rc = ensure_dir(dirs[i], err, errcap);
+        rc = ensure_dir(dirs[i], err, errcap);
         if (rc == 0)
             rc = ensure_writable(dirs[i], err, errcap);
         if (rc != 0) {

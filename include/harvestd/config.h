@@ -269,9 +269,10 @@ int hv_config_is_flag(const char *name);
  *  names the directive, where it was set and the file. */
 int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap);
 
-/** `--check-config`'s look at the system: the daemon's spool_dir exists (the daemon creates
- *  its subdirectories, not the spool itself). 0, or an error with "WHERE: spool_dir: PATH is
- *  not a directory" in `err`. Nothing for --once. */
+/** The daemon's look at the system before it opens anything (and `--check-config`'s): its
+ *  spool_dir exists (the daemon creates its subdirectories, not the spool itself). 0, or a
+ *  UV_E* error with a message naming where spool_dir was set (the file and line; or that it
+ *  is not set and its default is missing) and why. Nothing for --once. */
 int hv_config_check_system(const hv_config_t *cfg, char *err, size_t errcap);
 
 /**

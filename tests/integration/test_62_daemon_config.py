@@ -79,6 +79,32 @@ def test_62_02_missing_spool_dir(harvestd, tmp_path, mode):
     assert not os.path.exists(tmp_path / "nowhere"), "spool_dir was created"
 
 
+@pytest.mark.parametrize("mode", ["daemon", "check"])
+def test_62_02b_spool_dir_not_set_or_missing_with_recrawl(harvestd, tmp_path, mode):
+    """A config without spool_dir names the file and says the directive is not set (it said
+    "default: spool_dir: ..."); with re-crawling on, a missing spool is said as such, not as
+    the state store that would be in it ("cannot create the state store .../state")."""
+    if os.path.exists("/var/spool/harvestd"):
+        pytest.skip("/var/spool/harvestd exists on this machine: the default would be used")
+    unset = write(tmp_path / "unset.conf", ["concurrency = 4"])
+    recrawl = write(tmp_path / "recrawl.conf", ["recrawl = conditional",
+                                                "spool_dir = %s" % (tmp_path / "nowhere")])
+    for path, expected in ((unset, "%s: spool_dir is not set, and its default "
+                                   "/var/spool/harvestd is not a directory" % unset),
+                           (recrawl, "%s:2: spool_dir: %s is not a directory" % (recrawl, tmp_path / "nowhere"))):
+        if mode == "check":
+            done = harvestd.command("--check-config", "-c", path)
+            rc, stderr = done.returncode, done.stderr
+        else:
+            d = harvestd.start_daemon(path)
+            rc = d.wait(timeout=5)
+            stderr = d.stderr_text()
+        assert rc == 2, stderr
+        assert expected in stderr, stderr
+        assert "state store" not in stderr, stderr
+    assert not os.path.exists(tmp_path / "nowhere")
+
+
 def test_62_03_line_length_limit_is_198_characters(harvestd, spool, tmp_path):
     longest = "# " + "x" * 196
     assert len(longest) == 198

@@ -61,6 +61,9 @@ ONCE_FAMILIES = {
     "harvestd_dns_cache_hits_total": "counter",
     "harvestd_tls_handshakes_total": "counter",
     "harvestd_tls_failures_total": "counter",
+    "harvestd_throttle_decreases_total": "counter",
+    "harvestd_throttle_increases_total": "counter",
+    "harvestd_hosts_throttled": "gauge",
 }
 DAEMON_FAMILIES = dict(ONCE_FAMILIES, harvestd_batches_completed_total="counter",
                        harvestd_batches_rejected_total="counter",
