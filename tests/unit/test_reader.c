@@ -502,12 +502,16 @@ TEST_IMPL(reader_read_error_ends_the_input)
     ASSERT_OK(uv_loop_init(&k->loop));
     ASSERT_EQ(UV_ENOENT, hv_reader_open(&k->loop, hv_test_tmppath("missing.txt"), &k->src));
     ASSERT_NULL(k->src);
-    /* A directory opens for reading, and its first read fails. */
-    ASSERT_OK(hv_reader_open(&k->loop, hv_test_tmpdir(), &k->src));
+    /* A directory would open and fail at its first read: it is refused at open, before the
+     * caller has created anything for it. */
+    ASSERT_EQ(UV_EISDIR, hv_reader_open(&k->loop, hv_test_tmpdir(), &k->src));
+    ASSERT_NULL(k->src);
+    /* A file whose first read fails: the process's own memory at address 0 (EIO). */
+    ASSERT_OK(hv_reader_open(&k->loop, "/proc/self/mem", &k->src));
     sink_start(k);
     uv_run(&k->loop, UV_RUN_DEFAULT);
     ASSERT_EQ(1, k->ended);
-    ASSERT_EQ(UV_EISDIR, k->end_status);
+    ASSERT_EQ(UV_EIO, k->end_status);
     ASSERT_EQ(0, k->nlines);
     sink_free(k);
 }
