@@ -450,6 +450,13 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         buf->len = len;
         return;
     }
+    if (cf == NULL && c->_space != NULL && c->state == HV_CONN_OPEN) {
+        size_t len = 0;
+        if (c->_space(c, &buf->base, &len) && len > 0) {
+            buf->len = len;
+            return;
+        }
+    }
     buf->base = read_buf;
     buf->len = sizeof(read_buf);
 }
@@ -482,7 +489,6 @@ static int write_copy(hv_conn_t *c, const char *data, size_t len)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     hv_conn_t *c = s->data;
-    (void)buf;
     if (nread == 0 || c->state == HV_CONN_CLOSING)
         return; /* EAGAIN, or bytes nobody wants any more */
     hv_cf_t *cf = consumer(c);
@@ -504,7 +510,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (cf == NULL)
-        c->cbs->on_read(c, read_buf, (size_t)nread);
+        c->cbs->on_read(c, buf->base, (size_t)nread);
     else if (cf->type->in_space != NULL)
         cf->type->in_commit(cf, (size_t)nread);
     else
@@ -557,6 +563,12 @@ void hv_conn_set_owner(hv_conn_t *c, const hv_conn_cbs_t *cbs, void *data)
 {
     c->cbs = cbs;
     c->data = data;
+    c->_space = NULL;
+}
+
+void hv_conn_set_space(hv_conn_t *c, hv_conn_space_cb space)
+{
+    c->_space = space;
 }
 
 const hv_fault_t *hv_conn_error(const hv_conn_t *c)

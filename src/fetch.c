@@ -168,6 +168,7 @@ struct hv_fetch_s {
 
 static void req_on_connect(hv_conn_t *c, int status);
 static void req_on_read(hv_conn_t *c, const char *data, size_t len);
+static int req_in_space(hv_conn_t *c, char **base, size_t *len);
 static void req_on_error(hv_conn_t *c, int err);
 static void req_on_timeout(hv_conn_t *c);
 static void idle_on_connect(hv_conn_t *c, int status);
@@ -954,6 +955,7 @@ static int connect_req(hv_req_t *r, int allow_pool)
     if (c != NULL) {
         f->stats.connections_reused++;
         hv_conn_set_owner(c, &req_cbs, r);
+        hv_conn_set_space(c, req_in_space);
         r->conn = c;
         r->reused = 1;
         send_request(r);
@@ -985,6 +987,7 @@ static int connect_req(hv_req_t *r, int allow_pool)
         fail_connect(r, rc);
         return 0;
     }
+    hv_conn_set_space(c, req_in_space);
     if (r->ps != NULL)
         r->ps->open++;
     r->conn = c;
@@ -1201,6 +1204,14 @@ static void http_failed(hv_req_t *r, int rc)
         finish_fault(r, HV_ET_PROTOCOL, &r->http.fault);
         break;
     }
+}
+
+/* A body without coding is read straight into its buffer (see hv_http_body_space). */
+static int req_in_space(hv_conn_t *c, char **base, size_t *len)
+{
+    hv_req_t *r = c->data;
+    return r->http_ready && (r->state == RQ_WAITING || r->state == RQ_RECEIVING) &&
+           hv_http_body_space(&r->http, base, len);
 }
 
 static void req_on_read(hv_conn_t *c, const char *data, size_t len)

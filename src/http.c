@@ -606,6 +606,12 @@ static int head_done(hv_http_t *h)
 
 static int keep_body(hv_http_t *h, const char *data, size_t len)
 {
+    /* Read into the buffer's free part (hv_http_body_space), which never reaches past max. */
+    if (h->body.data != NULL && data == h->body.data + h->body.len &&
+        len <= HV_MIN(h->body.cap, h->body.max) - h->body.len) {
+        h->body.len += len;
+        return 0;
+    }
     if (hv_buf_append(&h->body, data, len) == 0)
         return 0;
     if (h->_limits->truncate) {
@@ -903,6 +909,32 @@ int hv_http_feed(hv_http_t *h, const char *data, size_t len)
     if (h->_err != 0)
         return h->_err;
     return parser_error(h, e);
+}
+
+/* Below this much room a read goes to the connection's buffer: a body read a few bytes at a
+ * time would cost more reads than the copy it spares. */
+#define BODY_SPACE_MIN 4096
+
+int hv_http_body_space(hv_http_t *h, char **base, size_t *len)
+{
+    const hv_buf_t *b = &h->body;
+    if (!h->_in_trailers || h->complete || h->_err != 0 || h->_body_mode != HV_HTTP_BODY_KEEP ||
+        h->encoding != HV_ENC_IDENTITY || h->content_length < 0 ||
+        (h->_parser.flags & F_CHUNKED) != 0 || llhttp_get_errno(&h->_parser) != HPE_OK ||
+        b->data == NULL || HV_MIN(b->cap, b->max) <= b->len ||
+        (uint64_t)h->content_length <= b->len)
+        return 0;
+    size_t room = HV_MIN(b->cap, b->max) - b->len;
+    uint64_t left = (uint64_t)h->content_length - b->len;
+    if (room < BODY_SPACE_MIN && room < left)
+        return 0;
+    /* One byte more than announced where there is room: a read that fills its buffer makes
+     * libuv read again at once (an EAGAIN, per page). A byte past the body is no body byte:
+     * it is parsed as what follows, and a response followed by bytes is never reused. */
+    size_t want = left < room ? (size_t)left + 1 : room;
+    *base = b->data + b->len;
+    *len = want;
+    return 1;
 }
 
 int hv_http_eof(hv_http_t *h)

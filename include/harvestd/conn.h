@@ -96,6 +96,11 @@ typedef struct {
     void (*on_timeout)(hv_conn_t *c);
 } hv_conn_cbs_t;
 
+/** Where the owner would have the next read's bytes go (a body's buffer, say, to spare a
+ * copy): 1 with `*base` and `*len` (> 0) valid until the on_read that follows, 0 for the
+ * connection's own buffer. Asked only when no layer reads for the owner (plain TCP). */
+typedef int (*hv_conn_space_cb)(hv_conn_t *c, char **base, size_t *len);
+
 typedef enum {
     HV_CONN_RESOLVING,
     HV_CONN_CONNECTING,
@@ -141,6 +146,7 @@ struct hv_conn_s {
     int _held;                  /* a layer works on what it has: the socket waits meanwhile */
     int _sock_on;               /* the socket is being read (uv_read_start) */
     int _quickack;              /* ACK every read at once (a layer asked: hv_cf_quickack()) */
+    hv_conn_space_cb _space;    /* the owner's read space (hv_conn_set_space), or NULL */
     hv_handles_t _handles;      /* the tcp racers, timer, delay, idle: the memory goes when
                                    all have closed */
 };
@@ -157,8 +163,12 @@ int hv_conn_connect(hv_conn_env_t *env, const hv_conn_layer_t *layers, unsigned 
                     const char *host, int host_is_ip, uint16_t port, const hv_conn_cbs_t *cbs,
                     void *data, hv_conn_t **out);
 
-/** Hand the connection to another owner: `cbs` and `data` get its callbacks from now on. */
+/** Hand the connection to another owner: `cbs` and `data` get its callbacks from now on.
+ *  The previous owner's read space (hv_conn_set_space) is forgotten. */
 void hv_conn_set_owner(hv_conn_t *c, const hv_conn_cbs_t *cbs, void *data);
+
+/** The owner offers space for reads (see hv_conn_space_cb); NULL withdraws it. */
+void hv_conn_set_space(hv_conn_t *c, hv_conn_space_cb space);
 
 /** Detail of a layer's last failure (HV_D_CERTIFICATE_EXPIRED...) or of the guard's refusal
  *  (HV_D_BLOCKED_LOOPBACK_ADDRESS...), code HV_D_NONE if none. Valid as long as the

@@ -175,6 +175,15 @@ void hv_http_free(hv_http_t *h);
  */
 int hv_http_feed(hv_http_t *h, const char *data, size_t len);
 
+/**
+ * Room for the next bytes of the connection when they can only be the body of this response
+ * (its head is done, the body is kept, with no coding and a Content-Length): the free part of
+ * the body buffer, at most the bytes still announced. Bytes read there and then passed to
+ * hv_http_feed() at that very place become the body without a copy. 1 with `*base`, `*len`;
+ * 0 when the bytes must go elsewhere (anything else, or too little room to be worth a read).
+ */
+int hv_http_body_space(hv_http_t *h, char **base, size_t *len);
+
 /** The peer closed the stream. Returns 1 if that completed the response (close-delimited),
  * else an error: HV_ECLOSED (h->fault says where it stopped), HV_EDECODE, HV_EPROTO. */
 int hv_http_eof(hv_http_t *h);

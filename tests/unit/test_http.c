@@ -945,3 +945,71 @@ TEST_IMPL(http_h2_request_fields)
                                              NULL, 0));
     hv_url_free(&u);
 }
+
+/* A body read straight into its buffer (as fetch does over plain TCP): the space offered is
+ * the buffer's free part, at most one byte past the announced length; bytes read there
+ * become the body without a copy; a byte past the body is no body byte and the connection is
+ * not reused; no space is offered before the head, for a coded or chunked body, or once the
+ * response is complete. */
+TEST_IMPL(http_body_read_in_place)
+{
+    hv_http_limits_t lim = {1 << 20, 1024, 64, 0};
+    hv_http_t h;
+    int calls = 0;
+    char *base;
+    size_t len;
+    static char body[20000];
+    for (size_t i = 0; i < sizeof(body); i++)
+        body[i] = (char)('a' + i % 26);
+    const char *head = "HTTP/1.1 200 OK\r\nContent-Length: 20000\r\n\r\n";
+    for (int extra = 0; extra <= 1; extra++) {
+        mode_for_test = HV_HTTP_BODY_KEEP;
+        hv_http_init(&h, &lim, on_head, &calls);
+        ASSERT_EQ(0, hv_http_body_space(&h, &base, &len));
+        /* The head and the body's first 100 bytes in the connection's buffer. */
+        char first[256];
+        size_t hl = strlen(head);
+        memcpy(first, head, hl);
+        memcpy(first + hl, body, 100);
+        ASSERT_EQ(0, hv_http_feed(&h, first, hl + 100));
+        size_t off = 100;
+        int rc = 0;
+        while (rc == 0) {
+            ASSERT_EQ(1, hv_http_body_space(&h, &base, &len));
+            ASSERT(base == h.body.data + h.body.len);
+            ASSERT_LE(len, sizeof(body) - off + 1);
+            const char *before = h.body.data;
+            size_t n = HV_MIN(len, (size_t)7000);
+            size_t take = HV_MIN(n, sizeof(body) - off);
+            memcpy(base, body + off, take);
+            if (take < n && extra)
+                base[take] = 'X'; /* a byte the server should not have sent */
+            size_t fed = take + (take < n && extra ? 1 : 0);
+            rc = hv_http_feed(&h, base, fed);
+            ASSERT(before == h.body.data); /* no copy, no move */
+            off += take;
+        }
+        ASSERT_EQ(1, rc);
+        ASSERT_EQ(sizeof(body), h.body.len);
+        ASSERT_MEM_EQ(body, h.body.data, sizeof(body));
+        ASSERT_EQ(!extra, h.keep_alive);
+        ASSERT_EQ(0, hv_http_body_space(&h, &base, &len));
+        hv_http_free(&h);
+    }
+    /* Chunked, or coded: the bytes are not the body's as they come. */
+    const char *other[] = {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                           "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 9000\r\n\r\n"};
+    for (size_t i = 0; i < HV_ARRAY_SIZE(other); i++) {
+        hv_http_init(&h, &lim, on_head, &calls);
+        ASSERT_EQ(0, hv_http_feed(&h, other[i], strlen(other[i])));
+        ASSERT_EQ(0, hv_http_body_space(&h, &base, &len));
+        hv_http_free(&h);
+    }
+    /* A body the owner drops is not read into a buffer. */
+    mode_for_test = HV_HTTP_BODY_DISCARD;
+    hv_http_init(&h, &lim, on_head, &calls);
+    ASSERT_EQ(0, hv_http_feed(&h, head, strlen(head)));
+    ASSERT_EQ(0, hv_http_body_space(&h, &base, &len));
+    hv_http_free(&h);
+    mode_for_test = HV_HTTP_BODY_KEEP;
+}
