@@ -11,6 +11,15 @@
 #ifndef HARVESTD_COMMANDS_H
 #define HARVESTD_COMMANDS_H
 
+#include "harvestd/options.h"
+
+/** Each command's option table: its command line, and the option lines of its --help (the
+ *  rows' usage). */
+extern const hv_opt_spec_t hv_cmd_enqueue_spec;
+extern const hv_opt_spec_t hv_cmd_status_spec;
+extern const hv_opt_spec_t hv_cmd_merge_spec;
+extern const hv_opt_spec_t hv_cmd_state_spec;
+
 /** Add a URL file's lines to a stream: 0, 1 on a Redis failure, 2 on a usage error. */
 int hv_cmd_enqueue(int argc, char **argv);
 
