@@ -68,6 +68,7 @@ struct cli_option_s {
 };
 
 static void usage(FILE *out);
+static int man_page(const char *template_path);
 
 static int opt_help(app_t *app, const char *value)
 {
@@ -81,6 +82,12 @@ static int opt_version(app_t *app, const char *value)
     (void)app, (void)value;
     printf("harvestd %s\n", HV_VERSION);
     return ARGS_ANSWERED;
+}
+
+static int opt_help_man(app_t *app, const char *value)
+{
+    (void)app;
+    return man_page(value);
 }
 
 static int opt_check_config(app_t *app, const char *value)
@@ -150,8 +157,8 @@ static int add_header(app_t *app, const arg_t *a)
     return EXIT_OK;
 }
 
-/* The rows that have a usage line (spelling.usage, options.h) print it in --help, in this
- * order. */
+/* The rows that have a usage line (spelling.usage, options.h) print it in --help and the
+ * manual page, in this order. */
 static const cli_option_t cli_options[] = {
     {{.name = "config", .alias = "c", .letter = "c", .kind = HV_OPT_VALUE,
       .usage = "-c, --config FILE      INI configuration (command-line options override it)"},
@@ -209,6 +216,8 @@ static const cli_option_t cli_options[] = {
     {{.name = "help", .letter = "h", .usage = "-h, --help             this text"},
      .now = opt_help},
     {{.name = "version", .usage = "--version              the version"}, .now = opt_version},
+    /* The manual pages' generator (`make man`), for the build only. */
+    {{.name = "help-man", .kind = HV_OPT_VALUE}, .now = opt_help_man},
 };
 
 /* Anything spelled --NAME that is no option here is a directive: hv_config_set() judges the
@@ -247,6 +256,12 @@ static void usage(FILE *out)
     hv_config_print_help(out);
     fprintf(out, "\nExit status: 0 done, 1 internal failure, 2 usage or configuration error,\n"
                  "3 --once interrupted.\n");
+}
+
+/* The manual page of `template_path` (hv_cmd_man()) on stdout: ARGS_ANSWERED or EXIT_USAGE. */
+static int man_page(const char *template_path)
+{
+    return hv_cmd_man(template_path, stdout, &cli_spec) == 0 ? ARGS_ANSWERED : EXIT_USAGE;
 }
 
 /* One option of the command line: run it now (`now`), or keep it for after the config file. */
