@@ -253,14 +253,18 @@ fuzz-run-%: fuzz-build
 	fi
 
 # Calls we keep out of the code base (see README, "Code rules"), the include direction
-# between layers (tests/lint/layers.txt; README, "How it works"), and the alerting rules
-# (conf/harvestd-alerts.yml): valid for Prometheus, and firing on the cases of
+# between layers (tests/lint/layers.txt; README, "How it works"), the documentation against
+# the code (tests/lint/docs.py: every directive in conf/harvestd.conf and README.md, every
+# option of every --help and every record key in README.md, the manual pages whole and read
+# by groff without a warning, README's contents list against its headings), and the alerting
+# rules (conf/harvestd-alerts.yml): valid for Prometheus, and firing on the cases of
 # tests/promtool/ (promtool comes with Debian's prometheus package; `make deps`).
 PROMTOOL ?= promtool
-lint:
+lint: man
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' $(shell find src -name '*.[ch]') include/harvestd/*.h \
 	    || { echo "lint: forbidden call above" >&2; exit 1; }
 	@$(PYTHON) tests/lint/layers.py
+	@$(PYTHON) tests/lint/docs.py --bin $(BIN) --man $(BUILD)/man
 	@command -v $(PROMTOOL) >/dev/null 2>&1 || { \
 	    echo "lint: $(PROMTOOL) not found; 'make deps' installs it (Debian package prometheus)" >&2; exit 1; }
 	@$(PROMTOOL) check rules conf/harvestd-alerts.yml >/dev/null
