@@ -14,6 +14,7 @@ BINDIR     ?= $(PREFIX)/bin
 SYSCONFDIR ?= /etc
 UNITDIR    ?= /lib/systemd/system
 DOCDIR     ?= $(PREFIX)/share/doc/harvestd
+MANDIR     ?= $(PREFIX)/share/man
 
 STD   = -std=c11 -D_GNU_SOURCE
 WARN  = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
@@ -65,9 +66,9 @@ TOOLS     = $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tools/%)
 BIN       = $(BUILD)/harvestd
 UNIT_BIN  = $(BUILD)/unit-tests
 
-.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench \
+.PHONY: all deps run test check integration asan ubsan tsan lint clean install bench man \
         fuzz fuzz-replay fuzz-build fuzz-toolchain fuzz-bins fuzz-tls-seeds
-all: $(BIN)
+all: $(BIN) man
 
 deps:
 	@./third_party/install-deps.sh
@@ -90,6 +91,15 @@ $(BIN): $(MAIN_OBJ) $(LIB_OBJS) $(LLHTTP_LIB)
 
 # The unit tests also compress (brotli) to check the decoders.
 UNIT_LIBS := $(shell $(PKG_CONFIG) --libs libbrotlienc 2>/dev/null)
+
+# The manual pages: the prose of src/man/PAGE.in around the entries of the option and
+# directive tables, which the binary itself writes (harvestd --help-man, src/cmd/man.c).
+MAN_PAGES = $(BUILD)/man/harvestd.1 $(BUILD)/man/harvestd.conf.5
+man: $(MAN_PAGES)
+
+$(BUILD)/man/%: src/man/%.in $(BIN)
+	@mkdir -p $(@D)
+	./$(BIN) --help-man=$< > $@.tmp && mv $@.tmp $@
 
 $(UNIT_BIN): $(UNIT_OBJS) $(LIB_OBJS) $(LLHTTP_LIB)
 	$(CC) $(FINAL_LDFLAGS) -o $@ $(UNIT_OBJS) $(LIB_OBJS) $(DEPS_LIBS) $(UNIT_LIBS)
@@ -243,14 +253,18 @@ fuzz-run-%: fuzz-build
 	fi
 
 # Calls we keep out of the code base (see README, "Code rules"), the include direction
-# between layers (tests/lint/layers.txt; README, "How it works"), and the alerting rules
-# (conf/harvestd-alerts.yml): valid for Prometheus, and firing on the cases of
+# between layers (tests/lint/layers.txt; README, "How it works"), the documentation against
+# the code (tests/lint/docs.py: every directive in conf/harvestd.conf and README.md, every
+# option of every --help and every record key in README.md, the manual pages whole and read
+# by groff without a warning, README's contents list against its headings), and the alerting
+# rules (conf/harvestd-alerts.yml): valid for Prometheus, and firing on the cases of
 # tests/promtool/ (promtool comes with Debian's prometheus package; `make deps`).
 PROMTOOL ?= promtool
-lint:
+lint: man
 	@! grep -nE '\b(sprintf|vsprintf|strcpy|strcat|strtok|atoi|atol|gets)\s*\(' $(shell find src -name '*.[ch]') include/harvestd/*.h \
 	    || { echo "lint: forbidden call above" >&2; exit 1; }
 	@$(PYTHON) tests/lint/layers.py
+	@$(PYTHON) tests/lint/docs.py --bin $(BIN) --man $(BUILD)/man
 	@command -v $(PROMTOOL) >/dev/null 2>&1 || { \
 	    echo "lint: $(PROMTOOL) not found; 'make deps' installs it (Debian package prometheus)" >&2; exit 1; }
 	@$(PROMTOOL) check rules conf/harvestd-alerts.yml >/dev/null
@@ -280,8 +294,10 @@ tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build-tsan SANITIZER=thread integration \
 	    INTEGRATION_TESTS="$(TSAN_INTEGRATION)"
 
-install: $(BIN)
+install: $(BIN) man
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/harvestd
+	install -D -m 0644 $(BUILD)/man/harvestd.1 $(DESTDIR)$(MANDIR)/man1/harvestd.1
+	install -D -m 0644 $(BUILD)/man/harvestd.conf.5 $(DESTDIR)$(MANDIR)/man5/harvestd.conf.5
 	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/harvestd
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/harvestd/harvestd.conf ]; then \
 	    install -m 0644 conf/harvestd.conf $(DESTDIR)$(SYSCONFDIR)/harvestd/harvestd.conf.new; \

@@ -66,11 +66,15 @@ typedef struct {
 /*
  * What a type knows. `set` reads `value` into `field`, or leaves the field as it was and
  * returns UV_EINVAL or UV_ERANGE with a message that names the directive. `format` writes
- * text that `set` reads back to the same value: 0, or UV_ENOBUFS if `cap` cut it.
+ * text that `set` reads back to the same value: 0, or UV_ENOBUFS if `cap` cut it. `value` is
+ * the word the manual writes for a value of the type, `what` says what such a value is (NULL
+ * when each directive's help lists its words).
  */
 typedef struct {
     int (*set)(const directive_t *d, void *field, const char *value, char *err, size_t errcap);
     int (*format)(const directive_t *d, const void *field, char *out, size_t cap);
+    const char *value;
+    const char *what;
 } type_ops_t;
 
 #define F(field) offsetof(hv_config_t, field), sizeof(((hv_config_t *)0)->field)
@@ -773,23 +777,23 @@ static int format_sources(const directive_t *d, const void *field, char *out, si
 }
 
 static const type_ops_t types[] = {
-    [T_UINT] = {set_uint, format_uint},
-    [T_SIZE] = {set_size, format_size},
-    [T_DURATION] = {set_duration, format_duration},
-    [T_STRING] = {set_string, format_text},
-    [T_LEVEL] = {set_level, format_level},
-    [T_BOOL] = {set_bool, format_bool},
-    [T_PATH] = {set_path, format_text},
-    [T_FSYNC] = {set_fsync, format_fsync},
-    [T_STATUSES] = {set_statuses, format_statuses},
-    [T_FRACTION] = {set_fraction, format_fraction},
-    [T_ADDRESSES] = {set_addresses, format_addresses},
-    [T_SOURCES] = {set_sources, format_sources},
-    [T_RECRAWL] = {set_recrawl, format_recrawl},
-    [T_PROXIES] = {set_proxies, format_proxies},
-    [T_NO_PROXY] = {set_no_proxy, format_no_proxy},
-    [T_ROTATION] = {set_rotation, format_rotation},
-    [T_HTTP2] = {set_http2, format_http2},
+    [T_UINT] = {set_uint, format_uint, "N", "a whole number"},
+    [T_SIZE] = {set_size, format_size, "SIZE", "a size in bytes, with k, m or g (powers of 1024)"},
+    [T_DURATION] = {set_duration, format_duration, "DURATION", "a duration, with ms, s, m or h"},
+    [T_STRING] = {set_string, format_text, "TEXT", "text without control characters"},
+    [T_LEVEL] = {set_level, format_level, "LEVEL", NULL},
+    [T_BOOL] = {set_bool, format_bool, "yes|no", "yes or no (true or false, on or off, 1 or 0)"},
+    [T_PATH] = {set_path, format_text, "VALUE", NULL},
+    [T_FSYNC] = {set_fsync, format_fsync, "MODE", NULL},
+    [T_STATUSES] = {set_statuses, format_statuses, "LIST", NULL},
+    [T_FRACTION] = {set_fraction, format_fraction, "FRACTION", "a number from 0 to 1"},
+    [T_ADDRESSES] = {set_addresses, format_addresses, "LIST", NULL},
+    [T_SOURCES] = {set_sources, format_sources, "LIST", NULL},
+    [T_RECRAWL] = {set_recrawl, format_recrawl, "MODE", NULL},
+    [T_PROXIES] = {set_proxies, format_proxies, "LIST", NULL},
+    [T_NO_PROXY] = {set_no_proxy, format_no_proxy, "LIST", NULL},
+    [T_ROTATION] = {set_rotation, format_rotation, "MODE", NULL},
+    [T_HTTP2] = {set_http2, format_http2, "MODE", NULL},
 };
 
 /* ---- directives by name ---- */
@@ -1573,21 +1577,69 @@ int hv_config_finish(hv_config_t *cfg, char *err, size_t errcap)
     return 0;
 }
 
-void hv_config_print_help(FILE *out)
+/* A bound of a numeric directive, as its formatter writes a value. */
+static void format_bound(const directive_t *d, uint64_t v, char *out, size_t cap)
 {
+    unsigned narrow = (unsigned)v;
+    types[d->type].format(d, d->width == sizeof(uint64_t) ? (const void *)&v : &narrow, out, cap);
+}
+
+int hv_config_describe(size_t i, hv_config_doc_t *doc)
+{
+    memset(doc, 0, sizeof(*doc));
+    if (i >= HV_ARRAY_SIZE(directives))
+        return UV_ENOENT;
+    const directive_t *d = &directives[i];
+    const type_ops_t *t = &types[d->type];
+    doc->name = d->name;
+    doc->help = d->help;
+    doc->value = t->value;
+    /* A path is named for what it leads to. */
+    size_t len = strlen(d->name);
+    if (d->type == T_PATH && len > 4 && strcmp(d->name + len - 4, "_dir") == 0)
+        doc->value = "DIR";
+    else if (d->type == T_PATH && len > 5 && strcmp(d->name + len - 5, "_file") == 0)
+        doc->value = "FILE";
+    /* Shown as the formatter writes the value: what one would type to set it again. */
     hv_config_t *def = hv_xmalloc(sizeof(*def));
     hv_config_defaults(def);
-    for (size_t i = 0; i < HV_ARRAY_SIZE(directives); i++) {
-        char opt[64], text[2048];
-        snprintf(opt, sizeof(opt), "--%s", directives[i].name);
+    hv_config_format(def, d->name, doc->def, sizeof(doc->def));
+    hv_config_free(def);
+    free(def);
+    if (t->what == NULL)
+        return 0;
+    size_t n = 0;
+    appendf(doc->values, sizeof(doc->values), &n, "%s", t->what);
+    if (d->type == T_UINT || d->type == T_SIZE || d->type == T_DURATION) {
+        char lo[32], hi[32];
+        format_bound(d, d->min, lo, sizeof(lo));
+        format_bound(d, d->max, hi, sizeof(hi));
+        appendf(doc->values, sizeof(doc->values), &n, "%s from %s to %s",
+                d->type == T_UINT ? "" : ",", lo, hi);
+    }
+    if (d->type == T_DURATION)
+        appendf(doc->values, sizeof(doc->values), &n, "; a bare number is in %s",
+                d->unit_ms == 1 ? "milliseconds" : "seconds");
+    return 0;
+}
+
+const char *hv_config_host_key(size_t i)
+{
+    /* Request headers are no directive: they are the one key read by a setter of their own. */
+    if (i < HV_ARRAY_SIZE(host_keys))
+        return host_keys[i].name;
+    return i == HV_ARRAY_SIZE(host_keys) ? "header" : NULL;
+}
+
+void hv_config_print_help(FILE *out)
+{
+    hv_config_doc_t doc;
+    for (size_t i = 0; hv_config_describe(i, &doc) == 0; i++) {
+        char opt[64];
+        snprintf(opt, sizeof(opt), "--%s", doc.name);
         for (char *p = opt + 2; *p; p++)
             if (*p == '_')
                 *p = '-';
-        /* Shown as the formatter writes the value: what one would type to set it again. */
-        hv_config_format(def, directives[i].name, text, sizeof(text));
-        fprintf(out, "  %-22s %s (default %s)\n", opt, directives[i].help,
-                text[0] ? text : "none");
+        fprintf(out, "  %-22s %s (default %s)\n", opt, doc.help, doc.def[0] ? doc.def : "none");
     }
-    hv_config_free(def);
-    free(def);
 }

@@ -60,15 +60,15 @@ typedef struct {
  * on: the directive an option stands for, or the suffix of the extraction key.
  */
 struct cli_option_s {
-    hv_opt_t spelling; /* --NAME, --ALIAS, -LETTER, and whether it takes a value (options.h) */
+    hv_opt_t spelling; /* --NAME, --ALIAS, -LETTER, whether it takes a value, its usage line */
     const char *fixed; /* the value of one that takes none */
     int (*now)(app_t *app, const char *value);
     int (*later)(app_t *app, const arg_t *a);
     const char *target;
-    const char *usage; /* its line in --help; NULL: described on another's line */
 };
 
 static void usage(FILE *out);
+static int man_page(const char *template_path);
 
 static int opt_help(app_t *app, const char *value)
 {
@@ -82,6 +82,12 @@ static int opt_version(app_t *app, const char *value)
     (void)app, (void)value;
     printf("harvestd %s\n", HV_VERSION);
     return ARGS_ANSWERED;
+}
+
+static int opt_help_man(app_t *app, const char *value)
+{
+    (void)app;
+    return man_page(value);
 }
 
 static int opt_check_config(app_t *app, const char *value)
@@ -151,51 +157,67 @@ static int add_header(app_t *app, const arg_t *a)
     return EXIT_OK;
 }
 
-/* The rows that have a usage line print it in --help, in this order. */
+/* The rows that have a usage line (spelling.usage, options.h) print it in --help and the
+ * manual page, in this order. */
 static const cli_option_t cli_options[] = {
-    {{.name = "config", .alias = "c", .letter = "c", .kind = HV_OPT_VALUE},
-     .now = opt_config,
-     .usage = "-c, --config FILE      INI configuration (command-line options override it)"},
-    {{.name = "progress"},
+    {{.name = "config", .alias = "c", .letter = "c", .kind = HV_OPT_VALUE,
+      .usage = "-c, --config FILE      INI configuration (command-line options override it)"},
+     .now = opt_config},
+    {{.name = "check-config",
+      .usage = "--check-config         with -c: validate the configuration, list the request\n"
+               "                       headers (secrets masked) and exit"},
+     .now = opt_check_config},
+    {{.name = "once", .kind = HV_OPT_VALUE,
+      .usage = "--once FILE            fetch the URLs of FILE (one per line; '-': standard\n"
+               "                       input), write a JSON record for each to OUTPUT, exit"},
+     .now = opt_once},
+    {{.name = "output", .alias = "o", .letter = "o", .kind = HV_OPT_VALUE,
+      .usage = "-o, --output OUTPUT    with --once: the records (created; must not exist; '-'\n"
+               "                       for standard output)"},
+     .now = opt_output},
+    {{.name = "progress",
+      .usage = "--progress, --no-progress  live progress line on stderr (default: when a "
+               "terminal)"},
      .fixed = "yes",
-     .now = opt_progress,
-     .usage = "--progress, --no-progress  live progress line on stderr (default: when a "
-              "terminal)"},
+     .now = opt_progress},
     {{.name = "no-progress"}, .fixed = "no", .now = opt_progress},
-    {{.name = "extract", .kind = HV_OPT_VALUE},
+    {{.name = "extract", .kind = HV_OPT_VALUE,
+      .usage = "--extract NAME=SELECTOR      a field: the first match (SELECTOR [@attr|::html])"},
      .later = add_extract_rule,
-     .target = "",
-     .usage = "--extract NAME=SELECTOR      a field: the first match (SELECTOR [@attr|::html])"},
-    {{.name = "extract-all", .alias = "extract_all", .kind = HV_OPT_VALUE},
+     .target = ""},
+    {{.name = "extract-all", .alias = "extract_all", .kind = HV_OPT_VALUE,
+      .usage = "--extract-all NAME=SELECTOR  a field: every match, as a list"},
      .later = add_extract_rule,
-     .target = "[]",
-     .usage = "--extract-all NAME=SELECTOR  a field: every match, as a list"},
-    {{.name = "links"},
+     .target = "[]"},
+    {{.name = "links",
+      .usage = "--links                the page's links (absolute URLs) as field 'links'"},
      .fixed = "links=@links",
      .later = add_extract_rule,
-     .target = "",
-     .usage = "--links                the page's links (absolute URLs) as field 'links'"},
-    {{.name = "rules", .kind = HV_OPT_VALUE},
+     .target = ""},
+    {{.name = "rules", .kind = HV_OPT_VALUE,
+      .usage = "--rules NAME           use the config's [rules \"NAME\"] set"},
      .later = set_directive,
-     .target = "default_rules",
-     .usage = "--rules NAME           use the config's [rules \"NAME\"] set"},
-    {{.name = "header", .kind = HV_OPT_VALUE},
-     .later = add_header,
-     .usage = "--header 'NAME: VALUE'  a request header for every host (repeatable)"},
-    {{.letter = "v"},
+     .target = "default_rules"},
+    {{.name = "header", .kind = HV_OPT_VALUE,
+      .usage = "--header 'NAME: VALUE'  a request header for every host (repeatable)"},
+     .later = add_header},
+    {{.letter = "v",
+      .usage = "-v                     more logging (-vv for debug); -q for warnings only"},
      .fixed = "info",
      .later = set_directive,
-     .target = "log_level",
-     .usage = "-v                     more logging (-vv for debug); -q for warnings only"},
+     .target = "log_level"},
     {{.letter = "vv"}, .fixed = "debug", .later = set_directive, .target = "log_level"},
     {{.letter = "q"}, .fixed = "warning", .later = set_directive, .target = "log_level"},
-    {{.name = "digest"}, .fixed = "yes", .later = set_directive, .target = "record_digest",
-     .usage = "--digest               records carry body_digest (record_digest = yes)"},
-    {{.name = "help", .letter = "h"}, .now = opt_help, .usage = "--help, --version"},
-    {{.name = "version"}, .now = opt_version},
-    {{.name = "once", .kind = HV_OPT_VALUE}, .now = opt_once},
-    {{.name = "output", .alias = "o", .letter = "o", .kind = HV_OPT_VALUE}, .now = opt_output},
-    {{.name = "check-config"}, .now = opt_check_config},
+    {{.name = "digest",
+      .usage = "--digest               records carry body_digest (record_digest = yes)"},
+     .fixed = "yes",
+     .later = set_directive,
+     .target = "record_digest"},
+    {{.name = "help", .letter = "h", .usage = "-h, --help             this text"},
+     .now = opt_help},
+    {{.name = "version", .usage = "--version              the version"}, .now = opt_version},
+    /* The manual pages' generator (`make man`), for the build only. */
+    {{.name = "help-man", .kind = HV_OPT_VALUE}, .now = opt_help_man},
 };
 
 /* Anything spelled --NAME that is no option here is a directive: hv_config_set() judges the
@@ -226,19 +248,20 @@ static void usage(FILE *out)
             "       harvestd status --redis URL        progress of the stream's batches\n"
             "       harvestd merge --batch NAME -o FILE DIR...  one record per line\n"
             "       harvestd state --state-dir DIR VERB  stats|get|forget|prune the state store\n"
-            "\n"
-            "--once reads FILE (one URL per line, '-' for standard input) and writes one JSON\n"
-            "record per URL to OUTPUT (created; must not exist; '-' for standard output).\n"
             "\n");
-    for (size_t i = 0; i < HV_ARRAY_SIZE(cli_options); i++)
-        if (cli_options[i].usage != NULL)
-            fprintf(out, "  %s\n", cli_options[i].usage);
+    hv_opt_print_usage(out, &cli_spec);
     fprintf(out, "\n"
                  "Directives (config 'name = value', or --name VALUE / --name=VALUE here;\n"
                  "sizes take k/m/g, durations ms/s/m/h):\n");
     hv_config_print_help(out);
     fprintf(out, "\nExit status: 0 done, 1 internal failure, 2 usage or configuration error,\n"
                  "3 --once interrupted.\n");
+}
+
+/* The manual page of `template_path` (hv_cmd_man()) on stdout: ARGS_ANSWERED or EXIT_USAGE. */
+static int man_page(const char *template_path)
+{
+    return hv_cmd_man(template_path, stdout, &cli_spec) == 0 ? ARGS_ANSWERED : EXIT_USAGE;
 }
 
 /* One option of the command line: run it now (`now`), or keep it for after the config file. */

@@ -11,6 +11,17 @@
 #ifndef HARVESTD_COMMANDS_H
 #define HARVESTD_COMMANDS_H
 
+#include <stdio.h>
+
+#include "harvestd/options.h"
+
+/** Each command's option table: its command line, and the option lines of its --help and of
+ *  the manual page (the rows' usage). */
+extern const hv_opt_spec_t hv_cmd_enqueue_spec;
+extern const hv_opt_spec_t hv_cmd_status_spec;
+extern const hv_opt_spec_t hv_cmd_merge_spec;
+extern const hv_opt_spec_t hv_cmd_state_spec;
+
 /** Add a URL file's lines to a stream: 0, 1 on a Redis failure, 2 on a usage error. */
 int hv_cmd_enqueue(int argc, char **argv);
 
@@ -28,5 +39,23 @@ int hv_cmd_merge(int argc, char **argv);
  * 2 usage (also an unparsable URL), 3 the entry asked for (get, forget) is absent.
  */
 int hv_cmd_state(int argc, char **argv);
+
+/**
+ * A manual page (roff) from the template at `template_path`, written to `out`: the template's
+ * text as it is, but for the lines that name a table, which become that table's entries, and
+ * @VERSION@, which becomes the version. `cli` is the daemon's own option table (main.c). The
+ * lines:
+ *
+ *   @OPTIONS@             the rows of `cli` that have a usage line
+ *   @OPTIONS CMD@         the same for command CMD (enqueue, status, merge, state)
+ *   @DIRECTIVE_OPTIONS@   every directive as --name VALUE, with its meaning and default
+ *   @DIRECTIVES@          every directive as name = VALUE, with its meaning, the values it
+ *                         takes and its default (harvestd.conf(5))
+ *   @HOST_KEYS@           the keys a [host "NAME"] section takes
+ *
+ * Returns 0, or 2 (said on stderr) when the template cannot be read, names a table that does
+ * not exist, or a usage line has no meaning: a manual page is never written with a hole.
+ */
+int hv_cmd_man(const char *template_path, FILE *out, const hv_opt_spec_t *cli);
 
 #endif

@@ -286,6 +286,23 @@ int hv_config_format(const hv_config_t *cfg, const char *name, char *out, size_t
 /** The canonical name of the directive at `i` in table order, or NULL past the last one. */
 const char *hv_config_directive_name(size_t i);
 
+/** What the manual says of a directive (hv_config_describe()). */
+typedef struct {
+    const char *name;   /* canonical: snake_case */
+    const char *help;   /* its meaning, as --help shows it */
+    const char *value;  /* the word that stands for its value: N, SIZE, DURATION, yes|no... */
+    char values[192];   /* what its values are, with the range of a number, size or duration;
+                           "" when the meaning lists them */
+    char def[2048];     /* its default as hv_config_format() writes it; "" for none */
+} hv_config_doc_t;
+
+/** Describe the directive at `i` in table order into `doc`: 0, or UV_ENOENT past the last. */
+int hv_config_describe(size_t i, hv_config_doc_t *doc);
+
+/** The key at `i` that a [host "NAME"] section takes (in order; "header" last), or NULL past
+ *  the last one. */
+const char *hv_config_host_key(size_t i);
+
 /** Print every directive with its default (through hv_config_format) and meaning (--help). */
 void hv_config_print_help(FILE *out);
 

@@ -34,6 +34,7 @@
 #define HARVESTD_OPTIONS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /** Longest long name the parser reads, "--" excluded, plus its NUL; a longer one is unknown. */
 #define HV_OPT_NAME_MAX 64
@@ -53,6 +54,12 @@ typedef struct {
     const char *letter; /* -LETTER (the whole word after the dash); NULL: none */
     hv_opt_kind_t kind;
     int id; /* the command's own number for it */
+    /* Its line in the command's --help and manual page (hv_opt_print_usage): the spelling
+     * ("-o, --output FILE"), two or more spaces, then the meaning; a long spelling may stand
+     * alone on the first line, the meaning on the lines after it ("\n" and spaces, which
+     * align it in --help). NULL: not shown, or shown on another row's line. A row with
+     * neither name nor letter is never matched: its line describes an argument. */
+    const char *usage;
 } hv_opt_t;
 
 /** The command's own row (a `type` whose member `member` is the hv_opt_t) that `opt` is in. */
@@ -123,6 +130,13 @@ enum {
     HV_OPT_ARGUMENT = 2, /* an argument that is no option, in out->word */
     HV_OPT_ERROR = -1,   /* a usage error, said in `err` */
 };
+
+/** The row at `i` (< spec->nopts) of `spec`'s table. */
+const hv_opt_t *hv_opt_row(const hv_opt_spec_t *spec, size_t i);
+
+/** Print every row's usage line of `spec`, in table order, each indented by two spaces (the
+ *  options part of a command's --help). */
+void hv_opt_print_usage(FILE *out, const hv_opt_spec_t *spec);
 
 /** Start reading `argv` (argv[0], the command's name, is skipped) against `spec`; both must
  *  outlive the parser. */

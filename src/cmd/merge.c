@@ -33,6 +33,31 @@ typedef struct {
     int help;
 } merge_args_t;
 
+enum { O_BATCH, O_OUTPUT, O_ENTRIES, O_HELP };
+
+static const hv_opt_t merge_opts[] = {
+    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH,
+     .usage = "--batch NAME       the batch (as enqueue named it)"},
+    {.name = "entries", .kind = HV_OPT_VALUE, .id = O_ENTRIES,
+     .usage = "--entries N        the batch's number of entries: its total, as enqueue and\n"
+              "                   status print it; the summary then counts the entries\n"
+              "                   without a record"},
+    {.name = "output", .letter = "o", .kind = HV_OPT_VALUE, .id = O_OUTPUT,
+     .usage = "-o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
+              "                   and renamed into place; '-' for standard output"},
+    {.usage = "DIR_OR_FILE        a file is read as it is, whatever its name; a directory\n"
+              "                   (a daemon's spool) for the batch's files in it and in DIR/out"},
+    {.name = "help", .letter = "h", .id = O_HELP, .usage = "-h, --help         this text"},
+};
+
+/* "--" ends the options; --help=x is an unknown option. */
+const hv_opt_spec_t hv_cmd_merge_spec = {
+    .opts = merge_opts,
+    .nopts = HV_ARRAY_SIZE(merge_opts),
+    .rules = HV_OPT_DASHDASH | HV_OPT_FLAG_VALUE_UNKNOWN,
+    .say = HV_OPT_SAY_COLON,
+};
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -45,16 +70,9 @@ static void usage(FILE *out)
             "(inputs in the order given, then position in the file). Records are copied as\n"
             "they were written; one that is not valid JSON as written (raw NUL or control\n"
             "bytes, ill-formed UTF-8: a damaged or hand-made output) is written repaired.\n"
-            "\n"
-            "  --batch NAME       the batch (as enqueue named it)\n"
-            "  --entries N        the batch's number of entries: its total, as enqueue and\n"
-            "                     status print it; the summary then counts the entries\n"
-            "                     without a record\n"
-            "  -o, --output FILE  created, never replaced; written to FILE.tmp.PID, fsynced\n"
-            "                     and renamed into place; '-' for standard output\n"
-            "  DIR_OR_FILE        a file is read as it is, whatever its name; a directory\n"
-            "                     (a daemon's spool) for the batch's files in it and in DIR/out\n"
-            "  -h, --help         this text\n"
+            "\n");
+    hv_opt_print_usage(out, &hv_cmd_merge_spec);
+    fprintf(out,
             "\n"
             "A summary line on standard error counts records, duplicates dropped, lines\n"
             "without a record, and the lines skipped: invalid, torn (a last line cut short by\n"
@@ -67,23 +85,6 @@ static void usage(FILE *out)
             "error (including an existing FILE, and no output of the batch in the inputs).\n");
 }
 
-enum { O_BATCH, O_OUTPUT, O_ENTRIES, O_HELP };
-
-static const hv_opt_t merge_opts[] = {
-    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
-    {.name = "entries", .kind = HV_OPT_VALUE, .id = O_ENTRIES},
-    {.name = "output", .letter = "o", .kind = HV_OPT_VALUE, .id = O_OUTPUT},
-    {.name = "help", .letter = "h", .id = O_HELP},
-};
-
-/* "--" ends the options; --help=x is an unknown option. */
-static const hv_opt_spec_t merge_spec = {
-    .opts = merge_opts,
-    .nopts = HV_ARRAY_SIZE(merge_opts),
-    .rules = HV_OPT_DASHDASH | HV_OPT_FLAG_VALUE_UNKNOWN,
-    .say = HV_OPT_SAY_COLON,
-};
-
 static int parse_args(int argc, char **argv, merge_args_t *a, char *err, size_t errcap)
 {
     hv_opt_parser_t p;
@@ -91,7 +92,7 @@ static int parse_args(int argc, char **argv, merge_args_t *a, char *err, size_t 
     int what;
     memset(a, 0, sizeof(*a));
     a->inputs = hv_xcalloc((size_t)(argc > 0 ? argc : 1), sizeof(*a->inputs));
-    hv_opt_init(&p, &merge_spec, argc, argv);
+    hv_opt_init(&p, &hv_cmd_merge_spec, argc, argv);
     while ((what = hv_opt_next(&p, &got, err, errcap)) != HV_OPT_END) {
         if (what == HV_OPT_ERROR)
             return -1;

@@ -36,10 +36,26 @@ static int say(const hv_opt_parser_t *p, say_what_t what, const char *subject, s
     return hv_errf(err, errcap, HV_OPT_ERROR, "unknown option: %.*s", n, subject);
 }
 
-static const hv_opt_t *row(const hv_opt_spec_t *spec, size_t i)
+const hv_opt_t *hv_opt_row(const hv_opt_spec_t *spec, size_t i)
 {
     size_t stride = spec->stride != 0 ? spec->stride : sizeof(hv_opt_t);
     return (const hv_opt_t *)(const void *)((const char *)spec->opts + i * stride);
+}
+
+void hv_opt_print_usage(FILE *out, const hv_opt_spec_t *spec)
+{
+    for (size_t i = 0; i < spec->nopts; i++) {
+        const char *u = hv_opt_row(spec, i)->usage;
+        if (u == NULL)
+            continue;
+        fputs("  ", out);
+        for (; *u != '\0'; u++) {
+            fputc(*u, out);
+            if (*u == '\n')
+                fputs("  ", out);
+        }
+        fputc('\n', out);
+    }
 }
 
 static int is(const char *spelling, const char *s, size_t len)
@@ -51,7 +67,7 @@ static int is(const char *spelling, const char *s, size_t len)
 static const hv_opt_t *find(const hv_opt_spec_t *spec, const char *s, size_t len, int long_form)
 {
     for (size_t i = 0; i < spec->nopts; i++) {
-        const hv_opt_t *o = row(spec, i);
+        const hv_opt_t *o = hv_opt_row(spec, i);
         if (long_form ? is(o->name, s, len) || is(o->alias, s, len) : is(o->letter, s, len))
             return o;
     }

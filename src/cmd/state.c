@@ -44,6 +44,32 @@ typedef struct {
     int help;
 } state_args_t;
 
+enum { O_STATE_DIR, O_OLDER_THAN, O_JSON, O_HELP };
+
+static const hv_opt_t state_opts[] = {
+    {.name = "state-dir", .kind = HV_OPT_VALUE, .id = O_STATE_DIR,
+     .usage = "--state-dir DIR        the store's directory (required)"},
+    {.name = "older-than", .kind = HV_OPT_VALUE, .id = O_OLDER_THAN,
+     .usage = "--older-than DURATION  for prune: a number with ms, s, m, h or d (days); a bare\n"
+              "                       number is in seconds"},
+    {.name = "json", .id = O_JSON,
+     .usage = "--json                 answers as JSON objects: {\"entries\":N,\"bytes_used\":N,\n"
+              "                       \"map_bytes\":N}, {\"forgot\":true|false,\"url\":\"...\"},\n"
+              "                       {\"pruned\":N,\"entries\":M},\n"
+              "                       {\"sound\":true,\"entries\":N,\"pages\":N,\"free_pages\":N}\n"
+              "                       or {\"sound\":false,\"entries_walked\":N,\n"
+              "                       \"damage\":\"...\"}"},
+    {.name = "help", .letter = "h", .id = O_HELP, .usage = "-h, --help             this text"},
+};
+
+/* "--" ends the options; --json=x is an unknown option. */
+const hv_opt_spec_t hv_cmd_state_spec = {
+    .opts = state_opts,
+    .nopts = HV_ARRAY_SIZE(state_opts),
+    .rules = HV_OPT_DASHDASH | HV_OPT_FLAG_VALUE_UNKNOWN,
+    .say = HV_OPT_SAY_COLON,
+};
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -82,17 +108,9 @@ static void usage(FILE *out)
             "URL is normalised as the daemon does before it is looked up (scheme and host\n"
             "lower-cased, default port dropped, '/' for an empty path, no fragment):\n"
             "HTTP://A.TEST finds the entry of http://a.test/.\n"
-            "\n"
-            "  --state-dir DIR        the store's directory (required)\n"
-            "  --older-than DURATION  for prune: a number with ms, s, m, h or d (days); a bare\n"
-            "                         number is in seconds\n"
-            "  --json                 answers as JSON objects: {\"entries\":N,\"bytes_used\":N,\n"
-            "                         \"map_bytes\":N}, {\"forgot\":true|false,\"url\":\"...\"},\n"
-            "                         {\"pruned\":N,\"entries\":M},\n"
-            "                         {\"sound\":true,\"entries\":N,\"pages\":N,\"free_pages\":N}\n"
-            "                         or {\"sound\":false,\"entries_walked\":N,\n"
-            "                         \"damage\":\"...\"}\n"
-            "  -h, --help             this text\n"
+            "\n");
+    hv_opt_print_usage(out, &hv_cmd_state_spec);
+    fprintf(out,
             "\n"
             "Options may come before or after the verb. An absent entry is said on standard\n"
             "error, \"harvestd: no entry for URL\" (forget --json: {\"forgot\":false,...}).\n"
@@ -111,23 +129,6 @@ static int usage_error(const char *msg)
 
 /* ------------------------------------------------------------------------------ arguments */
 
-enum { O_STATE_DIR, O_OLDER_THAN, O_JSON, O_HELP };
-
-static const hv_opt_t state_opts[] = {
-    {.name = "state-dir", .kind = HV_OPT_VALUE, .id = O_STATE_DIR},
-    {.name = "older-than", .kind = HV_OPT_VALUE, .id = O_OLDER_THAN},
-    {.name = "json", .id = O_JSON},
-    {.name = "help", .letter = "h", .id = O_HELP},
-};
-
-/* "--" ends the options; --json=x is an unknown option. */
-static const hv_opt_spec_t state_spec = {
-    .opts = state_opts,
-    .nopts = HV_ARRAY_SIZE(state_opts),
-    .rules = HV_OPT_DASHDASH | HV_OPT_FLAG_VALUE_UNKNOWN,
-    .say = HV_OPT_SAY_COLON,
-};
-
 static verb_t find_verb(const char *word)
 {
     for (size_t v = VERB_STATS; v < HV_ARRAY_SIZE(verb_names); v++)
@@ -142,7 +143,7 @@ static int parse_args(int argc, char **argv, state_args_t *a, char *err, size_t 
     hv_opt_arg_t got;
     int what;
     memset(a, 0, sizeof(*a));
-    hv_opt_init(&p, &state_spec, argc, argv);
+    hv_opt_init(&p, &hv_cmd_state_spec, argc, argv);
     while ((what = hv_opt_next(&p, &got, err, errcap)) != HV_OPT_END) {
         if (what == HV_OPT_ERROR)
             return -1;

@@ -37,40 +37,65 @@ enum {
     O_HELP
 };
 
+/* The lines both commands' --help share. */
+#define USAGE_REDIS                                                                                \
+    "--redis URL         the Redis server (required):\n"                                         \
+    "                    redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+#define USAGE_PASSWORD_FILE                                                                        \
+    "--redis-password-file FILE\n"                                                                \
+    "                    the password, instead of the URL's (one line; readable\n"                \
+    "                    by its owner only)"
+#define USAGE_CA_FILE                                                                              \
+    "--ca-file FILE      rediss://: the CAs the server's certificate is checked\n"                \
+    "                    against (default: the system's)"
+#define USAGE_INSECURE "--insecure          rediss://: do not check the server's certificate"
+#define USAGE_STREAM "--stream NAME       the stream (default " HV_STREAM_DEFAULT ")"
+#define USAGE_TIMEOUT                                                                              \
+    "--timeout DURATION  for the connection and for each reply (default 5s to\n"                 \
+    "                    connect, 10s per reply; a bare number is in seconds)"
+#define USAGE_HELP "--help              this text"
+
 static const hv_opt_t enqueue_opts[] = {
-    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS},
-    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE},
-    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE},
-    {.name = "insecure", .id = O_INSECURE},
-    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
-    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
-    {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES},
-    {.name = "timeout", .kind = HV_OPT_VALUE, .id = O_TIMEOUT},
-    {.name = "help", .id = O_HELP},
+    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS, .usage = USAGE_REDIS},
+    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE,
+     .usage = USAGE_PASSWORD_FILE},
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE, .usage = USAGE_CA_FILE},
+    {.name = "insecure", .id = O_INSECURE, .usage = USAGE_INSECURE},
+    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM, .usage = USAGE_STREAM},
+    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH,
+     .usage = "--batch NAME        the batch (default: FILE's base name; needed for '-')"},
+    {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES,
+     .usage = "--rules NAME        the [rules \"NAME\"] set the daemons apply to the batch"},
+    {.name = "timeout", .kind = HV_OPT_VALUE, .id = O_TIMEOUT, .usage = USAGE_TIMEOUT},
+    {.name = "help", .id = O_HELP, .usage = USAGE_HELP},
 };
 
 static const hv_opt_t status_opts[] = {
-    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS},
-    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE},
-    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE},
-    {.name = "insecure", .id = O_INSECURE},
-    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
-    {.name = "group", .kind = HV_OPT_VALUE, .id = O_GROUP},
-    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
-    {.name = "json", .id = O_JSON},
-    {.name = "timeout", .kind = HV_OPT_VALUE, .id = O_TIMEOUT},
-    {.name = "help", .id = O_HELP},
+    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS, .usage = USAGE_REDIS},
+    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE,
+     .usage = USAGE_PASSWORD_FILE},
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE, .usage = USAGE_CA_FILE},
+    {.name = "insecure", .id = O_INSECURE, .usage = USAGE_INSECURE},
+    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM, .usage = USAGE_STREAM},
+    {.name = "group", .kind = HV_OPT_VALUE, .id = O_GROUP,
+     .usage = "--group NAME        the consumer group (default " HV_STREAM_GROUP_DEFAULT ")"},
+    {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH,
+     .usage = "--batch NAME        a batch to show (repeatable)"},
+    {.name = "json", .id = O_JSON,
+     .usage = "--json              one JSON object instead of text lines"},
+    {.name = "timeout", .kind = HV_OPT_VALUE, .id = O_TIMEOUT, .usage = USAGE_TIMEOUT},
+    {.name = "help", .id = O_HELP, .usage = USAGE_HELP},
 };
 
 /* Long options only; "--" ends them; a flag given a value is an error of its own. */
-static const hv_opt_spec_t enqueue_spec = {
+const hv_opt_spec_t hv_cmd_enqueue_spec = {
     .opts = enqueue_opts,
     .nopts = HV_ARRAY_SIZE(enqueue_opts),
     .rules = HV_OPT_DASHDASH,
     .say = HV_OPT_SAY_QUOTED,
 };
 
-static const hv_opt_spec_t status_spec = {
+const hv_opt_spec_t hv_cmd_status_spec = {
     .opts = status_opts,
     .nopts = HV_ARRAY_SIZE(status_opts),
     .rules = HV_OPT_DASHDASH,
@@ -145,7 +170,7 @@ int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, ch
     memset(out, 0, sizeof(*out));
     out->stream = HV_STREAM_DEFAULT;
     out->rules = "";
-    hv_opt_init(&p, &enqueue_spec, argc, argv);
+    hv_opt_init(&p, &hv_cmd_enqueue_spec, argc, argv);
     while ((what = hv_opt_next(&p, &a, err, errcap)) != HV_OPT_END) {
         if (what == HV_OPT_ERROR)
             return -1;
@@ -201,7 +226,7 @@ int hv_streamcmd_parse_status(int argc, char **argv, hv_status_args_t *out, char
     out->stream = HV_STREAM_DEFAULT;
     out->group = HV_STREAM_GROUP_DEFAULT;
     out->batches = hv_xcalloc((size_t)argc + 1, sizeof(*out->batches));
-    hv_opt_init(&p, &status_spec, argc, argv);
+    hv_opt_init(&p, &hv_cmd_status_spec, argc, argv);
     while ((what = hv_opt_next(&p, &a, err, errcap)) != HV_OPT_END) {
         if (what == HV_OPT_ERROR)
             goto bad;
@@ -311,21 +336,9 @@ static void enqueue_help(FILE *out)
             "lines starting with '#' are skipped, and each entry carries its line number in the\n"
             "file. Lines go in atomic chunks: a rerun of an interrupted enqueue adds the rest,\n"
             "and every line of a batch is added exactly once.\n"
-            "\n"
-            "  --redis URL         the Redis server (required):\n"
-            "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
-            "  --redis-password-file FILE\n"
-            "                      the password, instead of the URL's (one line; readable\n"
-            "                      by its owner only)\n"
-            "  --ca-file FILE      rediss://: the CAs the server's certificate is checked\n"
-            "                      against (default: the system's)\n"
-            "  --insecure          rediss://: do not check the server's certificate\n"
-            "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
-            "  --batch NAME        the batch (default: FILE's base name; needed for '-')\n"
-            "  --rules NAME        the [rules \"NAME\"] set the daemons apply to the batch\n"
-            "  --timeout DURATION  for the connection and for each reply (default 5s to\n"
-            "                      connect, 10s per reply; a bare number is in seconds)\n"
-            "  --help              this text\n"
+            "\n");
+    hv_opt_print_usage(out, &hv_cmd_enqueue_spec);
+    fprintf(out,
             "\n"
             "Prints one summary line. Exit status: 0 enqueued, 1 Redis failure or a file that\n"
             "changed since the batch was started (what was added stays; a rerun continues),\n"
@@ -393,22 +406,9 @@ static void status_help(FILE *out)
             "added, its total, entries done (ok and failed), entries pending in the consumer\n"
             "group and which consumers hold them; then the group's pending entries per\n"
             "consumer. A batch is complete when its total is known and every line is done.\n"
-            "\n"
-            "  --redis URL         the Redis server (required):\n"
-            "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
-            "  --redis-password-file FILE\n"
-            "                      the password, instead of the URL's (one line; readable\n"
-            "                      by its owner only)\n"
-            "  --ca-file FILE      rediss://: the CAs the server's certificate is checked\n"
-            "                      against (default: the system's)\n"
-            "  --insecure          rediss://: do not check the server's certificate\n"
-            "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
-            "  --group NAME        the consumer group (default " HV_STREAM_GROUP_DEFAULT ")\n"
-            "  --batch NAME        a batch to show (repeatable)\n"
-            "  --json              one JSON object instead of text lines\n"
-            "  --timeout DURATION  for the connection and for each reply (default 5s to\n"
-            "                      connect, 10s per reply; a bare number is in seconds)\n"
-            "  --help              this text\n"
+            "\n");
+    hv_opt_print_usage(out, &hv_cmd_status_spec);
+    fprintf(out,
             "\n"
             "Exit status: 0 every batch shown is complete, 3 some are not (or unknown),\n"
             "1 Redis failure, 2 usage error (or a password file that cannot be used).\n");

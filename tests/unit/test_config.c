@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "harvestd/common.h"
 #include "harvestd/config.h"
 #include "harvestd/http.h"
 #include "test.h"
@@ -542,6 +543,53 @@ TEST_IMPL(config_help_shows_canonical_defaults)
         if (strstr(text, lines[i]) == NULL)
             hv_test_fail(__FILE__, __LINE__, "not in --help: %s", lines[i]);
     free(text);
+}
+
+/* What the manual pages say of a directive: its value's word, what its values are with the
+ * range of a number, size or duration (written as the formatter writes values), and its
+ * default; the [host] keys end with header. */
+TEST_IMPL(config_describe_for_the_manual)
+{
+    static const struct {
+        const char *name, *value, *values, *def;
+    } want[] = {
+        {"concurrency", "N", "a whole number from 1 to 10000", "32"},
+        {"max_bytes", "SIZE", "a size in bytes, with k, m or g (powers of 1024), from 1k to 1g",
+         "2m"},
+        {"read_timeout", "DURATION",
+         "a duration, with ms, s, m or h, from 1ms to 1h; a bare number is in seconds", "15s"},
+        {"flush_ms", "DURATION",
+         "a duration, with ms, s, m or h, from 0ms to 3600000ms; a bare number is in "
+         "milliseconds",
+         "200ms"},
+        {"insecure", "yes|no", "yes or no (true or false, on or off, 1 or 0)", "no"},
+        {"host_delay_jitter", "FRACTION", "a number from 0 to 1", "0"},
+        {"state_dir", "DIR", "", ""},
+        {"ca_file", "FILE", "", ""},
+        {"log_level", "LEVEL", "", "notice"},
+    };
+    hv_config_doc_t doc;
+    size_t n, found = 0;
+    for (n = 0; hv_config_describe(n, &doc) == 0; n++) {
+        ASSERT_STR_EQ(hv_config_directive_name(n), doc.name);
+        ASSERT(doc.help != NULL && doc.help[0] != '\0');
+        for (size_t i = 0; i < HV_ARRAY_SIZE(want); i++) {
+            if (strcmp(want[i].name, doc.name) != 0)
+                continue;
+            ASSERT_STR_EQ(want[i].value, doc.value);
+            ASSERT_STR_EQ(want[i].values, doc.values);
+            ASSERT_STR_EQ(want[i].def, doc.def);
+            found++;
+        }
+    }
+    ASSERT_EQ(HV_ARRAY_SIZE(want), found);
+    ASSERT_NULL(hv_config_directive_name(n));
+    ASSERT_EQ(UV_ENOENT, hv_config_describe(n, &doc));
+    const char *key, *last = NULL;
+    for (n = 0; (key = hv_config_host_key(n)) != NULL; n++)
+        last = key;
+    ASSERT_STR_EQ("per_host", hv_config_host_key(0));
+    ASSERT_STR_EQ("header", last);
 }
 
 /* proxy_credentials_file: read when the configuration is finished, its entries given to the

@@ -12,8 +12,10 @@
  *   E<message>       an error, the message as the command prints it
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "harvestd/commands.h"
 #include "harvestd/common.h"
 #include "harvestd/options.h"
 #include "test.h"
@@ -259,4 +261,53 @@ TEST_IMPL(options_error_fits_the_buffer)
     hv_opt_init(&p, &quoted, HV_ARRAY_SIZE(argv), (char **)(void *)argv);
     ASSERT_EQ(HV_OPT_ERROR, hv_opt_next(&p, &a, err, sizeof(err)));
     ASSERT_STR_EQ("unknown opt", err);
+}
+
+/* The usage lines in table order, each indented, their continuation lines too; rows without
+ * one are not shown, and a row that is no option (an argument's) is. */
+TEST_IMPL(options_print_usage)
+{
+    static const hv_opt_t rows[] = {
+        {.name = "batch", .kind = HV_OPT_VALUE, .usage = "--batch NAME  the batch"},
+        {.name = "hidden"},
+        {.usage = "FILE          a file\n              read whole"},
+        {.name = "help", .letter = "h", .usage = "-h, --help    this text"},
+    };
+    static const hv_opt_spec_t spec = {.opts = rows, .nopts = HV_ARRAY_SIZE(rows)};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ASSERT_NOT_NULL(f);
+    hv_opt_print_usage(f, &spec);
+    fclose(f);
+    ASSERT_STR_EQ("  --batch NAME  the batch\n"
+                  "  FILE          a file\n"
+                  "                read whole\n"
+                  "  -h, --help    this text\n",
+                  text);
+    free(text);
+}
+
+/* Every option of every command has its line in the command's --help (and so in the manual
+ * page, which is made from the same rows): an option added without one fails here. */
+TEST_IMPL(options_every_command_option_is_shown)
+{
+    static const struct {
+        const char *name;
+        const hv_opt_spec_t *spec;
+    } commands[] = {{"enqueue", &hv_cmd_enqueue_spec},
+                    {"status", &hv_cmd_status_spec},
+                    {"merge", &hv_cmd_merge_spec},
+                    {"state", &hv_cmd_state_spec}};
+    for (size_t c = 0; c < HV_ARRAY_SIZE(commands); c++) {
+        for (size_t i = 0; i < commands[c].spec->nopts; i++) {
+            const hv_opt_t *o = hv_opt_row(commands[c].spec, i);
+            if (o->usage == NULL)
+                hv_test_fail(__FILE__, __LINE__, "harvestd %s: --%s has no usage line",
+                             commands[c].name, o->name != NULL ? o->name : o->letter);
+            else if (o->name != NULL && strstr(o->usage, o->name) == NULL)
+                hv_test_fail(__FILE__, __LINE__, "harvestd %s: --%s's usage line is %s's",
+                             commands[c].name, o->name, o->usage);
+        }
+    }
 }
