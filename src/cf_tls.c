@@ -146,7 +146,14 @@ static void progress(cf_tls_t *t)
         return;
     }
     while (hv_cf_conn_open(cf) && hv_cf_reading(cf)) {
-        ssize_t n = hv_tls_read(t->tls, plain_buf, sizeof(plain_buf));
+        /* Plaintext goes where the owner wants it (a body's buffer) when it says so. */
+        char *dst = plain_buf;
+        size_t cap = sizeof(plain_buf);
+        if (!hv_cf_up_space(cf, &dst, &cap)) {
+            dst = plain_buf;
+            cap = sizeof(plain_buf);
+        }
+        ssize_t n = hv_tls_read(t->tls, dst, cap);
         flush(t);
         if (n == 0)
             return;
@@ -157,7 +164,7 @@ static void progress(cf_tls_t *t)
                 failed(t, (int)n);
             return;
         }
-        hv_cf_up(cf, plain_buf, (size_t)n);
+        hv_cf_up(cf, dst, (size_t)n);
     }
 }
 

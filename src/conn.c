@@ -653,6 +653,15 @@ void hv_cf_up(hv_cf_t *cf, const char *data, size_t len)
         c->cbs->on_read(c, data, len);
 }
 
+int hv_cf_up_space(hv_cf_t *cf, char **base, size_t *len)
+{
+    hv_conn_t *c = cf->conn;
+    *len = 0;
+    if (cf->above != NULL || c->_space == NULL || c->state != HV_CONN_OPEN)
+        return 0;
+    return c->_space(c, base, len) && *len > 0;
+}
+
 void hv_cf_opened(hv_cf_t *cf)
 {
     hv_conn_t *c = cf->conn;

@@ -245,6 +245,10 @@ struct hv_cf_s {
 int hv_cf_down(hv_cf_t *cf, const char *data, size_t len);
 /** Deliver bytes to the layer above (the owner, at the top, once the connection is open). */
 void hv_cf_up(hv_cf_t *cf, const char *data, size_t len);
+/** For the top layer of an open connection: the owner's room for the bytes it will deliver
+ *  next (see hv_conn_space_cb), so that a layer that makes bytes (TLS decryption) makes them
+ *  there and delivers them in place with hv_cf_up(). 0: deliver from the layer's own buffer. */
+int hv_cf_up_space(hv_cf_t *cf, char **base, size_t *len);
 /** The layer finished opening: the next one opens, or the connection is open. */
 void hv_cf_opened(hv_cf_t *cf);
 /** The layer failed with `err` (its detail set with hv_cf_set_fault() first): the owner hears
