@@ -3,11 +3,15 @@ starts or --check-config checks), --check-config, and command-line overrides."""
 
 import os
 import re
+import shlex
+import subprocess
 import time
 
 import pytest
 
-from harness import SLOWDOWN, refused_config
+from harness import HARVESTD_BIN, SLOWDOWN, refused_config
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 # (id, the offending line, expected message after "FILE:LINE: ")
 BAD_LINES = [
@@ -253,3 +257,26 @@ def test_62_12_daemon_sends_headers_and_logs_no_secret(harvestd, spool, tmp_path
         assert (r.header("cookie"), r.header("authorization"), r.header("x-api-key")) == \
             ("consent=s3cret", "Bearer s3cret", "s3cret-too"), r.headers
     assert "s3cret" not in d.stderr_text()
+
+
+# ---------------------------------------------------------------------------- make run
+
+
+def test_62_13_make_run_passes_args_after_the_config():
+    """`make run ARGS='...'`: the daemon's command line is the development config followed by
+    ARGS, so that they override it (a metrics port, a log level). `make -n` prints the commands
+    without running any: nothing is installed, built or dropped into var/."""
+    if not HARVESTD_BIN:
+        pytest.skip("HARVESTD_BIN is not set")
+    build = os.path.relpath(os.path.dirname(HARVESTD_BIN), REPO)
+    if build.startswith(".."):
+        pytest.skip("HARVESTD_BIN is not inside the source tree")
+    args = "--metrics-listen 127.0.0.1:9500 --log-level debug"
+    done = subprocess.run(["make", "-n", "-C", REPO, "--no-print-directory", "run",
+                           "BUILD=%s" % build, "ARGS=%s" % args],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, out
+    daemon = [shlex.split(line) for line in out.splitlines()
+              if line.startswith("./%s/harvestd " % build)]
+    assert daemon == [["./%s/harvestd" % build, "-c", "conf/harvestd-dev.conf"] + args.split()], out
