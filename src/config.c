@@ -236,7 +236,8 @@ static const directive_t directives[] = {
      "the [rules \"NAME\"] set a batch uses when it names none (a spool file names one on its "
      "first line: #! rules=NAME); empty: title only"},
     {"metrics_listen", T_PATH, F(metrics_listen), 0, 0, 0, "",
-     "ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: off"},
+     "ADDRESS:PORT of the Prometheus endpoint (GET /metrics): 127.0.0.1:9464, [::1]:9464, or "
+     "localhost:9464 (127.0.0.1, never looked up); empty: off"},
     {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
      "debug, info, notice, warning or error"},
 };

@@ -673,14 +673,15 @@ static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
     return m;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss)
+int hv_metrics_parse_listen(const char *listen, struct sockaddr_storage *ss)
 {
     char host[128];
     const char *colon = strrchr(listen, ':');
     if (colon == NULL || colon == listen)
         return UV_EINVAL;
     size_t hlen = (size_t)(colon - listen);
-    if (listen[0] == '[' && hlen >= 2 && listen[hlen - 1] == ']') {
+    int bracketed = listen[0] == '[' && hlen >= 2 && listen[hlen - 1] == ']';
+    if (bracketed) {
         listen++;
         hlen -= 2;
     }
@@ -688,12 +689,21 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss)
         return UV_EINVAL;
     memcpy(host, listen, hlen);
     host[hlen] = '\0';
+    if (colon[1] < '0' || colon[1] > '9')
+        return UV_EINVAL;
     char *end;
     unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || port > 65535)
+    if (*end != '\0' || port > 65535)
         return UV_EINVAL;
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0 ||
-        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
+    memset(ss, 0, sizeof(*ss));
+    /* localhost is taken as a name for 127.0.0.1, never looked up: the resolver would block
+     * the start on a DNS server for a name whose answer is known, and /etc/hosts may also
+     * give ::1, or nothing. */
+    if (!bracketed && hv_ascii_case_is(host, hlen, "localhost"))
+        return uv_ip4_addr("127.0.0.1", (int)port, (struct sockaddr_in *)ss);
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
         return 0;
     return UV_EINVAL;
 }
@@ -703,8 +713,10 @@ int hv_metrics_start(uv_loop_t *loop, const char *listen, const hv_metrics_view_
 {
     struct sockaddr_storage ss;
     *out = NULL;
-    if (parse_listen(listen, &ss) != 0) {
-        snprintf(err, errcap, "metrics_listen: '%s' is not ADDRESS:PORT (e.g. 127.0.0.1:9464)",
+    if (hv_metrics_parse_listen(listen, &ss) != 0) {
+        snprintf(err, errcap,
+                 "metrics_listen: '%s' is not ADDRESS:PORT (127.0.0.1:9464, localhost:9464, "
+                 "[::1]:9464)",
                  listen);
         return UV_EINVAL;
     }

@@ -79,10 +79,10 @@ class Response:
         self.raw = raw
 
 
-def http_exchange(port, data, timeout=5.0):
-    """Send `data` (bytes) on a new connection to 127.0.0.1:port and read until the server
-    closes it. Returns the parsed Response; fails the test on a timeout or a reset."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOWDOWN)
+def http_exchange(port, data, timeout=5.0, host="127.0.0.1"):
+    """Send `data` (bytes) on a new connection to host:port and read until the server closes
+    it. Returns the parsed Response; fails the test on a timeout or a reset."""
+    s = socket.create_connection((host, port), timeout=timeout * SLOWDOWN)
     try:
         if data:
             s.sendall(data)
@@ -117,9 +117,9 @@ def parse_response(raw, request=b""):
     return Response(int(m.group(1)), m.group(2), headers, body, raw)
 
 
-def get(port, path="/metrics", method="GET", extra=b"", timeout=5.0):
-    req = ("%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % (method, path, port)).encode() + extra + b"\r\n"
-    return http_exchange(port, req, timeout)
+def get(port, path="/metrics", method="GET", extra=b"", timeout=5.0, host="127.0.0.1"):
+    req = ("%s %s HTTP/1.1\r\nHost: %s:%d\r\n" % (method, path, host, port)).encode() + extra + b"\r\n"
+    return http_exchange(port, req, timeout, host)
 
 
 # ---------------------------------------------------------------------------- Prometheus text
@@ -691,6 +691,48 @@ def test_70_06_metrics_port_in_use_is_a_usage_error(harvestd, start_daemon, spoo
         assert parse_summary(stderr) is None
     finally:
         busy.close()
+
+
+def free_port_on(family, addr):
+    """A TCP port on `addr` that nothing listens on, or None when `addr` cannot be bound here
+    (no IPv6 loopback)."""
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("host,family,addr", [
+    ("localhost", socket.AF_INET, "127.0.0.1"),
+    ("LOCALHOST", socket.AF_INET, "127.0.0.1"),
+    ("[::1]", socket.AF_INET6, "::1"),
+], ids=["localhost", "LOCALHOST", "ipv6-loopback"])
+def test_70_14_metrics_listen_takes_localhost_and_the_ipv6_loopback(start_daemon, spool, host,
+                                                                    family, addr):
+    """metrics_listen = localhost:PORT listens on 127.0.0.1 (localhost is taken as that address,
+    not looked up: tests/unit/test_metrics.c); [::1]:PORT on the IPv6 loopback."""
+    port = free_port_on(family, addr)
+    if port is None:
+        pytest.skip("%s cannot be bound here" % addr)
+    listen = "%s:%d" % (host, port)
+    d = start_daemon(metrics_listen=listen)
+    deadline = time.monotonic() + 10 * SLOWDOWN
+    while True:
+        try:
+            socket.create_connection((addr, port), timeout=1).close()
+            break
+        except OSError:
+            assert d.running(), "the daemon exited:\n" + d.stderr_text()[-3000:]
+            assert time.monotonic() < deadline, "nothing listens on %s port %d" % (addr, port)
+            time.sleep(0.01)
+    r = get(port, host=addr)
+    assert r.status == 200, r.raw[:300]
+    Metrics(r.body.decode("utf-8")).int("harvestd_records_total", status="ok")
+    assert d.stop() == 0
 
 
 def test_70_07_daemon_counts_a_resumed_batch(start_daemon, spool, fresh_origin):

@@ -529,8 +529,9 @@ TEST_IMPL(config_help_shows_canonical_defaults)
         "  --fsync                when outputs are fsynced: never, interval or always (daemon; "
         "--once syncs at the end) (default interval)\n",
         "  --log-level            debug, info, notice, warning or error (default notice)\n",
-        "  --metrics-listen       ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: "
-        "off (default none)\n",
+        "  --metrics-listen       ADDRESS:PORT of the Prometheus endpoint (GET /metrics): "
+        "127.0.0.1:9464, [::1]:9464, or localhost:9464 (127.0.0.1, never looked up); empty: off "
+        "(default none)\n",
     };
     char *text = NULL;
     size_t len = 0;
