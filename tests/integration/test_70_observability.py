@@ -735,6 +735,50 @@ def test_70_14_metrics_listen_takes_localhost_and_the_ipv6_loopback(start_daemon
     assert d.stop() == 0
 
 
+PROCESS_FAMILIES = {
+    "harvestd_build_info": "gauge",
+    "process_cpu_seconds_total": "counter",
+    "process_open_fds": "gauge",
+    "process_max_fds": "gauge",
+    "process_virtual_memory_bytes": "gauge",
+    "process_resident_memory_bytes": "gauge",
+    "process_start_time_seconds": "gauge",
+}
+
+
+def test_70_15_build_info_and_process_metrics(harvestd, start_daemon, spool):
+    """The page carries harvestd_build_info (the version --version prints) and the process_*
+    metrics every Prometheus exporter has, with sane values: some open descriptors, below the
+    limit the daemon runs with; megabytes resident; a start time between the launch and the
+    start-up; CPU time that grows while the daemon works (each scrape costs it some)."""
+    version = harvestd.command("--version").stdout.split()[-1]
+    port = free_port()
+    launched = time.time()
+    d = start_daemon(metrics_listen="127.0.0.1:%d" % port)
+    ready = time.time()
+    wait_listening(port, d.running)
+    m = scrape(port, dict(DAEMON_FAMILIES, **PROCESS_FAMILIES))
+    (labels,) = m.series("harvestd_build_info")
+    assert dict(labels)["version"] == version, labels
+    assert re.match(r"^\d+\.\d+\.\d+", dict(labels)["libuv"]), labels
+    assert m.value("harvestd_build_info", **dict(labels)) == 1
+    open_fds, max_fds = m.int("process_open_fds"), m.int("process_max_fds")
+    assert 3 < open_fds < max_fds, (open_fds, max_fds)
+    rss, vsize = m.int("process_resident_memory_bytes"), m.int("process_virtual_memory_bytes")
+    assert 1 << 20 < rss <= vsize, (rss, vsize)
+    # The boot time the start time counts from has whole seconds.
+    start = m.value("process_start_time_seconds")
+    assert launched - 2 <= start <= ready + 1, (launched, start, ready)
+    cpu = m.value("process_cpu_seconds_total")
+    assert cpu > 0, m.text
+    deadline = time.monotonic() + 10 * SLOWDOWN
+    while m.value("process_cpu_seconds_total") <= cpu:
+        assert time.monotonic() < deadline, "CPU time stayed at %r over 10 s of scrapes" % cpu
+        m = scrape(port, dict(DAEMON_FAMILIES, **PROCESS_FAMILIES))
+    assert m.value("process_start_time_seconds") == start
+    assert d.stop() == 0
+
+
 def test_70_07_daemon_counts_a_resumed_batch(start_daemon, spool, fresh_origin):
     """A batch interrupted by SIGTERM resumes after a restart: the new process counts it as
     resumed, and its record counters hold only the records it wrote itself."""
