@@ -34,6 +34,7 @@ enum {
     O_GROUP,
     O_JSON,
     O_TIMEOUT,
+    O_CONFIG,
     O_HELP
 };
 
@@ -45,6 +46,7 @@ static const hv_opt_t enqueue_opts[] = {
     {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM},
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH},
     {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES},
+    {.name = "config", .letter = "c", .kind = HV_OPT_VALUE, .id = O_CONFIG},
     {.name = "timeout", .kind = HV_OPT_VALUE, .id = O_TIMEOUT},
     {.name = "help", .id = O_HELP},
 };
@@ -62,7 +64,8 @@ static const hv_opt_t status_opts[] = {
     {.name = "help", .id = O_HELP},
 };
 
-/* Long options only; "--" ends them; a flag given a value is an error of its own. */
+/* Long options (and enqueue's -c); "--" ends them; a flag given a value is an error of its
+ * own. */
 static const hv_opt_spec_t enqueue_spec = {
     .opts = enqueue_opts,
     .nopts = HV_ARRAY_SIZE(enqueue_opts),
@@ -167,6 +170,9 @@ int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, ch
             break;
         case O_RULES:
             out->rules = a.value;
+            break;
+        case O_CONFIG:
+            out->config = a.value;
             break;
         case O_TIMEOUT:
             if (parse_timeout(a.value, &out->timeout_ms, err, errcap) != 0)
@@ -301,6 +307,39 @@ static int failed(const char *cmd, hv_streamctl_rc_t rc, const char *err)
 
 /* ------------------------------------------------------------------------------ enqueue */
 
+int hv_streamcmd_check_rules(const char *config, const char *rules, char *err, size_t errcap)
+{
+    hv_config_t *cfg = hv_xmalloc(sizeof(*cfg));
+    char msg[1600];
+    int rc = -1;
+
+    hv_config_defaults(cfg);
+    if (hv_check_readable("config file", config, msg, sizeof(msg)) != 0 ||
+        hv_config_load_file(cfg, config, msg, sizeof(msg)) != 0) {
+        snprintf(err, errcap, "-c: %s", msg);
+        goto out;
+    }
+    if (rules[0] == '\0' || hv_config_ruleset(cfg, rules) != NULL) {
+        rc = 0;
+        goto out;
+    }
+    /* What the daemons would record for each entry of the batch (unknown_rules), said once
+     * before any is added, with the names the file has. */
+    size_t n = 0;
+    msg[0] = '\0';
+    for (unsigned i = 0; i < cfg->nrulesets && n < sizeof(msg); i++) {
+        int w = snprintf(msg + n, sizeof(msg) - n, "%s'%s'", i > 0 ? ", " : "",
+                         hv_ruleset_name(cfg->rulesets[i]));
+        n += w > 0 ? (size_t)w : 0;
+    }
+    snprintf(err, errcap, "--rules '%s': %s has no [rules \"%s\"] section (%s%s)", rules, config,
+             rules, cfg->nrulesets > 0 ? "it has " : "it has none", msg);
+out:
+    hv_config_free(cfg);
+    free(cfg);
+    return rc;
+}
+
 static void enqueue_help(FILE *out)
 {
     fprintf(out,
@@ -323,6 +362,9 @@ static void enqueue_help(FILE *out)
             "  --stream NAME       the stream (default " HV_STREAM_DEFAULT ")\n"
             "  --batch NAME        the batch (default: FILE's base name; needed for '-')\n"
             "  --rules NAME        the [rules \"NAME\"] set the daemons apply to the batch\n"
+            "                      (not checked without -c: an unknown NAME fails each entry)\n"
+            "  -c, --config FILE   the daemons' configuration: --rules must name one of its\n"
+            "                      [rules] sections\n"
             "  --timeout DURATION  for the connection and for each reply (default 5s to\n"
             "                      connect, 10s per reply; a bare number is in seconds)\n"
             "  --help              this text\n"
@@ -346,6 +388,10 @@ int hv_cmd_enqueue(int argc, char **argv)
     if (a.help) {
         enqueue_help(stdout);
         return EXIT_OK;
+    }
+    if (a.config != NULL && hv_streamcmd_check_rules(a.config, a.rules, err, sizeof(err)) != 0) {
+        explicit_bzero(&a.addr, sizeof(a.addr));
+        return usage_error("enqueue", err);
     }
     if (open_server(a.redis_url, a.password_file, a.ca_file, a.insecure, &a.addr, &tls) != 0)
         return EXIT_USAGE;

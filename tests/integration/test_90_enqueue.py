@@ -458,6 +458,32 @@ def test_90_13_empty_file_and_overlong_line(harvestd, redis_server, tmp_path):
                                 "complete\n")
 
 
+def test_90_14_rules_checked_against_the_daemons_config(harvestd, redis_server, tmp_path):
+    """With -c CONFIG, --rules must name a [rules "NAME"] set of that file: a typo is a usage
+    error before anything reaches Redis (the daemons would fail every entry with
+    unknown_rules). Without -c the name is taken as given."""
+    conf = write(tmp_path, "harvestd.conf", "spool_dir = /var/spool/harvestd\n"
+                 "[rules \"books\"]\ntitle = h1\n[rules \"news\"]\nheadline = h2\n")
+    path = write(tmp_path, "list", "http://r.test/1\nhttp://r.test/2\n")
+    refused = enqueue(harvestd, redis_server, "-c", conf, "--rules", "bookz", path)
+    assert_usage(refused, "harvestd: --rules 'bookz': %s has no [rules \"bookz\"] section "
+                          "(it has 'books', 'news')\n" % conf)
+    broken = write(tmp_path, "broken.conf", "concurrency = 8\nconcurrency = 9\n")
+    refused_too = enqueue(harvestd, redis_server, "--config", broken, "--rules", "books", path)
+    assert_usage(refused_too, "harvestd: -c: %s:2: concurrency: already set on line 1\n" % broken)
+    with redis_server.client() as c:
+        assert c.call("EXISTS", STREAM, STREAM + ":batches", STREAM + ":batch:list") == 0
+
+    done = enqueue(harvestd, redis_server, "-c", conf, "--rules", "books", path)
+    assert done.returncode == 0, done
+    assert done.stdout == summary("list", 2, 0, 2)
+    unchecked = enqueue(harvestd, redis_server, "--rules", "bookz", "--batch", "typo", path)
+    assert unchecked.returncode == 0, unchecked
+    with redis_server.client() as c:
+        assert batch_hash(c, "list")["rules"] == "books"
+        assert batch_hash(c, "typo")["rules"] == "bookz"
+
+
 # ------------------------------------------------------------------------------ status
 
 
