@@ -437,8 +437,9 @@ static void status_help(FILE *out)
             "\n"
             "Shows each batch of a stream (the --batch ones, else every batch enqueued): lines\n"
             "added, its total, entries done (ok and failed), entries pending in the consumer\n"
-            "group and which consumers hold them; then the group's pending entries per\n"
-            "consumer. A batch is complete when its total is known and every line is done.\n"
+            "group and which consumers hold them; then every consumer of the group, with the\n"
+            "entries it holds and how long it has been idle. A batch is complete when its total\n"
+            "is known and every line is done.\n"
             "\n"
             "  --redis URL         the Redis server (required):\n"
             "                      redis[s]://[[USER]:PASSWORD@]HOST[:PORT][/DB]\n"
@@ -497,8 +498,13 @@ static void print_text(const hv_streamctl_status_t *st)
     if (st->gone > 0)
         printf(" (%" PRIu64 " pending entries no longer in the stream)", st->gone);
     printf("\n");
-    for (size_t k = 0; k < st->consumers.n; k++)
-        printf("consumer %s: pending %" PRIu64 "\n", st->consumers.v[k].name, st->consumers.v[k].n);
+    for (size_t k = 0; k < st->consumers.n; k++) {
+        const hv_streamctl_count_t *c = &st->consumers.v[k];
+        printf("consumer %s: pending %" PRIu64, c->name, c->n);
+        if (c->idle_ms >= 0)
+            printf(" idle %" PRId64 ".%01" PRId64 "s", c->idle_ms / 1000, c->idle_ms % 1000 / 100);
+        printf("\n");
+    }
 }
 
 static cJSON *counts_json(const hv_streamctl_tally_t *c)
@@ -506,6 +512,22 @@ static cJSON *counts_json(const hv_streamctl_tally_t *c)
     cJSON *o = cJSON_CreateObject();
     for (size_t k = 0; k < c->n; k++)
         cJSON_AddNumberToObject(o, c->v[k].name, (double)c->v[k].n);
+    return o;
+}
+
+/* {"NAME": {"pending": N, "idle_ms": MS or null}, ...} */
+static cJSON *consumers_json(const hv_streamctl_tally_t *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (size_t k = 0; k < c->n; k++) {
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddNumberToObject(one, "pending", (double)c->v[k].n);
+        if (c->v[k].idle_ms >= 0)
+            cJSON_AddNumberToObject(one, "idle_ms", (double)c->v[k].idle_ms);
+        else
+            cJSON_AddNullToObject(one, "idle_ms");
+        cJSON_AddItemToObject(o, c->v[k].name, one);
+    }
     return o;
 }
 
@@ -542,7 +564,7 @@ static int print_json(const hv_streamctl_status_t *st)
         cJSON_AddItemToObject(o, "holders", counts_json(&b->holders));
         cJSON_AddItemToArray(batches, o);
     }
-    cJSON_AddItemToObject(root, "consumers", counts_json(&st->consumers));
+    cJSON_AddItemToObject(root, "consumers", consumers_json(&st->consumers));
     if (st->dead_letters > 0)
         cJSON_AddNumberToObject(root, "dead_letters", (double)st->dead_letters);
     char *text = cJSON_PrintUnformatted(root);
