@@ -1405,8 +1405,8 @@ static int check_once(ini_state_t *st, const char *section, const char *key, cha
     if (k != NULL) {
         if (s == NULL)
             return hv_errf(msg, msgcap, UV_EINVAL, "%s: already set on line %d", canon, k->line);
-        return hv_errf(msg, msgcap, UV_EINVAL, "%s: already set on line %d, in [%s \"%s\"]",
-                       canon, k->line, s->kind, name);
+        return hv_errf(msg, msgcap, UV_EINVAL, "%s: already set on line %d, in [%s \"%s\"]", canon,
+                       k->line, s->kind, name);
     }
     k = hv_xmalloc(sizeof(*k) + (size_t)n + 1);
     k->line = st->line;
@@ -1418,7 +1418,8 @@ static int check_once(ini_state_t *st, const char *section, const char *key, cha
 static void seen_free(ini_state_t *st)
 {
     seen_key_t *k, *tmp;
-    HASH_ITER(hh, st->seen, k, tmp) {
+    HASH_ITER(hh, st->seen, k, tmp)
+    {
         HASH_DEL(st->seen, k);
         free(k);
     }
@@ -1432,11 +1433,12 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
         return 0;
     int header = section[0] == '\0' && strcmp(name, "header") == 0;
     int rc = check_once(st, section, name, msg, sizeof(msg));
-    if (rc == 0)
-        rc = section[0] != '\0' ? set_in_section(st->cfg, section, name, value, st->line, msg,
-                                                 sizeof(msg))
-             : header ? hv_config_add_header(st->cfg, NULL, value, st->line, msg, sizeof(msg))
-                      : hv_config_set(st->cfg, name, value, msg, sizeof(msg));
+    if (rc == 0 && section[0] != '\0')
+        rc = set_in_section(st->cfg, section, name, value, st->line, msg, sizeof(msg));
+    else if (rc == 0 && header)
+        rc = hv_config_add_header(st->cfg, NULL, value, st->line, msg, sizeof(msg));
+    else if (rc == 0)
+        rc = hv_config_set(st->cfg, name, value, msg, sizeof(msg));
     if (rc != 0) {
         snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
         st->failed = 1;

@@ -786,8 +786,9 @@ int hv_streamctl__consumers(const redisReply *reply, hv_streamctl_tally_t *out, 
         const redisReply *c = reply->element[i];
         const redisReply *name = NULL, *pending = NULL, *idle = NULL;
         if (c->type != REDIS_REPLY_ARRAY || c->elements % 2 != 0)
-            return hv_errf(err, errcap, -1, "consumer %zu is not a list of fields (type %d, %zu "
-                           "elements)", i + 1, c->type, c->elements);
+            return hv_errf(err, errcap, -1,
+                           "consumer %zu is not a list of fields (type %d, %zu elements)", i + 1,
+                           c->type, c->elements);
         for (size_t k = 0; k < c->elements; k += 2) {
             const char *key = field_name(c->element[k]);
             if (key == NULL)

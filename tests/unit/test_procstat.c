@@ -32,12 +32,12 @@ TEST_IMPL(procstat_stat_fields_counted_from_the_last_paren)
     ASSERT_EQ(7, rss);
     /* Lines without the fields. */
     ASSERT_EQ(-1, parse("", &start, &vsize, &rss));
-    ASSERT_EQ(-1, parse("1 cat R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 4 5", &start, &vsize,
-                        &rss));
-    ASSERT_EQ(-1, parse("1 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 4", &start, &vsize,
-                        &rss));
-    ASSERT_EQ(-1, parse("1 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 -4 5", &start, &vsize,
-                        &rss));
+    ASSERT_EQ(-1,
+              parse("1 cat R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 4 5", &start, &vsize, &rss));
+    ASSERT_EQ(-1,
+              parse("1 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 4", &start, &vsize, &rss));
+    ASSERT_EQ(
+        -1, parse("1 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 -4 5", &start, &vsize, &rss));
     ASSERT_EQ(-1, parse("1 (cat) R 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 3 4 "
                         "99999999999999999999999",
                         &start, &vsize, &rss));

@@ -192,8 +192,7 @@ TEST_IMPL(streamcmd_enqueue_rules_checked_against_the_config)
     ASSERT_EQ(-1, hv_streamcmd_check_rules(path, "bookz", err, sizeof(err)));
     char want[1200];
     snprintf(want, sizeof(want),
-             "--rules 'bookz': %s has no [rules \"bookz\"] section (it has 'books', 'news')",
-             path);
+             "--rules 'bookz': %s has no [rules \"bookz\"] section (it has 'books', 'news')", path);
     ASSERT_STR_EQ(want, err);
     /* Names are compared as written, as the daemons do. */
     ASSERT_EQ(-1, hv_streamcmd_check_rules(path, "Books", err, sizeof(err)));
@@ -213,8 +212,8 @@ TEST_IMPL(streamcmd_enqueue_rules_checked_against_the_config)
     ASSERT_EQ(-1, hv_streamcmd_check_rules(broken, "", err, sizeof(err)));
     snprintf(want, sizeof(want), "-c: %s:1: concurrency: 'lots' is not a whole number", broken);
     ASSERT_STR_EQ(want, err);
-    ASSERT_EQ(-1, hv_streamcmd_check_rules(hv_test_tmppath("missing.conf"), "books", err,
-                                           sizeof(err)));
+    ASSERT_EQ(-1,
+              hv_streamcmd_check_rules(hv_test_tmppath("missing.conf"), "books", err, sizeof(err)));
     if (strstr(err, "missing.conf") == NULL)
         hv_test_fail(__FILE__, __LINE__, "the missing file is not named: %s", err);
 }

@@ -48,7 +48,7 @@ static void consumers_of(const char *resp, char *out, size_t cap)
         char got_[512];                                                                            \
         consumers_of((resp), got_, sizeof(got_));                                                  \
         if (strcmp(got_, (want)) != 0)                                                             \
-            hv_test_fail(__FILE__, __LINE__, "got \"%s\", expected \"%s\"", got_, (want));       \
+            hv_test_fail(__FILE__, __LINE__, "got \"%s\", expected \"%s\"", got_, (want));         \
     } while (0)
 
 TEST_IMPL(streamctl_consumers_as_servers_send_them)
@@ -59,9 +59,8 @@ TEST_IMPL(streamctl_consumers_as_servers_send_them)
                      "*6\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:5\r\n$4\r\nidle\r\n:1234\r\n"
                      "*6\r\n$4\r\nname\r\n$1\r\nb\r\n$7\r\npending\r\n:0\r\n$4\r\nidle\r\n:99\r\n");
     /* Redis 7.2 adds inactive; fields in another order are read by name. */
-    ASSERT_CONSUMERS("c:/spool=7/10",
-                     "*1\r\n*8\r\n$7\r\npending\r\n:7\r\n$8\r\ninactive\r\n:-1\r\n"
-                     "$4\r\nidle\r\n:10\r\n$4\r\nname\r\n$8\r\nc:/spool\r\n");
+    ASSERT_CONSUMERS("c:/spool=7/10", "*1\r\n*8\r\n$7\r\npending\r\n:7\r\n$8\r\ninactive\r\n:-1\r\n"
+                                      "$4\r\nidle\r\n:10\r\n$4\r\nname\r\n$8\r\nc:/spool\r\n");
     /* No consumer yet. */
     ASSERT_CONSUMERS("", "*0\r\n");
     /* Field names as status lines; an idle time that is no count is left unknown. */
@@ -87,10 +86,8 @@ TEST_IMPL(streamctl_consumers_of_the_wrong_shape_fail)
     ASSERT_CONSUMERS("error: consumer 2 is not a list of fields (type 2, 3 elements)",
                      "*2\r\n*4\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:0\r\n"
                      "*3\r\n$4\r\nname\r\n$1\r\nb\r\n$7\r\npending\r\n");
-    ASSERT_CONSUMERS("error: consumer 1: a field name of type 3",
-                     "*1\r\n*2\r\n:1\r\n$1\r\na\r\n");
-    ASSERT_CONSUMERS("error: consumer 1: a field name of type 2",
-                     "*1\r\n*2\r\n*0\r\n$1\r\na\r\n");
+    ASSERT_CONSUMERS("error: consumer 1: a field name of type 3", "*1\r\n*2\r\n:1\r\n$1\r\na\r\n");
+    ASSERT_CONSUMERS("error: consumer 1: a field name of type 2", "*1\r\n*2\r\n*0\r\n$1\r\na\r\n");
     ASSERT_CONSUMERS("error: consumer 1 has no name", "*1\r\n*2\r\n$7\r\npending\r\n:1\r\n");
     ASSERT_CONSUMERS("error: consumer 1 has no name",
                      "*1\r\n*4\r\n$4\r\nname\r\n:7\r\n$7\r\npending\r\n:1\r\n");
