@@ -2,7 +2,8 @@
 #
 # Knobs: BUILD (output directory), SANITIZER (address,undefined | thread), ERR=0 (no -Werror),
 # OPT, CFLAGS/LDFLAGS (appended, never clobbered), PREFIX/DESTDIR (install), PYTEST_ARGS,
-# FUZZ_SECONDS (per target, `make fuzz`), FUZZ_CC (the clang that builds the fuzz targets).
+# FUZZ_SECONDS (per target, `make fuzz`), FUZZ_CC (the clang that builds the fuzz targets),
+# ARGS (more options for the daemon of `make run`).
 
 VERSION    := 0.1.0
 BUILD      ?= build
@@ -110,6 +111,8 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB_OBJS) $(LLHTTP_LIB) $(FLAGS_STAMP)
 
 # `make run`: the daemon in the foreground with its spool under var/ (conf/harvestd-dev.conf),
 # fed the sample URL list; drop more files into var/spool/incoming/ from another terminal.
+# ARGS go after the configuration, so they override it: ARGS='--metrics-listen 127.0.0.1:9500'.
+ARGS ?=
 RUN_STAMP := $(shell date -u +%Y%m%dT%H%M%SZ)
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -117,7 +120,7 @@ run: deps
 	@cp conf/sample-urls.txt var/spool/incoming/.sample-$(RUN_STAMP).tmp
 	@mv var/spool/incoming/.sample-$(RUN_STAMP).tmp var/spool/incoming/sample-$(RUN_STAMP).txt
 	@echo "harvestd: dropped var/spool/incoming/sample-$(RUN_STAMP).txt; output in var/spool/out/ (Ctrl-C stops)"
-	./$(BIN) -c conf/harvestd-dev.conf
+	./$(BIN) -c conf/harvestd-dev.conf $(ARGS)
 
 test: $(UNIT_BIN)
 	./$(UNIT_BIN)

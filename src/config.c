@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include <ini.h>
+#include <uthash.h>
 
 #include "harvestd/common.h"
 #include "harvestd/http.h"
@@ -240,7 +241,8 @@ static const directive_t directives[] = {
      "the [rules \"NAME\"] set a batch uses when it names none (a spool file names one on its "
      "first line: #! rules=NAME); empty: title only"},
     {"metrics_listen", T_PATH, F(metrics_listen), 0, 0, 0, "",
-     "ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: off"},
+     "ADDRESS:PORT of the Prometheus endpoint (GET /metrics): 127.0.0.1:9464, [::1]:9464, or "
+     "localhost:9464 (127.0.0.1, never looked up); empty: off"},
     {"log_level", T_LEVEL, F(log_level), 0, 0, 0, "notice",
      "debug, info, notice, warning or error"},
 };
@@ -1042,6 +1044,14 @@ static int set_rules_key(hv_config_t *cfg, const section_t *s, const char *name,
 
 /* ---- INI files (inih) ---- */
 
+/* A key the file has set, under its section: "KIND\x1fNAME\x1fKEY" ("" for the top), with the
+ * section's NAME as find_section() stores it and KEY as the directive's canonical name. */
+typedef struct {
+    int line;
+    UT_hash_handle hh;
+    char id[];
+} seen_key_t;
+
 typedef struct {
     FILE *f;
     const char *path;
@@ -1051,7 +1061,24 @@ typedef struct {
     char *err;
     size_t errcap;
     int failed;
+    seen_key_t *seen;
 } ini_state_t;
+
+/* A comment after a value is a '#' with a blank before it and a blank or the line's end after
+ * it: "8 # eight" is 8, while "a#id", "div #main" (a selector), "http://h/#top" and "#1" in a
+ * header value keep their '#'. Values are never quoted, so this is the one rule. (inih
+ * itself ends a value at a ';' after a blank.) */
+static void cut_comment(char *line)
+{
+    for (char *q = line + 1; *q != '\0'; q++) {
+        if (*q != '#' || (q[-1] != ' ' && q[-1] != '\t'))
+            continue;
+        if (q[1] == '\0' || q[1] == ' ' || q[1] == '\t' || q[1] == '\r' || q[1] == '\n') {
+            *q = '\0';
+            return;
+        }
+    }
+}
 
 /* inih's reader: one line at a time, so that we know the line number, and so that an
  * over-long line is an error instead of being cut (inih's own buffer is INI_MAX_LINE). */
@@ -1079,6 +1106,7 @@ static char *ini_read_line(char *str, int num, void *stream)
     char *p = buf;
     while (*p == ' ' || *p == '\t')
         p++;
+    cut_comment(p);
     len = strlen(p);
     /* inih reports sections only through the keys under them: check headers here, so that
      * an unknown section is an error on its own line even when it is empty. */
@@ -1363,6 +1391,50 @@ void hv_config_free(hv_config_t *cfg)
     }
 }
 
+/* A key given twice in one section (or twice at the top; two [host] sections of one name are
+ * one section) is an error naming the line that set it first: one value would silently win.
+ * `header` is the one key that repeats (a header each; hv_config_add_header() refuses a name
+ * twice). 0, or UV_EINVAL with the message in `msg`. */
+static int check_once(ini_state_t *st, const char *section, const char *key, char *msg,
+                      size_t msgcap)
+{
+    char name[SECTION_NAME_MAX] = "", id[2 * SECTION_NAME_MAX + 128];
+    const section_t *s = NULL;
+    if (strcmp(key, "header") == 0)
+        return 0;
+    if (section[0] != '\0' && (s = find_section(section, name)) == NULL)
+        return 0; /* the section's own error comes */
+    /* Directives by their canonical name (max-bytes is max_bytes); rule names as written. */
+    const directive_t *d = s == NULL || s->keys != NULL ? find_directive(key) : NULL;
+    const char *canon = d != NULL ? d->name : key;
+    int n = snprintf(id, sizeof(id), "%s\x1f%s\x1f%s", s != NULL ? s->kind : "", name, canon);
+    if (n < 0 || (size_t)n >= sizeof(id))
+        return 0; /* a key too long to be any: its own error comes */
+    seen_key_t *k;
+    HASH_FIND_STR(st->seen, id, k);
+    if (k != NULL) {
+        if (s == NULL)
+            return hv_errf(msg, msgcap, UV_EINVAL, "%s: already set on line %d", canon, k->line);
+        return hv_errf(msg, msgcap, UV_EINVAL, "%s: already set on line %d, in [%s \"%s\"]", canon,
+                       k->line, s->kind, name);
+    }
+    k = hv_xmalloc(sizeof(*k) + (size_t)n + 1);
+    k->line = st->line;
+    memcpy(k->id, id, (size_t)n + 1);
+    HASH_ADD_STR(st->seen, id, k);
+    return 0;
+}
+
+static void seen_free(ini_state_t *st)
+{
+    seen_key_t *k, *tmp;
+    HASH_ITER(hh, st->seen, k, tmp)
+    {
+        HASH_DEL(st->seen, k);
+        free(k);
+    }
+}
+
 static int on_ini_entry(void *user, const char *section, const char *name, const char *value)
 {
     ini_state_t *st = user;
@@ -1370,10 +1442,13 @@ static int on_ini_entry(void *user, const char *section, const char *name, const
     if (st->failed)
         return 0;
     int header = section[0] == '\0' && strcmp(name, "header") == 0;
-    int rc = section[0] != '\0' ? set_in_section(st->cfg, section, name, value, st->line, msg,
-                                                 sizeof(msg))
-             : header ? hv_config_add_header(st->cfg, NULL, value, st->line, msg, sizeof(msg))
-                      : hv_config_set(st->cfg, name, value, msg, sizeof(msg));
+    int rc = check_once(st, section, name, msg, sizeof(msg));
+    if (rc == 0 && section[0] != '\0')
+        rc = set_in_section(st->cfg, section, name, value, st->line, msg, sizeof(msg));
+    else if (rc == 0 && header)
+        rc = hv_config_add_header(st->cfg, NULL, value, st->line, msg, sizeof(msg));
+    else if (rc == 0)
+        rc = hv_config_set(st->cfg, name, value, msg, sizeof(msg));
     if (rc != 0) {
         snprintf(st->err, st->errcap, "%s:%d: %s", st->path, st->line, msg);
         st->failed = 1;
@@ -1400,6 +1475,7 @@ int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t er
     snprintf(cfg->config_file, sizeof(cfg->config_file), "%s", path);
     int rc = ini_parse_stream(ini_read_line, &st, on_ini_entry, &st);
     fclose(st.f);
+    seen_free(&st);
     if (st.too_long) {
         snprintf(err, errcap, "%s:%d: line too long (at most %d characters)", path, st.line,
                  INI_MAX_LINE - 2);

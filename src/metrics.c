@@ -22,6 +22,7 @@
 
 #include "harvestd/common.h"
 #include "harvestd/handles.h"
+#include "harvestd/procstat.h"
 
 #define MAX_REQUEST 8192
 #define MAX_CLIENTS 64
@@ -200,6 +201,48 @@ static void render_engine(hv_buf_t *out, const hv_engine_stats_t *s)
                 "harvestd_tls_chains_total{how=\"cached\"} %" PRIu64 "\n",
                 s->tls.chains_verified, s->tls.chains_anchored, s->tls.chains_cached);
     }
+}
+
+/* What runs: harvestd's version and the libuv it is linked to, as labels of a constant 1
+ * (Prometheus's *_build_info convention, to be joined on by other series' queries). */
+static void render_build_info(hv_buf_t *out)
+{
+    gauge_head(out, "harvestd_build_info",
+               "A constant 1 labelled by the version of harvestd and of the libuv it runs on.");
+    appendf(out, "harvestd_build_info{version=\"%s\",libuv=\"%s\"} 1\n", HV_VERSION,
+            uv_version_string());
+}
+
+/* The process_* metrics of Prometheus's client libraries, by their names, types and units.
+ * CPU seconds and the start time are printed in full: %.6g would round a start time of
+ * 1.7e9 seconds to the hour. */
+static void render_process(hv_buf_t *out)
+{
+    hv_procstat_t ps;
+    hv_procstat_read(&ps);
+    if (ps.have & HV_PROCSTAT_CPU)
+        appendf(out,
+                "# HELP process_cpu_seconds_total Total user and system CPU time spent in "
+                "seconds.\n# TYPE process_cpu_seconds_total counter\n"
+                "process_cpu_seconds_total %.6f\n",
+                ps.cpu_seconds);
+    if (ps.have & HV_PROCSTAT_OPEN_FDS)
+        gauge(out, "process_open_fds", "Number of open file descriptors.", (double)ps.open_fds);
+    if (ps.have & HV_PROCSTAT_MAX_FDS)
+        gauge(out, "process_max_fds", "Maximum number of open file descriptors.",
+              (double)ps.max_fds);
+    if (ps.have & HV_PROCSTAT_MEMORY) {
+        gauge(out, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+              (double)ps.virtual_bytes);
+        gauge(out, "process_resident_memory_bytes", "Resident memory size in bytes.",
+              (double)ps.resident_bytes);
+    }
+    if (ps.have & HV_PROCSTAT_START_TIME)
+        appendf(out,
+                "# HELP process_start_time_seconds Start time of the process since unix epoch "
+                "in seconds.\n# TYPE process_start_time_seconds gauge\n"
+                "process_start_time_seconds %.2f\n",
+                ps.start_time);
 }
 
 static void render_records(hv_buf_t *out, const hv_record_counts_t *m)
@@ -423,6 +466,8 @@ void hv_metrics_render(hv_buf_t *out, const hv_metrics_view_t *view,
                        const hv_metrics_server_t *m)
 {
     static const hv_record_counts_t none;
+    render_build_info(out);
+    render_process(out);
     render_records(out, view->records != NULL ? view->records : &none);
     render_last_minute(out, view->records != NULL ? view->records->minute : NULL);
     gauge(out, "harvestd_event_loop_lag_seconds", "Delay of the event loop at the last probe.",
@@ -676,14 +721,15 @@ static struct hv_metrics_server_s *server_new(uv_loop_t *loop)
     return m;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss)
+int hv_metrics_parse_listen(const char *listen, struct sockaddr_storage *ss)
 {
     char host[128];
     const char *colon = strrchr(listen, ':');
     if (colon == NULL || colon == listen)
         return UV_EINVAL;
     size_t hlen = (size_t)(colon - listen);
-    if (listen[0] == '[' && hlen >= 2 && listen[hlen - 1] == ']') {
+    int bracketed = listen[0] == '[' && hlen >= 2 && listen[hlen - 1] == ']';
+    if (bracketed) {
         listen++;
         hlen -= 2;
     }
@@ -691,12 +737,21 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss)
         return UV_EINVAL;
     memcpy(host, listen, hlen);
     host[hlen] = '\0';
+    if (colon[1] < '0' || colon[1] > '9')
+        return UV_EINVAL;
     char *end;
     unsigned long port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || port > 65535)
+    if (*end != '\0' || port > 65535)
         return UV_EINVAL;
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0 ||
-        uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
+    memset(ss, 0, sizeof(*ss));
+    /* localhost is taken as a name for 127.0.0.1, never looked up: the resolver would block
+     * the start on a DNS server for a name whose answer is known, and /etc/hosts may also
+     * give ::1, or nothing. */
+    if (!bracketed && hv_ascii_case_is(host, hlen, "localhost"))
+        return uv_ip4_addr("127.0.0.1", (int)port, (struct sockaddr_in *)ss);
+    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0)
         return 0;
     return UV_EINVAL;
 }
@@ -706,8 +761,10 @@ int hv_metrics_start(uv_loop_t *loop, const char *listen, const hv_metrics_view_
 {
     struct sockaddr_storage ss;
     *out = NULL;
-    if (parse_listen(listen, &ss) != 0) {
-        snprintf(err, errcap, "metrics_listen: '%s' is not ADDRESS:PORT (e.g. 127.0.0.1:9464)",
+    if (hv_metrics_parse_listen(listen, &ss) != 0) {
+        snprintf(err, errcap,
+                 "metrics_listen: '%s' is not ADDRESS:PORT (127.0.0.1:9464, localhost:9464, "
+                 "[::1]:9464)",
                  listen);
         return UV_EINVAL;
     }

@@ -82,6 +82,16 @@ static int exists(const char *path)
     return lstat(path, &st) == 0;
 }
 
+/* What follows the cause of a spool directory that cannot be created or written: under
+ * systemd, ProtectSystem=strict makes every path read-only that the unit's ReadWritePaths=
+ * does not list, so a spool_dir moved elsewhere fails with EROFS until a drop-in adds it. */
+static const char *writable_hint(int e)
+{
+    return e == EROFS ? " (under systemd, the unit's ReadWritePaths= must include spool_dir: "
+                        "see README, \"The daemon\")"
+                      : "";
+}
+
 static int ensure_dir(const char *path, char *err, size_t errcap)
 {
     struct stat st;
@@ -93,7 +103,7 @@ static int ensure_dir(const char *path, char *err, size_t errcap)
     }
     if (mkdir(path, 0750) != 0 && errno != EEXIST) {
         int e = errno;
-        snprintf(err, errcap, "cannot create %s: %s", path, strerror(e));
+        snprintf(err, errcap, "cannot create %s: %s%s", path, strerror(e), writable_hint(e));
         return uv_translate_sys_error(e);
     }
     return 0;
@@ -107,7 +117,7 @@ static int ensure_writable(const char *path, char *err, size_t errcap)
     if (faccessat(AT_FDCWD, path, W_OK | X_OK, AT_EACCESS) == 0)
         return 0;
     int e = errno;
-    snprintf(err, errcap, "cannot write to %s: %s", path, strerror(e));
+    snprintf(err, errcap, "cannot write to %s: %s%s", path, strerror(e), writable_hint(e));
     return uv_translate_sys_error(e);
 }
 

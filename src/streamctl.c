@@ -726,21 +726,24 @@ void hv_streamctl_enqueue_free(hv_streamctl_enqueue_t *e)
  * bounds) however many batches the stream has had. */
 #define MEMBERS_PAGE "1000"
 
-static void counts_add(hv_streamctl_tally_t *c, const char *name, size_t len, uint64_t n)
+static hv_streamctl_count_t *counts_add(hv_streamctl_tally_t *c, const char *name, size_t len,
+                                        uint64_t n)
 {
     for (size_t i = 0; i < c->n; i++) {
         if (strlen(c->v[i].name) == len && memcmp(c->v[i].name, name, len) == 0) {
             c->v[i].n += n;
-            return;
+            return &c->v[i];
         }
     }
     if (c->n == c->cap) {
         c->cap = c->cap != 0 ? 2 * c->cap : 4;
         c->v = hv_xrealloc(c->v, c->cap * sizeof(*c->v));
     }
-    c->v[c->n].name = hv_xstrndup(name, len);
-    c->v[c->n].n = n;
-    c->n++;
+    hv_streamctl_count_t *e = &c->v[c->n++];
+    e->name = hv_xstrndup(name, len);
+    e->n = n;
+    e->idle_ms = -1;
+    return e;
 }
 
 static int count_cmp(const void *x, const void *y)
@@ -760,6 +763,54 @@ static void counts_free(hv_streamctl_tally_t *c)
         free(c->v[i].name);
     free(c->v);
     memset(c, 0, sizeof(*c));
+}
+
+void hv_streamctl__tally_free(hv_streamctl_tally_t *t)
+{
+    counts_free(t);
+}
+
+/* An XINFO reply's field name: a bulk string (a status line from a server that sends one).
+ * NULL for anything else. */
+static const char *field_name(const redisReply *k)
+{
+    return k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS ? k->str : NULL;
+}
+
+int hv_streamctl__consumers(const redisReply *reply, hv_streamctl_tally_t *out, char *err,
+                            size_t errcap)
+{
+    if (reply->type != REDIS_REPLY_ARRAY)
+        return hv_errf(err, errcap, -1, "not an array (type %d)", reply->type);
+    for (size_t i = 0; i < reply->elements; i++) {
+        const redisReply *c = reply->element[i];
+        const redisReply *name = NULL, *pending = NULL, *idle = NULL;
+        if (c->type != REDIS_REPLY_ARRAY || c->elements % 2 != 0)
+            return hv_errf(err, errcap, -1,
+                           "consumer %zu is not a list of fields (type %d, %zu elements)", i + 1,
+                           c->type, c->elements);
+        for (size_t k = 0; k < c->elements; k += 2) {
+            const char *key = field_name(c->element[k]);
+            if (key == NULL)
+                return hv_errf(err, errcap, -1, "consumer %zu: a field name of type %d", i + 1,
+                               c->element[k]->type);
+            if (strcmp(key, "name") == 0)
+                name = c->element[k + 1];
+            else if (strcmp(key, "pending") == 0)
+                pending = c->element[k + 1];
+            else if (strcmp(key, "idle") == 0)
+                idle = c->element[k + 1];
+        }
+        if (name == NULL || name->type != REDIS_REPLY_STRING)
+            return hv_errf(err, errcap, -1, "consumer %zu has no name", i + 1);
+        if (pending == NULL || pending->type != REDIS_REPLY_INTEGER || pending->integer < 0)
+            return hv_errf(err, errcap, -1, "consumer %zu has no pending count", i + 1);
+        hv_streamctl_count_t *e = counts_add(out, name->str, name->len, (uint64_t)pending->integer);
+        if (idle != NULL && idle->type == REDIS_REPLY_INTEGER && idle->integer >= 0 &&
+            (e->idle_ms < 0 || idle->integer < e->idle_ms))
+            e->idle_ms = idle->integer;
+    }
+    return 0;
 }
 
 typedef struct status_s status_t;
@@ -905,8 +956,6 @@ static void on_groups(hv_redis_t *r, void *data, int status, const redisReply *r
     }
 }
 
-/* XPENDING S G: the group's pending count and the count per consumer; NOGROUP when the
- * group is not there. */
 /* XLEN S:dead: the dead letters (0 when there is no such stream). */
 static void on_dead_letters(hv_redis_t *r, void *data, int status, const redisReply *reply)
 {
@@ -923,6 +972,7 @@ static void on_dead_letters(hv_redis_t *r, void *data, int status, const redisRe
     st->pub.dead_letters = (uint64_t)reply->integer;
 }
 
+/* XPENDING S G: the group's pending count; NOGROUP when the group is not there. */
 static void on_summary(hv_redis_t *r, void *data, int status, const redisReply *reply)
 {
     status_t *st = data;
@@ -940,19 +990,21 @@ static void on_summary(hv_redis_t *r, void *data, int status, const redisReply *
     }
     st->pub.group_exists = 1;
     st->pub.group_pending = (uint64_t)reply->element[0]->integer;
-    const redisReply *cs = reply->element[3];
-    for (size_t i = 0; cs->type == REDIS_REPLY_ARRAY && i < cs->elements; i++) {
-        const redisReply *c = cs->element[i];
-        uint64_t n = 0;
-        if (c->type != REDIS_REPLY_ARRAY || c->elements != 2 ||
-            c->element[0]->type != REDIS_REPLY_STRING)
-            continue;
-        if (c->element[1]->type == REDIS_REPLY_STRING)
-            hv_parse_uint(c->element[1]->str, &n);
-        else if (c->element[1]->type == REDIS_REPLY_INTEGER)
-            n = (uint64_t)c->element[1]->integer;
-        counts_add(&st->pub.consumers, c->element[0]->str, c->element[0]->len, n);
-    }
+}
+
+/* XINFO CONSUMERS S G: every consumer of the group, those holding nothing included (XPENDING
+ * names only those that hold entries); NOGROUP when the group is not there. */
+static void on_consumers(hv_redis_t *r, void *data, int status, const redisReply *reply)
+{
+    status_t *st = data;
+    char why[256];
+    (void)r;
+    if (status == 0 && reply->type == REDIS_REPLY_ERROR && starts_with(reply, "NOGROUP"))
+        return;
+    if (!reply_usable(&st->s, "XINFO CONSUMERS", status, reply))
+        return;
+    if (hv_streamctl__consumers(reply, &st->pub.consumers, why, sizeof(why)) != 0)
+        session_fail(&st->s, "XINFO CONSUMERS: unexpected reply: %s", why);
 }
 
 /* XPENDING S G START + COUNT: a page of [id, consumer, idle, deliveries]. */
@@ -1090,6 +1142,7 @@ static int status_run(status_t *st, const char *const *batches, size_t nbatches)
     SEND(s, on_dead_letters, st, "XLEN", st->key_dead);
     if (st->stream_type.exists) {
         SEND(s, on_summary, st, "XPENDING", st->pub.stream, st->pub.group);
+        SEND(s, on_consumers, st, "XINFO", "CONSUMERS", st->pub.stream, st->pub.group);
         SEND(s, on_groups, st, "XINFO", "GROUPS", st->pub.stream);
     }
     if (session_wait(s) != 0)

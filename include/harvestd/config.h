@@ -187,9 +187,12 @@ void hv_config_defaults(hv_config_t *cfg);
 int hv_config_set(hv_config_t *cfg, const char *name, const char *value, char *err, size_t errcap);
 
 /**
- * Read an INI config file: `key = value` lines (directives as above), `#` or `;` comments.
- * Errors name the file and line: unknown keys, bad values, over-long lines (never silently
- * truncated). Returns 0, or UV_EINVAL with the message in `err`.
+ * Read an INI config file: `key = value` lines (directives as above), `#` or `;` comment
+ * lines, and a comment after a value from a `#` with a blank before it and a blank or the
+ * line's end after it, or from a `;` after a blank (other `#` are the value's). Errors name
+ * the file and line: unknown keys, bad values, over-long lines (never silently truncated), a
+ * key set twice in one section or at the top (but `header`), with the line of the first.
+ * Returns 0, or UV_EINVAL with the message in `err`.
  */
 int hv_config_load_file(hv_config_t *cfg, const char *path, char *err, size_t errcap);
 

@@ -35,7 +35,14 @@ typedef struct {
 typedef struct hv_metrics_server_s hv_metrics_server_t;
 
 /**
- * Listen on `listen` ("127.0.0.1:9464", "[::1]:9464") and serve the page of `view` (which
+ * Read `listen`, ADDRESS:PORT, into `out`: an IPv4 literal ("127.0.0.1:9464"), an IPv6 one in
+ * brackets ("[::1]:9464"), or "localhost" (any case), which means 127.0.0.1 and is never
+ * resolved. No name is looked up. 0, or UV_EINVAL.
+ */
+int hv_metrics_parse_listen(const char *listen, struct sockaddr_storage *out);
+
+/**
+ * Listen on `listen` (hv_metrics_parse_listen()) and serve the page of `view` (which
  * outlives the server). Also starts the loop-lag probe. Returns 0, or an error with a message
  * in `err`.
  */

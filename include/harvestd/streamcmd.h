@@ -3,9 +3,9 @@
  * the commands, src/cmd/streamcmd.c), parsed without side effects so that the rules of each
  * option can be tested on their own.
  *
- * Both commands take long options only (options.h), as `--name VALUE` or `--name=VALUE`; `--`
- * ends the options, and `-` alone is an argument (standard input). The parsed values point
- * into argv, which must outlive them.
+ * Both commands take long options (options.h), as `--name VALUE` or `--name=VALUE`, and enqueue
+ * also `-c FILE`; `--` ends the options, and `-` alone is an argument (standard input). The
+ * parsed values point into argv, which must outlive them.
  */
 #ifndef HARVESTD_STREAMCMD_H
 #define HARVESTD_STREAMCMD_H
@@ -16,7 +16,7 @@
 #include "harvestd/redis.h"
 
 /** `harvestd enqueue --redis URL [--redis-password-file FILE] [--ca-file FILE] [--insecure]
- *  [--stream S] [--batch NAME] [--rules NAME] [--timeout D] FILE|-` */
+ *  [--stream S] [--batch NAME] [--rules NAME] [-c CONFIG] [--timeout D] FILE|-` */
 typedef struct {
     const char *redis_url;
     hv_redis_addr_t addr; /* redis_url, parsed (without the password file's password) */
@@ -26,6 +26,7 @@ typedef struct {
     const char *stream;   /* HV_STREAM_DEFAULT unless given */
     const char *batch;    /* --batch, else FILE's base name */
     const char *rules;    /* "" when not given */
+    const char *config;   /* -c/--config: the daemons' configuration, or NULL */
     const char *file;     /* a path, or "-" for standard input */
     uint64_t timeout_ms;  /* --timeout; 0: the defaults (5 s to connect, 10 s per reply) */
     int help;             /* --help: nothing else was checked */
@@ -64,5 +65,13 @@ int hv_streamcmd_parse_status(int argc, char **argv, hv_status_args_t *out, char
                               size_t errcap);
 
 void hv_streamcmd_status_args_free(hv_status_args_t *a);
+
+/**
+ * enqueue's check of --rules against -c: load the configuration file `config` and find
+ * `rules` among its [rules "NAME"] sections ("" is always found: the batch names none). 0, or
+ * -1 with a usage error in `err`: the file cannot be read or has an error (its message), or
+ * it has no such section (the message lists those it has).
+ */
+int hv_streamcmd_check_rules(const char *config, const char *rules, char *err, size_t errcap);
 
 #endif

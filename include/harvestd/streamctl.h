@@ -17,9 +17,12 @@
  * finished by running it again, and a second enqueue of the same batch running at the same
  * time fails at its next chunk instead of adding lines twice.
  *
- * status reads the batch hashes and the group's pending list. Which batch a pending entry
- * belongs to is in the entry itself, so each pending id is looked up with XRANGE, a page of
- * them pipelined at a time.
+ * status reads the batch hashes, the group's consumers (XINFO CONSUMERS: every consumer the
+ * group has, with its pending count and idle time, those holding nothing included) and its
+ * pending list. Which batch a pending entry belongs to is in the entry itself, so each
+ * pending id is looked up with XRANGE, a page of them pipelined at a time. Replies are the
+ * server's to shape: one that is not of the shape asked for fails the call, naming the
+ * command, and is never trusted further.
  *
  * Failures come back as an hv_streamctl_rc_t with one line in `err` (no "harvestd: " prefix,
  * no newline). A Redis failure reads "redis: WHAT (URL)", or "redis: WHAT" when WHAT names
@@ -99,6 +102,8 @@ void hv_streamctl_enqueue_free(hv_streamctl_enqueue_t *e);
 typedef struct {
     char *name;
     uint64_t n;
+    int64_t idle_ms; /* the group's consumers: milliseconds since the consumer last read or
+                        claimed (XINFO CONSUMERS `idle`); -1 when not told (and in holders) */
 } hv_streamctl_count_t;
 
 typedef struct {
@@ -128,7 +133,8 @@ typedef struct {
     uint64_t group_pending;
     int has_lag; /* the server tells the group's lag (Redis 7) */
     uint64_t lag;
-    hv_streamctl_tally_t consumers; /* pending entries per consumer */
+    hv_streamctl_tally_t consumers; /* every consumer of the group: its pending entries, its
+                                       idle time */
     uint64_t gone;  /* pending entries no longer in the stream, or without a batch field */
     uint64_t other; /* pending entries of batches not asked for */
     uint64_t dead_letters; /* entries in S:dead (stream.h: no batch could take them) */
@@ -143,6 +149,21 @@ hv_streamctl_rc_t hv_streamctl_status_read(const hv_streamctl_server_t *server, 
                                            const char *group, const char *const *batches,
                                            size_t nbatches, hv_streamctl_status_t **out, char *err,
                                            size_t errcap);
+
+/**
+ * The consumers of an XINFO CONSUMERS reply (an array with an array of field-value pairs per
+ * consumer) added to `out`: `name` (a string) and `pending` (an
+ * integer, at least 0) are needed, `idle` is taken when it is an integer of at least 0 (else
+ * idle_ms is -1), other fields are passed over. 0, or -1 with what is wrong in `err` (the
+ * reply is not an array, a consumer is not an array of pairs, a field's name is not a string,
+ * a needed field is missing or not of its type); `out` may then hold the consumers before
+ * the fault.
+ */
+int hv_streamctl__consumers(const redisReply *reply, hv_streamctl_tally_t *out, char *err,
+                            size_t errcap);
+
+/** Free the names and the array of a tally (from hv_streamctl__consumers()). */
+void hv_streamctl__tally_free(hv_streamctl_tally_t *t);
 
 /** Whether every line of the batch is done: its total is known and reached. */
 int hv_streamctl_batch_complete(const hv_streamctl_batch_t *b);

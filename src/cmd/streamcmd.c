@@ -34,6 +34,7 @@ enum {
     O_GROUP,
     O_JSON,
     O_TIMEOUT,
+    O_CONFIG,
     O_HELP
 };
 
@@ -65,7 +66,11 @@ static const hv_opt_t enqueue_opts[] = {
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH,
      .usage = "--batch NAME        the batch (default: FILE's base name; needed for '-')"},
     {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES,
-     .usage = "--rules NAME        the [rules \"NAME\"] set the daemons apply to the batch"},
+     .usage = "--rules NAME        the [rules \"NAME\"] set the daemons apply to the batch\n"
+              "                    (not checked without -c: an unknown NAME fails each entry)"},
+    {.name = "config", .letter = "c", .kind = HV_OPT_VALUE, .id = O_CONFIG,
+     .usage = "-c, --config FILE   the daemons' configuration: --rules must name one of its\n"
+              "                    [rules] sections"},
     {.name = "timeout", .kind = HV_OPT_VALUE, .id = O_TIMEOUT, .usage = USAGE_TIMEOUT},
     {.name = "help", .id = O_HELP, .usage = USAGE_HELP},
 };
@@ -87,7 +92,8 @@ static const hv_opt_t status_opts[] = {
     {.name = "help", .id = O_HELP, .usage = USAGE_HELP},
 };
 
-/* Long options only; "--" ends them; a flag given a value is an error of its own. */
+/* Long options (and enqueue's -c); "--" ends them; a flag given a value is an error of its
+ * own. */
 const hv_opt_spec_t hv_cmd_enqueue_spec = {
     .opts = enqueue_opts,
     .nopts = HV_ARRAY_SIZE(enqueue_opts),
@@ -192,6 +198,9 @@ int hv_streamcmd_parse_enqueue(int argc, char **argv, hv_enqueue_args_t *out, ch
             break;
         case O_RULES:
             out->rules = a.value;
+            break;
+        case O_CONFIG:
+            out->config = a.value;
             break;
         case O_TIMEOUT:
             if (parse_timeout(a.value, &out->timeout_ms, err, errcap) != 0)
@@ -326,6 +335,39 @@ static int failed(const char *cmd, hv_streamctl_rc_t rc, const char *err)
 
 /* ------------------------------------------------------------------------------ enqueue */
 
+int hv_streamcmd_check_rules(const char *config, const char *rules, char *err, size_t errcap)
+{
+    hv_config_t *cfg = hv_xmalloc(sizeof(*cfg));
+    char msg[1600];
+    int rc = -1;
+
+    hv_config_defaults(cfg);
+    if (hv_check_readable("config file", config, msg, sizeof(msg)) != 0 ||
+        hv_config_load_file(cfg, config, msg, sizeof(msg)) != 0) {
+        snprintf(err, errcap, "-c: %s", msg);
+        goto out;
+    }
+    if (rules[0] == '\0' || hv_config_ruleset(cfg, rules) != NULL) {
+        rc = 0;
+        goto out;
+    }
+    /* What the daemons would record for each entry of the batch (unknown_rules), said once
+     * before any is added, with the names the file has. */
+    size_t n = 0;
+    msg[0] = '\0';
+    for (unsigned i = 0; i < cfg->nrulesets && n < sizeof(msg); i++) {
+        int w = snprintf(msg + n, sizeof(msg) - n, "%s'%s'", i > 0 ? ", " : "",
+                         hv_ruleset_name(cfg->rulesets[i]));
+        n += w > 0 ? (size_t)w : 0;
+    }
+    snprintf(err, errcap, "--rules '%s': %s has no [rules \"%s\"] section (%s%s)", rules, config,
+             rules, cfg->nrulesets > 0 ? "it has " : "it has none", msg);
+out:
+    hv_config_free(cfg);
+    free(cfg);
+    return rc;
+}
+
 static void enqueue_help(FILE *out)
 {
     fprintf(out,
@@ -359,6 +401,10 @@ int hv_cmd_enqueue(int argc, char **argv)
     if (a.help) {
         enqueue_help(stdout);
         return EXIT_OK;
+    }
+    if (a.config != NULL && hv_streamcmd_check_rules(a.config, a.rules, err, sizeof(err)) != 0) {
+        explicit_bzero(&a.addr, sizeof(a.addr));
+        return usage_error("enqueue", err);
     }
     if (open_server(a.redis_url, a.password_file, a.ca_file, a.insecure, &a.addr, &tls) != 0)
         return EXIT_USAGE;
@@ -404,8 +450,9 @@ static void status_help(FILE *out)
             "\n"
             "Shows each batch of a stream (the --batch ones, else every batch enqueued): lines\n"
             "added, its total, entries done (ok and failed), entries pending in the consumer\n"
-            "group and which consumers hold them; then the group's pending entries per\n"
-            "consumer. A batch is complete when its total is known and every line is done.\n"
+            "group and which consumers hold them; then every consumer of the group, with the\n"
+            "entries it holds and how long it has been idle. A batch is complete when its total\n"
+            "is known and every line is done.\n"
             "\n");
     hv_opt_print_usage(out, &hv_cmd_status_spec);
     fprintf(out,
@@ -451,8 +498,13 @@ static void print_text(const hv_streamctl_status_t *st)
     if (st->gone > 0)
         printf(" (%" PRIu64 " pending entries no longer in the stream)", st->gone);
     printf("\n");
-    for (size_t k = 0; k < st->consumers.n; k++)
-        printf("consumer %s: pending %" PRIu64 "\n", st->consumers.v[k].name, st->consumers.v[k].n);
+    for (size_t k = 0; k < st->consumers.n; k++) {
+        const hv_streamctl_count_t *c = &st->consumers.v[k];
+        printf("consumer %s: pending %" PRIu64, c->name, c->n);
+        if (c->idle_ms >= 0)
+            printf(" idle %" PRId64 ".%01" PRId64 "s", c->idle_ms / 1000, c->idle_ms % 1000 / 100);
+        printf("\n");
+    }
 }
 
 static cJSON *counts_json(const hv_streamctl_tally_t *c)
@@ -460,6 +512,22 @@ static cJSON *counts_json(const hv_streamctl_tally_t *c)
     cJSON *o = cJSON_CreateObject();
     for (size_t k = 0; k < c->n; k++)
         cJSON_AddNumberToObject(o, c->v[k].name, (double)c->v[k].n);
+    return o;
+}
+
+/* {"NAME": {"pending": N, "idle_ms": MS or null}, ...} */
+static cJSON *consumers_json(const hv_streamctl_tally_t *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (size_t k = 0; k < c->n; k++) {
+        cJSON *one = cJSON_CreateObject();
+        cJSON_AddNumberToObject(one, "pending", (double)c->v[k].n);
+        if (c->v[k].idle_ms >= 0)
+            cJSON_AddNumberToObject(one, "idle_ms", (double)c->v[k].idle_ms);
+        else
+            cJSON_AddNullToObject(one, "idle_ms");
+        cJSON_AddItemToObject(o, c->v[k].name, one);
+    }
     return o;
 }
 
@@ -496,7 +564,7 @@ static int print_json(const hv_streamctl_status_t *st)
         cJSON_AddItemToObject(o, "holders", counts_json(&b->holders));
         cJSON_AddItemToArray(batches, o);
     }
-    cJSON_AddItemToObject(root, "consumers", counts_json(&st->consumers));
+    cJSON_AddItemToObject(root, "consumers", consumers_json(&st->consumers));
     if (st->dead_letters > 0)
         cJSON_AddNumberToObject(root, "dead_letters", (double)st->dead_letters);
     char *text = cJSON_PrintUnformatted(root);

@@ -34,9 +34,11 @@ are more `--name value` arguments of redis-server (e.g. "--key-load-delay", "100
 A broken or hostile server, for what no redis-server would send:
 
     ScriptedRedis(answers).start()   a RESP server on a free port of 127.0.0.1 (stdlib
-                     socketserver, a thread per connection) that answers each command by its
-                     name from `answers`: bytes sent as they are, or a function given the
-                     socket and the server (flood() makes one); "+OK" for a name not there
+                     socketserver, a thread per connection) that answers each command from
+                     `answers`, by "NAME FIRST-ARGUMENT" ("TYPE harvestd:urls", "XINFO
+                     CONSUMERS") if there, else by its name: bytes sent as they are, or a
+                     function given the socket and the server (flood() makes one); "+OK"
+                     for a command that is in neither
         .stop(), .port, .url, .floods (bytes of filler each flood() answer sent, once done)
     flood(header)    an answer that sends `header` (one announcing more than harvestd takes)
                      and then filler until the client goes away (or 1 GiB)
@@ -400,8 +402,10 @@ class _Handler(socketserver.StreamRequestHandler):
                 args = self._command()
                 if not args:
                     return
-                answer = server.answers.get(args[0].decode("ascii", "replace").upper(),
-                                            b"+OK\r\n")
+                name = args[0].decode("ascii", "replace").upper()
+                first = (name + " " + args[1].decode("utf-8", "replace")).upper() \
+                    if len(args) > 1 else None
+                answer = server.answers.get(first, server.answers.get(name, b"+OK\r\n"))
                 if callable(answer):
                     answer(self.request, server)
                 else:

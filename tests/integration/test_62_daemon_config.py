@@ -3,11 +3,15 @@ starts or --check-config checks), --check-config, and command-line overrides."""
 
 import os
 import re
+import shlex
+import subprocess
 import time
 
 import pytest
 
-from harness import SLOWDOWN, refused_config
+from harness import HARVESTD_BIN, SLOWDOWN, refused_config
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 # (id, the offending line, expected message after "FILE:LINE: ")
 BAD_LINES = [
@@ -38,7 +42,7 @@ def write(path, lines, newline_at_end=True):
 
 def good_lines(spool):
     return ["# a daemon configuration", "", "spool_dir = %s" % spool.root, "; another comment",
-            "rescan_interval = 500ms", "   concurrency = 8", "log_level = info"]
+            "drain_timeout = 5s", "   concurrency = 8", "log_level = info"]
 
 
 def assert_config_error(done_or_daemon_rc, stderr, path, line, message):
@@ -184,11 +188,14 @@ def test_62_08_comments_blanks_and_units_are_accepted(harvestd, spool, tmp_path)
              "read_timeout = 2", "total_timeout = 1m", "keepalive_timeout = 1h", "flush_ms = 20",
              "drain_timeout = 3s", "fsync = always", "fsync_interval = 250ms", "insecure = no",
              "user_agent = test agent/1.0 (spaces allowed)", "max_active_batches = 2",
-             "\tper_host = 2", "log_level = warning"]
+             "\tper_host = 2", "log_level = warning",
+             "concurrency = 7  # a comment after a value", "queue_size = 64 ; so is this",
+             "header = X-Tag: #1 # the first '#' is the value's"]
     path = write(tmp_path / "d.conf", lines)
     done = harvestd.command("--check-config", "-c", path)
     assert done.returncode == 0, done.stderr
     assert "configuration OK" in done.stdout
+    assert "header = X-Tag: #1  # %s:23" % path in done.stdout.splitlines(), done.stdout
 
 
 # ---------------------------------------------------------------------------- request headers
@@ -279,3 +286,42 @@ def test_62_12_daemon_sends_headers_and_logs_no_secret(harvestd, spool, tmp_path
         assert (r.header("cookie"), r.header("authorization"), r.header("x-api-key")) == \
             ("consent=s3cret", "Bearer s3cret", "s3cret-too"), r.headers
     assert "s3cret" not in d.stderr_text()
+
+
+
+@pytest.mark.parametrize("mode", ["daemon", "check"])
+def test_62_14_a_key_set_twice_names_both_lines(harvestd, spool, tmp_path, mode):
+    """A directive given twice (in either spelling) would let the last one win unseen: it is an
+    error naming the second line and the first, whether the daemon starts or --check-config
+    checks; so is a [host] key given twice for one host."""
+    path = write(tmp_path / "d.conf", good_lines(spool) + ["max_bytes = 1m", "concurrency = 16"])
+    rc, stderr = refused_config(harvestd, spool, path, mode)
+    assert_config_error(rc, stderr, path, 9, "concurrency: already set on line 6")
+    path = write(tmp_path / "h.conf", good_lines(spool) + [
+        '[host "a.test"]', "per_host = 1", '[host "b.test"]', "per_host = 2", '[host "A.test"]',
+        "per-host = 3"])
+    rc, stderr = refused_config(harvestd, spool, path, mode)
+    assert_config_error(rc, stderr, path, 13, 'per_host: already set on line 9, in [host "a.test"]')
+
+
+# ---------------------------------------------------------------------------- make run
+
+
+def test_62_13_make_run_passes_args_after_the_config():
+    """`make run ARGS='...'`: the daemon's command line is the development config followed by
+    ARGS, so that they override it (a metrics port, a log level). `make -n` prints the commands
+    without running any: nothing is installed, built or dropped into var/."""
+    if not HARVESTD_BIN:
+        pytest.skip("HARVESTD_BIN is not set")
+    build = os.path.relpath(os.path.dirname(HARVESTD_BIN), REPO)
+    if build.startswith(".."):
+        pytest.skip("HARVESTD_BIN is not inside the source tree")
+    args = "--metrics-listen 127.0.0.1:9500 --log-level debug"
+    done = subprocess.run(["make", "-n", "-C", REPO, "--no-print-directory", "run",
+                           "BUILD=%s" % build, "ARGS=%s" % args],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+    out = done.stdout.decode(errors="replace")
+    assert done.returncode == 0, out
+    daemon = [shlex.split(line) for line in out.splitlines()
+              if line.startswith("./%s/harvestd -c " % build)]  # not the manual's generation
+    assert daemon == [["./%s/harvestd" % build, "-c", "conf/harvestd-dev.conf"] + args.split()], out

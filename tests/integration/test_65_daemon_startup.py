@@ -119,10 +119,12 @@ def ro_mount(harvestd):
 
 def test_65_04_spool_dir_on_a_read_only_file_system(start_daemon, spool, ro_mount):
     """spool_dir exists on a read-only file system, without its subdirectories: exit 2 naming
-    the first one and the cause."""
+    the first one and the cause, and what makes a spool read-only under systemd (the unit's
+    ReadWritePaths= without it)."""
     ro_mount(spool.root)
     d = start_daemon(ready=False)
-    expect_startup_failure(d, "cannot create", spool.path("incoming"), "read-only file system")
+    expect_startup_failure(d, "cannot create", spool.path("incoming"), "read-only file system",
+                           "under systemd, the unit's ReadWritePaths= must include spool_dir")
 
 
 def test_65_05_out_on_a_read_only_file_system(start_daemon, spool, origin, ro_mount):
@@ -133,7 +135,8 @@ def test_65_05_out_on_a_read_only_file_system(start_daemon, spool, origin, ro_mo
     ro_mount(spool.path("out"))
     spool.drop("waiting.txt", page_urls(origin, "waiting", 1))
     d = start_daemon(ready=False)
-    expect_startup_failure(d, "cannot write", spool.path("out"), "read-only file system")
+    expect_startup_failure(d, "cannot write", spool.path("out"), "read-only file system",
+                           "ReadWritePaths= must include spool_dir")
     assert spool.files("incoming") == ["waiting.txt"] and spool.files("active") == []
 
 

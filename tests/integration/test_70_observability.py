@@ -82,10 +82,10 @@ class Response:
         self.raw = raw
 
 
-def http_exchange(port, data, timeout=5.0):
-    """Send `data` (bytes) on a new connection to 127.0.0.1:port and read until the server
-    closes it. Returns the parsed Response; fails the test on a timeout or a reset."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOWDOWN)
+def http_exchange(port, data, timeout=5.0, host="127.0.0.1"):
+    """Send `data` (bytes) on a new connection to host:port and read until the server closes
+    it. Returns the parsed Response; fails the test on a timeout or a reset."""
+    s = socket.create_connection((host, port), timeout=timeout * SLOWDOWN)
     try:
         if data:
             s.sendall(data)
@@ -120,9 +120,9 @@ def parse_response(raw, request=b""):
     return Response(int(m.group(1)), m.group(2), headers, body, raw)
 
 
-def get(port, path="/metrics", method="GET", extra=b"", timeout=5.0):
-    req = ("%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n" % (method, path, port)).encode() + extra + b"\r\n"
-    return http_exchange(port, req, timeout)
+def get(port, path="/metrics", method="GET", extra=b"", timeout=5.0, host="127.0.0.1"):
+    req = ("%s %s HTTP/1.1\r\nHost: %s:%d\r\n" % (method, path, host, port)).encode() + extra + b"\r\n"
+    return http_exchange(port, req, timeout, host)
 
 
 # ---------------------------------------------------------------------------- Prometheus text
@@ -696,6 +696,92 @@ def test_70_06_metrics_port_in_use_is_a_usage_error(harvestd, start_daemon, spoo
         busy.close()
 
 
+def free_port_on(family, addr):
+    """A TCP port on `addr` that nothing listens on, or None when `addr` cannot be bound here
+    (no IPv6 loopback)."""
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("host,family,addr", [
+    ("localhost", socket.AF_INET, "127.0.0.1"),
+    ("LOCALHOST", socket.AF_INET, "127.0.0.1"),
+    ("[::1]", socket.AF_INET6, "::1"),
+], ids=["localhost", "LOCALHOST", "ipv6-loopback"])
+def test_70_14_metrics_listen_takes_localhost_and_the_ipv6_loopback(start_daemon, spool, host,
+                                                                    family, addr):
+    """metrics_listen = localhost:PORT listens on 127.0.0.1 (localhost is taken as that address,
+    not looked up: tests/unit/test_metrics.c); [::1]:PORT on the IPv6 loopback."""
+    port = free_port_on(family, addr)
+    if port is None:
+        pytest.skip("%s cannot be bound here" % addr)
+    listen = "%s:%d" % (host, port)
+    d = start_daemon(metrics_listen=listen)
+    deadline = time.monotonic() + 10 * SLOWDOWN
+    while True:
+        try:
+            socket.create_connection((addr, port), timeout=1).close()
+            break
+        except OSError:
+            assert d.running(), "the daemon exited:\n" + d.stderr_text()[-3000:]
+            assert time.monotonic() < deadline, "nothing listens on %s port %d" % (addr, port)
+            time.sleep(0.01)
+    r = get(port, host=addr)
+    assert r.status == 200, r.raw[:300]
+    Metrics(r.body.decode("utf-8")).int("harvestd_records_total", status="ok")
+    assert d.stop() == 0
+
+
+PROCESS_FAMILIES = {
+    "harvestd_build_info": "gauge",
+    "process_cpu_seconds_total": "counter",
+    "process_open_fds": "gauge",
+    "process_max_fds": "gauge",
+    "process_virtual_memory_bytes": "gauge",
+    "process_resident_memory_bytes": "gauge",
+    "process_start_time_seconds": "gauge",
+}
+
+
+def test_70_15_build_info_and_process_metrics(harvestd, start_daemon, spool):
+    """The page carries harvestd_build_info (the version --version prints) and the process_*
+    metrics every Prometheus exporter has, with sane values: some open descriptors, below the
+    limit the daemon runs with; megabytes resident; a start time between the launch and the
+    start-up; CPU time that grows while the daemon works (each scrape costs it some)."""
+    version = harvestd.command("--version").stdout.split()[-1]
+    port = free_port()
+    launched = time.time()
+    d = start_daemon(metrics_listen="127.0.0.1:%d" % port)
+    ready = time.time()
+    wait_listening(port, d.running)
+    m = scrape(port, dict(DAEMON_FAMILIES, **PROCESS_FAMILIES))
+    (labels,) = m.series("harvestd_build_info")
+    assert dict(labels)["version"] == version, labels
+    assert re.match(r"^\d+\.\d+\.\d+", dict(labels)["libuv"]), labels
+    assert m.value("harvestd_build_info", **dict(labels)) == 1
+    open_fds, max_fds = m.int("process_open_fds"), m.int("process_max_fds")
+    assert 3 < open_fds < max_fds, (open_fds, max_fds)
+    rss, vsize = m.int("process_resident_memory_bytes"), m.int("process_virtual_memory_bytes")
+    assert 1 << 20 < rss <= vsize, (rss, vsize)
+    # The boot time the start time counts from has whole seconds.
+    start = m.value("process_start_time_seconds")
+    assert launched - 2 <= start <= ready + 1, (launched, start, ready)
+    cpu = m.value("process_cpu_seconds_total")
+    assert cpu > 0, m.text
+    deadline = time.monotonic() + 10 * SLOWDOWN
+    while m.value("process_cpu_seconds_total") <= cpu:
+        assert time.monotonic() < deadline, "CPU time stayed at %r over 10 s of scrapes" % cpu
+        m = scrape(port, dict(DAEMON_FAMILIES, **PROCESS_FAMILIES))
+    assert m.value("process_start_time_seconds") == start
+    assert d.stop() == 0
+
+
 def test_70_07_daemon_counts_a_resumed_batch(start_daemon, spool, fresh_origin):
     """A batch interrupted by SIGTERM resumes after a restart: the new process counts it as
     resumed, and its record counters hold only the records it wrote itself."""
@@ -951,7 +1037,7 @@ def test_70_13_messages_do_not_land_on_the_progress_line(terminal_runs, fresh_or
         "\n".join(repr(g) for g in glued)
 
 
-def test_70_14_progress_line_estimates_the_total_of_a_file(terminal_runs, fresh_origin):
+def test_70_16_progress_line_estimates_the_total_of_a_file(terminal_runs, fresh_origin):
     """A 3,000-line file read a little at a time (the queue holds 16): the line shows an
     estimated total ("~") from the share of the file read, and an ETA, long before the
     reader reaches its end (before, it showed "13/1037+ ... ETA --:--")."""
@@ -972,7 +1058,7 @@ def test_70_14_progress_line_estimates_the_total_of_a_file(terminal_runs, fresh_
     assert any(re.match(rb"^\d+m\d\ds$", eta) for *_, eta in approx if _[0] > 0), approx
 
 
-def test_70_15_no_progress_line_when_the_records_go_to_the_same_terminal(terminal_runs, fresh_origin):
+def test_70_17_no_progress_line_when_the_records_go_to_the_same_terminal(terminal_runs, fresh_origin):
     """`-o -` with stdout on the terminal: the records would be glued onto the progress line
     (`ETA 0m00s{"requested_url"...`), so it is not drawn, even when asked for; every record
     starts a line of its own."""

@@ -458,6 +458,32 @@ def test_90_13_empty_file_and_overlong_line(harvestd, redis_server, tmp_path):
                                 "complete\n")
 
 
+def test_90_14_rules_checked_against_the_daemons_config(harvestd, redis_server, tmp_path):
+    """With -c CONFIG, --rules must name a [rules "NAME"] set of that file: a typo is a usage
+    error before anything reaches Redis (the daemons would fail every entry with
+    unknown_rules). Without -c the name is taken as given."""
+    conf = write(tmp_path, "harvestd.conf", "spool_dir = /var/spool/harvestd\n"
+                 "[rules \"books\"]\ntitle = h1\n[rules \"news\"]\nheadline = h2\n")
+    path = write(tmp_path, "list", "http://r.test/1\nhttp://r.test/2\n")
+    refused = enqueue(harvestd, redis_server, "-c", conf, "--rules", "bookz", path)
+    assert_usage(refused, "harvestd: --rules 'bookz': %s has no [rules \"bookz\"] section "
+                          "(it has 'books', 'news')\n" % conf)
+    broken = write(tmp_path, "broken.conf", "concurrency = 8\nconcurrency = 9\n")
+    refused_too = enqueue(harvestd, redis_server, "--config", broken, "--rules", "books", path)
+    assert_usage(refused_too, "harvestd: -c: %s:2: concurrency: already set on line 1\n" % broken)
+    with redis_server.client() as c:
+        assert c.call("EXISTS", STREAM, STREAM + ":batches", STREAM + ":batch:list") == 0
+
+    done = enqueue(harvestd, redis_server, "-c", conf, "--rules", "books", path)
+    assert done.returncode == 0, done
+    assert done.stdout == summary("list", 2, 0, 2)
+    unchecked = enqueue(harvestd, redis_server, "--rules", "bookz", "--batch", "typo", path)
+    assert unchecked.returncode == 0, unchecked
+    with redis_server.client() as c:
+        assert batch_hash(c, "list")["rules"] == "books"
+        assert batch_hash(c, "typo")["rules"] == "bookz"
+
+
 # ------------------------------------------------------------------------------ status
 
 
@@ -477,12 +503,34 @@ def make_batches(harvestd, server, tmp_path):
         c.call("HSET", STREAM + ":batch:beta", "done", 1, "ok", 1, "failed", 0)
 
 
+# A consumer's idle time, as status prints it: whole seconds and tenths.
+IDLE_TEXT = r" idle \d+\.\ds"
+
+
+def without_idle(text):
+    """status's text with each consumer's idle time taken out (it is the server's clock's)."""
+    return re.sub(IDLE_TEXT + "$", "", text, flags=re.M)
+
+
+def consumers_of(doc):
+    """{name: pending} of a --json document, each idle_ms checked to be a count."""
+    out = {}
+    for name, c in doc["consumers"].items():
+        assert set(c) == {"pending", "idle_ms"}, c
+        assert isinstance(c["idle_ms"], int) and c["idle_ms"] >= 0, c
+        out[name] = c["pending"]
+    return out
+
+
 def test_90_20_status_text_and_json(harvestd, redis_server, tmp_path):
     make_batches(harvestd, redis_server, tmp_path)
     st = status(harvestd, redis_server)
     assert st.returncode == 3, st
     assert st.stderr == ""
-    assert st.stdout == (
+    consumer_lines = [line for line in st.stdout.splitlines() if line.startswith("consumer ")]
+    assert len(consumer_lines) == 2 and all(re.search(IDLE_TEXT + "$", line)
+                                            for line in consumer_lines), st.stdout
+    assert without_idle(st.stdout) == (
         "batch alpha: added 10 total 10 done 0 pending 10 ok 0 failed 0 incomplete "
         "holders: consumerA=5 consumerB=5\n"
         "batch beta: added 4 total 4 done 1 pending 2 ok 1 failed 0 incomplete "
@@ -495,6 +543,8 @@ def test_90_20_status_text_and_json(harvestd, redis_server, tmp_path):
     assert st.returncode == 3, st
     assert st.stdout.count("\n") == 1
     doc = json.loads(st.stdout)
+    assert consumers_of(doc) == {"consumerA": 5, "consumerB": 7}
+    doc["consumers"] = consumers_of(doc)
     assert doc == {
         "stream": STREAM, "group": GROUP, "group_exists": True, "pending": 12, "lag": 2,
         "batches": [
@@ -527,16 +577,19 @@ def test_90_20_status_text_and_json(harvestd, redis_server, tmp_path):
         c.call("HSET", STREAM + ":batch:beta", "done", 3, "ok", 3)
         st = status(harvestd, redis_server, "--batch", "alpha")
         assert st.returncode == 0, st
-        assert st.stdout == ("batch alpha: added 10 total 10 done 10 pending 0 ok 9 failed 1 "
-                             "complete\n"
-                             "group harvestd: pending 0 lag 2 consumers 0\n")
+        # The consumers hold nothing now, and are still the group's.
+        assert without_idle(st.stdout) == (
+            "batch alpha: added 10 total 10 done 10 pending 0 ok 9 failed 1 complete\n"
+            "group harvestd: pending 0 lag 2 consumers 2\n"
+            "consumer consumerA: pending 0\n"
+            "consumer consumerB: pending 0\n")
         assert status(harvestd, redis_server).returncode == 3  # beta: 3 of 4 done
         c.call("HSET", STREAM + ":batch:beta", "done", 4, "ok", 4)
         st = status(harvestd, redis_server, "--json")
         assert st.returncode == 0, st
         doc = json.loads(st.stdout)
         assert [b["complete"] for b in doc["batches"]] == [True, True]
-        assert doc["consumers"] == {} and doc["pending"] == 0
+        assert consumers_of(doc) == {"consumerA": 0, "consumerB": 0} and doc["pending"] == 0
 
 
 def test_90_21_status_pages_through_many_pending_entries(harvestd, redis_server, tmp_path):
@@ -559,7 +612,7 @@ def test_90_21_status_pages_through_many_pending_entries(harvestd, redis_server,
     assert by_name["even"]["holders"] == {"a:/spool": 1000, "b:/spool": 50}
     assert by_name["odd"]["pending"] == 1049
     assert by_name["odd"]["holders"] == {"a:/spool": 1000, "b:/spool": 49}
-    assert doc["consumers"] == {"a:/spool": 2001, "b:/spool": 99}
+    assert consumers_of(doc) == {"a:/spool": 2001, "b:/spool": 99}
     assert doc["pending"] == 2100
     st = status(harvestd, redis_server)
     assert "batch even: added 1300 total 1300 done 0 pending 1050 ok 0 failed 0 incomplete " \
@@ -701,3 +754,69 @@ def test_90_26_status_reads_the_batch_set_a_page_at_a_time(harvestd, redis_serve
     sscans = re.search(r"cmdstat_sscan:calls=(\d+)", stats)
     assert sscans and int(sscans.group(1)) >= 3, stats
     assert "cmdstat_smembers" not in stats
+
+
+def test_90_27_status_lists_every_consumer_of_the_group(harvestd, redis_server, start_daemon,
+                                                        tmp_path):
+    """Every consumer of the group is listed (XINFO CONSUMERS), with its pending count and idle
+    time, those holding nothing included: a daemon that acknowledged all it read is still one
+    of the group's consumers (status used to list only consumers holding entries: "consumers
+    0" with daemons connected)."""
+    path = write(tmp_path, "one", "not a url\n")  # recorded as failed at once: no request
+    assert enqueue(harvestd, redis_server, path).returncode == 0
+    with redis_server.client() as c:
+        c.call("XGROUP", "CREATE", STREAM, GROUP, "0")
+        assert c.call("XGROUP", "CREATECONSUMER", STREAM, GROUP, "standby") == 1
+    created = time.monotonic()
+    d = start_daemon(source="redis", redis_url=redis_server.url, redis_consumer="node-1")
+    deadline = time.monotonic() + 10 * SLOWDOWN
+    with redis_server.client() as c:
+        while batch_hash(c, "one").get("done") != "1":
+            assert d.running(), d.stderr_text()[-3000:]
+            assert time.monotonic() < deadline, "the entry was not acknowledged"
+            time.sleep(0.05)
+    st = status(harvestd, redis_server)
+    assert st.returncode == 0, st
+    assert without_idle(st.stdout) == (
+        "batch one: added 1 total 1 done 1 pending 0 ok 0 failed 1 complete\n"
+        "group harvestd: pending 0 lag 0 consumers 2\n"
+        "consumer node-1: pending 0\n"
+        "consumer standby: pending 0\n"), st.stdout
+    asked = time.monotonic()
+    doc = json.loads(status(harvestd, redis_server, "--json").stdout)
+    assert consumers_of(doc) == {"node-1": 0, "standby": 0}
+    # "standby" has done nothing since it was made (before `created`).
+    assert doc["consumers"]["standby"]["idle_ms"] >= int((asked - created) * 1000), doc
+    assert d.stop() == 0
+
+
+def test_90_28_status_refuses_consumers_of_the_wrong_shape(harvestd):
+    """A server whose XINFO CONSUMERS reply is not a list of consumers, each a list of fields
+    (hostile, or another protocol): status exits 1 naming the command and what is wrong,
+    prints nothing, and never reads past the fault (the sanitizers watch each run)."""
+    base = {"TYPE harvestd:urls": b"+stream\r\n", "TYPE": b"+none\r\n",
+            "SSCAN": b"*2\r\n$1\r\n0\r\n*0\r\n", "XLEN": b":0\r\n",
+            "XPENDING": b"*4\r\n:0\r\n$-1\r\n$-1\r\n*-1\r\n", "XINFO GROUPS": b"*0\r\n"}
+    cases = [
+        (b"$2\r\nno\r\n", "not an array (type 1)"),
+        (b"*1\r\n:7\r\n", "consumer 1 is not a list of fields (type 3, 0 elements)"),
+        (b"*1\r\n*3\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n",
+         "consumer 1 is not a list of fields (type 2, 3 elements)"),
+        (b"*1\r\n*2\r\n*1\r\n$1\r\nx\r\n$1\r\na\r\n", "consumer 1: a field name of type 2"),
+        (b"*1\r\n*2\r\n$7\r\npending\r\n:1\r\n", "consumer 1 has no name"),
+        (b"*1\r\n*4\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:-3\r\n",
+         "consumer 1 has no pending count"),
+    ]
+    for reply, why in cases:
+        with ScriptedRedis(dict(base, **{"XINFO CONSUMERS": reply})) as server:
+            st = status(harvestd, server)
+        assert st.returncode == 1, st
+        assert st.stdout == ""
+        assert st.stderr == ("harvestd: redis: XINFO CONSUMERS: unexpected reply: %s (%s)\n"
+                             % (why, server.url)), st.stderr
+    # The same server with a well-formed reply: the consumer is shown.
+    good = b"*1\r\n*6\r\n$4\r\nname\r\n$1\r\na\r\n$7\r\npending\r\n:0\r\n$4\r\nidle\r\n:1500\r\n"
+    with ScriptedRedis(dict(base, **{"XINFO CONSUMERS": good})) as server:
+        st = status(harvestd, server)
+    assert st.returncode == 0, st
+    assert st.stdout == "group harvestd: pending 0 consumers 1\nconsumer a: pending 0 idle 1.5s\n"

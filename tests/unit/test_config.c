@@ -302,6 +302,104 @@ TEST_IMPL(config_section_errors)
     }
 }
 
+/* A comment after a value: '#' between blanks (or a blank and the end of the line), or ';'
+ * after a blank (inih's rule). Every other '#' is part of the value. */
+TEST_IMPL(config_comments_after_values)
+{
+    hv_config_t c;
+    char err[512];
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "concurrency = 8 # eight\n"
+                        "per_host = 3\t#\ttabs\n"
+                        "queue_size = 100 #\n"
+                        "max_redirects = 4 ; inih's own\n"
+                        "user_agent = bot#1 (+http://bot.example/#about) #2\n"
+                        "redis_url = redis://:pa#ss@127.0.0.1:6379 # a password with '#'\n"
+                        "[rules \"r\"]\n"
+                        "a = div #main h1 # a descendant with an id\n"
+                        "b = a#top\n"
+                        "[host \"h.example\"] # a host\n"
+                        "header = X-Tag: #1 #2   # a header value with '#'\n"
+                        "per_host = 2 # two\n",
+                        err, sizeof(err)));
+    ASSERT_STR_EQ("", err);
+    ASSERT_OK(hv_config_finish(&c, err, sizeof(err)));
+    ASSERT_EQ(8, c.concurrency);
+    ASSERT_EQ(3, c.per_host);
+    ASSERT_EQ(100, c.queue_size);
+    ASSERT_EQ(4, c.max_redirects);
+    ASSERT_STR_EQ("bot#1 (+http://bot.example/#about) #2", c.user_agent);
+    ASSERT_STR_EQ("redis://:pa#ss@127.0.0.1:6379", c.redis_url);
+    ASSERT_NOT_NULL(hv_config_ruleset(&c, "r"));
+    const hv_conf_header_t *h[2 * HV_HEADERS_MAX];
+    ASSERT_EQ(1, hv_config_request_headers(&c, "h.example", 1, h));
+    ASSERT_STR_EQ("X-Tag", h[0]->name);
+    ASSERT_STR_EQ("#1 #2", h[0]->value);
+    unsigned per_host;
+    uint64_t delay;
+    double jitter;
+    hv_config_host_policy(&c, "h.example", &per_host, &delay, &jitter);
+    ASSERT_EQ(2, per_host);
+    hv_config_free(&c);
+
+    /* '#' right after the value is no comment: the value is refused, not cut. */
+    hv_config_defaults(&c);
+    ASSERT_EQ(UV_EINVAL, load_text(&c, "concurrency = 8#eight\n", err, sizeof(err)));
+    ASSERT_STR_EQ("1: concurrency: '8#eight' is not a whole number", err);
+    ASSERT_EQ(UV_EINVAL, load_text(&c, "concurrency = 8 #eight\n", err, sizeof(err)));
+    ASSERT_STR_EQ("1: concurrency: '8 #eight' is not a whole number", err);
+    hv_config_free(&c);
+}
+
+/* A key set twice where one value would silently win is an error naming both lines; header
+ * lines repeat (one header each). */
+TEST_IMPL(config_keys_set_twice)
+{
+    static const struct {
+        const char *text, *message;
+    } cases[] = {
+        {"concurrency = 8\nper_host = 2\nconcurrency = 9\n",
+         "3: concurrency: already set on line 1"},
+        {"max_bytes = 1m\n# max-bytes is max_bytes\nmax-bytes = 2m\n",
+         "3: max_bytes: already set on line 1"},
+        {"[host \"a.test\"]\nper_host = 1\n[host \"b.test\"]\nper_host = 1\n"
+         "[host \"A.TEST\"]\nper-host = 2\n",
+         "6: per_host: already set on line 2, in [host \"a.test\"]"},
+        {"[rules \"r\"]\nitems.item = li\nitems.name = a\nitems.name = b\n",
+         "4: items.name: already set on line 3, in [rules \"r\"]"},
+        {"[rules \"r\"]\ntitle = h1\n[rules \"s\"]\ntitle = h1\n[rules \"r\"]\ntitle = h2\n",
+         "6: title: already set on line 2, in [rules \"r\"]"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        hv_config_t c;
+        hv_config_defaults(&c);
+        ASSERT_EQ(UV_EINVAL, load_text(&c, cases[i].text, err, sizeof(err)));
+        ASSERT_STR_EQ(cases[i].message, err);
+        hv_config_free(&c);
+    }
+
+    /* The same key in another place, and header lines, are fine. */
+    hv_config_t c;
+    hv_config_defaults(&c);
+    ASSERT_OK(load_text(&c,
+                        "per_host = 3\n"
+                        "header = X-A: 1\n"
+                        "header = X-B: 2\n"
+                        "[host \"a.test\"]\n"
+                        "per_host = 1\n"
+                        "header = X-A: 3\n"
+                        "header = X-B: 4\n"
+                        "[host \"b.test\"]\n"
+                        "per_host = 2\n"
+                        "[rules \"r\"]\n"
+                        "per_host = h1\n",
+                        err, sizeof(err)));
+    ASSERT_EQ(3, c.per_host);
+    hv_config_free(&c);
+}
+
 TEST_IMPL(config_too_many_host_sections)
 {
     hv_config_t *c = calloc(1, sizeof(*c));
@@ -530,8 +628,9 @@ TEST_IMPL(config_help_shows_canonical_defaults)
         "  --fsync                when outputs are fsynced: never, interval or always (daemon; "
         "--once syncs at the end) (default interval)\n",
         "  --log-level            debug, info, notice, warning or error (default notice)\n",
-        "  --metrics-listen       ADDRESS:PORT of the Prometheus endpoint (GET /metrics); empty: "
-        "off (default none)\n",
+        "  --metrics-listen       ADDRESS:PORT of the Prometheus endpoint (GET /metrics): "
+        "127.0.0.1:9464, [::1]:9464, or localhost:9464 (127.0.0.1, never looked up); empty: off "
+        "(default none)\n",
     };
     char *text = NULL;
     size_t len = 0;

@@ -163,6 +163,61 @@ TEST_IMPL(streamcmd_enqueue_usage_errors)
     ASSERT_ENQUEUE_USAGE("--timeout: '0s'", "--redis", "redis://h", "--timeout", "0s", "f");
 }
 
+/* -c CONFIG: kept for the command, which checks --rules against the file's [rules] sets. */
+TEST_IMPL(streamcmd_enqueue_config)
+{
+    const char *argv[] = {"enqueue", "--redis", "redis://h", "-c", "/etc/h.conf", "f"};
+    hv_enqueue_args_t a;
+    ASSERT_OK(enqueue_args(ARGC(argv), argv, &a));
+    ASSERT_STR_EQ("/etc/h.conf", a.config);
+    const char *eq[] = {"enqueue", "--config=/etc/g.conf", "--redis", "redis://h", "f"};
+    ASSERT_OK(enqueue_args(ARGC(eq), eq, &a));
+    ASSERT_STR_EQ("/etc/g.conf", a.config);
+    const char *none[] = {"enqueue", "--redis", "redis://h", "f"};
+    ASSERT_OK(enqueue_args(ARGC(none), none, &a));
+    ASSERT_NULL(a.config);
+    ASSERT_ENQUEUE_USAGE("option '-c' needs a value", "--redis", "redis://h", "f", "-c");
+}
+
+TEST_IMPL(streamcmd_enqueue_rules_checked_against_the_config)
+{
+    static const char conf[] = "spool_dir = /nowhere\n"
+                               "[rules \"books\"]\ntitle = h1\n"
+                               "[rules \"news\"]\nheadline = h2\n";
+    const char *path = hv_test_tmppath("h.conf");
+    hv_test_write_file(path, conf, sizeof(conf) - 1);
+    ASSERT_OK(hv_streamcmd_check_rules(path, "books", err, sizeof(err)));
+    ASSERT_OK(hv_streamcmd_check_rules(path, "news", err, sizeof(err)));
+    ASSERT_OK(hv_streamcmd_check_rules(path, "", err, sizeof(err))); /* no --rules */
+    ASSERT_EQ(-1, hv_streamcmd_check_rules(path, "bookz", err, sizeof(err)));
+    char want[1200];
+    snprintf(want, sizeof(want),
+             "--rules 'bookz': %s has no [rules \"bookz\"] section (it has 'books', 'news')", path);
+    ASSERT_STR_EQ(want, err);
+    /* Names are compared as written, as the daemons do. */
+    ASSERT_EQ(-1, hv_streamcmd_check_rules(path, "Books", err, sizeof(err)));
+
+    static const char bare[] = "concurrency = 4\n";
+    const char *plain = hv_test_tmppath("plain.conf");
+    hv_test_write_file(plain, bare, sizeof(bare) - 1);
+    ASSERT_EQ(-1, hv_streamcmd_check_rules(plain, "books", err, sizeof(err)));
+    snprintf(want, sizeof(want),
+             "--rules 'books': %s has no [rules \"books\"] section (it has none)", plain);
+    ASSERT_STR_EQ(want, err);
+
+    /* A file that does not load is an error whatever --rules says. */
+    static const char bad[] = "concurrency = lots\n";
+    const char *broken = hv_test_tmppath("bad.conf");
+    hv_test_write_file(broken, bad, sizeof(bad) - 1);
+    ASSERT_EQ(-1, hv_streamcmd_check_rules(broken, "", err, sizeof(err)));
+    snprintf(want, sizeof(want), "-c: %s:1: concurrency: 'lots' is not a whole number", broken);
+    ASSERT_STR_EQ(want, err);
+    ASSERT_EQ(-1,
+              hv_streamcmd_check_rules(hv_test_tmppath("missing.conf"), "books", err, sizeof(err)));
+    if (strstr(err, "missing.conf") == NULL)
+        hv_test_fail(__FILE__, __LINE__, "the missing file is not named: %s", err);
+}
+
 TEST_IMPL(streamcmd_status_defaults_and_batches)
 {
     const char *argv[] = {"status",  "--redis", "redis://10.0.0.1:1234",
