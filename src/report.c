@@ -78,6 +78,7 @@ typedef struct {
     size_t error_len;
     char fetched_at[40];
     int ok, has_title, has_http, has_bytes, has_elapsed;
+    int url_cut, title_cut, error_cut; /* longer than kept */
     uint64_t http_status, bytes, elapsed_ms;
 } rec_t;
 
@@ -423,6 +424,7 @@ static hv_report_line_t read_record(const slice_t v[F__COUNT], rec_t *rec, const
     rec->fetched_at[0] = '\0';
     rec->url_len = rec->error_len = 0;
     rec->ok = rec->has_title = rec->has_http = rec->has_bytes = rec->has_elapsed = 0;
+    rec->url_cut = rec->title_cut = rec->error_cut = 0;
     for (int f = 0; f < F__COUNT; f++) {
         *bad = fields[f].name;
         if (v[f].p == NULL) {
@@ -439,7 +441,7 @@ static hv_report_line_t read_record(const slice_t v[F__COUNT], rec_t *rec, const
             return HV_REPORT_LINE_BAD_FIELD;
         switch (f) {
         case F_REQUESTED_URL:
-            rec->url_len = decode_string(v[f], rec->url, sizeof(rec->url), &cut);
+            rec->url_len = decode_string(v[f], rec->url, sizeof(rec->url), &rec->url_cut);
             break;
         case F_STATUS:
             decode_string(v[f], rec->status, sizeof(rec->status), &cut);
@@ -453,7 +455,7 @@ static hv_report_line_t read_record(const slice_t v[F__COUNT], rec_t *rec, const
             break;
         case F_TITLE:
             rec->has_title = 1;
-            decode_string(v[f], rec->title, sizeof(rec->title), &cut);
+            decode_string(v[f], rec->title, sizeof(rec->title), &rec->title_cut);
             break;
         case F_BYTES:
             rec->has_bytes = 1;
@@ -475,7 +477,7 @@ static hv_report_line_t read_record(const slice_t v[F__COUNT], rec_t *rec, const
             decode_string(v[f], rec->error_type, sizeof(rec->error_type), &cut);
             break;
         case F_ERROR:
-            rec->error_len = decode_string(v[f], rec->error, sizeof(rec->error), &cut);
+            rec->error_len = decode_string(v[f], rec->error, sizeof(rec->error), &rec->error_cut);
             break;
         default: /* F_URL: checked, not kept */
             break;
@@ -508,6 +510,8 @@ typedef struct {
     uint64_t count;
     unsigned nsamples;
     char *samples[HV_REPORT_SAMPLES];
+    unsigned error_cut : 1;                  /* the error is longer than kept */
+    unsigned sample_cut : HV_REPORT_SAMPLES; /* bit k: samples[k] is longer than kept */
     UT_hash_handle hh;
 } group_t;
 
@@ -515,7 +519,7 @@ typedef struct {
 typedef struct {
     uint64_t value, line;
     uint64_t elapsed_ms, bytes, http_status;
-    int ok, has_elapsed, has_bytes, has_http, has_title;
+    int ok, has_elapsed, has_bytes, has_http, has_title, url_cut, title_cut;
     char url[HV_REPORT_URL_MAX + 1];
     char title[HV_REPORT_TITLE_MAX + 1];
     char error_type[HV_REPORT_ERROR_TYPE_LEN + 1];
@@ -533,6 +537,7 @@ typedef struct {
     const char *field; /* HV_REPORT_LINE_BAD_FIELD: the member */
     char text[UNREADABLE_SHOWN + 1];
     size_t len;
+    int cut; /* the line is longer than the text shown */
 } unreadable_t;
 
 /* Elapsed times: 1-2-5 steps in ms; sizes: doublings from 1 KiB. */
@@ -553,8 +558,9 @@ struct hv_report_s {
     char *buf;
     size_t len, cap;
     int skipping; /* in a line past the limit: its bytes are dropped up to its newline */
-    char skip_head[UNREADABLE_SHOWN];
+    char skip_head[UNREADABLE_SHOWN]; /* ... its first bytes */
     size_t skip_head_len;
+    uint64_t skip_len; /* ... and its length so far */
     uint64_t lineno;
     rec_t rec;
 
@@ -814,6 +820,7 @@ static void group_count(hv_report_t *r, const rec_t *rec)
         g->key = hv_xmalloc(klen);
         memcpy(g->key, key, klen);
         g->keylen = klen;
+        g->error_cut = rec->error_cut != 0;
         HASH_ADD_KEYPTR(hh, r->groups, g->key, klen, g);
         r->ngroups++;
     }
@@ -821,6 +828,8 @@ static void group_count(hv_report_t *r, const rec_t *rec)
     if (g->nsamples < HV_REPORT_SAMPLES) {
         size_t n = HV_MIN(rec->url_len, (size_t)HV_REPORT_TEXT_MAX);
         trim_partial(rec->url, &n);
+        if (n < rec->url_len || rec->url_cut)
+            g->sample_cut |= 1u << g->nsamples;
         g->samples[g->nsamples++] = hv_xstrndup(rec->url, n);
     }
 }
@@ -857,6 +866,8 @@ static void top_offer(top_t *t, const rec_t *rec, uint64_t value, uint64_t line)
     it->has_http = rec->has_http;
     it->http_status = rec->http_status;
     it->has_title = rec->has_title;
+    it->url_cut = rec->url_cut;
+    it->title_cut = rec->title_cut;
     memcpy(it->url, rec->url, rec->url_len + 1);
     snprintf(it->title, sizeof(it->title), "%s", rec->title);
     snprintf(it->error_type, sizeof(it->error_type), "%s", rec->error_type);
@@ -939,8 +950,9 @@ static void count_record(hv_report_t *r, const rec_t *rec)
     host_count(host_stats(r, rec->url, rec->url_len), rec, et);
 }
 
+/* An unreadable line: `len` bytes long, of which the first `have` are at `line`. */
 static void note_unreadable(hv_report_t *r, hv_report_line_t why, const char *field,
-                            const char *line, size_t len)
+                            const char *line, size_t have, uint64_t len)
 {
     r->by_reason[why]++;
     if (r->nun == HV_REPORT_UNREADABLE_SAMPLES)
@@ -949,9 +961,10 @@ static void note_unreadable(hv_report_t *r, hv_report_line_t why, const char *fi
     u->line = r->lineno;
     u->why = why;
     u->field = field;
-    u->len = HV_MIN(len, (size_t)UNREADABLE_SHOWN);
+    u->len = HV_MIN(have, (size_t)UNREADABLE_SHOWN);
     memcpy(u->text, line, u->len);
-    if (u->len < len)
+    u->cut = u->len < len;
+    if (u->cut)
         trim_partial(u->text, &u->len);
     u->text[u->len] = '\0';
 }
@@ -963,7 +976,7 @@ static hv_report_line_t add_line(hv_report_t *r, const char *line, size_t len, i
     const char *bad = NULL;
     r->lineno++;
     if (len > r->o.line_max) {
-        note_unreadable(r, HV_REPORT_LINE_TOO_LONG, NULL, line, len);
+        note_unreadable(r, HV_REPORT_LINE_TOO_LONG, NULL, line, len, len);
         return HV_REPORT_LINE_TOO_LONG;
     }
     hv_report_line_t what = scan_line(line, len, v);
@@ -972,7 +985,7 @@ static hv_report_line_t add_line(hv_report_t *r, const char *line, size_t len, i
     if (what == HV_REPORT_LINE_NOT_JSON && last)
         what = HV_REPORT_LINE_CUT;
     if (what != HV_REPORT_LINE_RECORD) {
-        note_unreadable(r, what, bad, line, len);
+        note_unreadable(r, what, bad, line, len, len);
         return what;
     }
     r->by_reason[HV_REPORT_LINE_RECORD]++;
@@ -988,23 +1001,29 @@ hv_report_line_t hv_report_add_line(hv_report_t *r, const char *line, size_t len
 static void end_skipped(hv_report_t *r)
 {
     r->lineno++;
-    note_unreadable(r, HV_REPORT_LINE_TOO_LONG, NULL, r->skip_head, r->skip_head_len);
+    note_unreadable(r, HV_REPORT_LINE_TOO_LONG, NULL, r->skip_head, r->skip_head_len, r->skip_len);
     r->skipping = 0;
     r->skip_head_len = 0;
+    r->skip_len = 0;
+}
+
+/* `n` more bytes of a line past the limit: only its first bytes are kept, to be shown. */
+static void skip(hv_report_t *r, const char *data, size_t n)
+{
+    size_t more = HV_MIN(n, sizeof(r->skip_head) - r->skip_head_len);
+    if (more > 0) /* `data` may be the NULL buffer of a line not begun */
+        memcpy(r->skip_head + r->skip_head_len, data, more);
+    r->skip_head_len += more;
+    r->skip_len += n;
 }
 
 /* Keep `n` more bytes of the line being read, or start skipping it past the limit. */
 static void append(hv_report_t *r, const char *data, size_t n)
 {
     if (r->len + n > r->o.line_max) {
-        r->skip_head_len = HV_MIN(r->len, sizeof(r->skip_head));
-        memcpy(r->skip_head, r->buf, r->skip_head_len);
-        if (r->skip_head_len < sizeof(r->skip_head)) {
-            size_t more = HV_MIN(n, sizeof(r->skip_head) - r->skip_head_len);
-            memcpy(r->skip_head + r->skip_head_len, data, more);
-            r->skip_head_len += more;
-        }
         r->skipping = 1;
+        skip(r, r->buf, r->len);
+        skip(r, data, n);
         r->len = 0;
         return;
     }
@@ -1026,6 +1045,7 @@ void hv_report_feed(hv_report_t *r, const char *data, size_t len)
         const char *nl = memchr(data, '\n', len);
         size_t n = nl != NULL ? (size_t)(nl - data) : len;
         if (r->skipping) {
+            skip(r, data, n);
             if (nl != NULL)
                 end_skipped(r);
         } else if (nl != NULL && r->len == 0) {
@@ -1151,6 +1171,7 @@ static const char css[] =
     ".card .k{color:var(--muted);font-size:11px;text-transform:uppercase;letter-spacing:.05em}\n"
     ".card .s{color:var(--muted);font-size:12px}\n"
     ".card.ok .v{color:var(--ok)}.card.failed .v{color:var(--failed)}\n"
+    ".card.small .v{font-size:16px;padding-top:5px}\n"
     "table{border-collapse:collapse;margin:6px 0 4px}\n"
     "th,td{padding:5px 12px 5px 0;border-bottom:1px solid var(--line);text-align:left;"
     "vertical-align:top}\n"
@@ -1183,6 +1204,13 @@ static const char css[] =
 static void text(FILE *f, const char *s)
 {
     hv_report_html_escape(f, s, strlen(s));
+}
+
+/* "…" after a text that was cut to what is kept. */
+static void more(FILE *f, int cut)
+{
+    if (cut)
+        fputs("\xE2\x80\xA6", f);
 }
 
 static const char *fmt_count(char *b, size_t cap, uint64_t n)
@@ -1269,11 +1297,12 @@ static void card(FILE *f, const char *cls, const char *key, const char *label, u
     fputs("</div>\n", f);
 }
 
-static void card_text(FILE *f, const char *key, const char *label, const char *value,
-                      const char *sub)
+static void card_text(FILE *f, const char *cls, const char *key, const char *label,
+                      const char *value, const char *sub)
 {
-    fprintf(f, "<div class=\"card\" data-total=\"%s\"><div class=\"k\">%s</div><div class=\"v\">",
-            key, label);
+    fprintf(f, "<div class=\"card %s\" data-total=\"%s\"><div class=\"k\">%s</div>", cls, key,
+            label);
+    fputs("<div class=\"v\">", f);
     text(f, value);
     fputs("</div>", f);
     if (sub != NULL) {
@@ -1342,19 +1371,24 @@ static void section_overview(FILE *f, const hv_report_t *r)
         char v[64];
         snprintf(v, sizeof(v), "\xE2\x89\x88 %s",
                  fmt_ms(a, sizeof(a), fine_quantile(r->time_fine, r->timed, 0.5)));
-        card_text(f, "median-time", "Median time", v, s);
+        card_text(f, "", "median-time", "Median time", v, s);
     }
     if (r->ok_sized > 0) {
         char v[64];
         snprintf(v, sizeof(v), "\xE2\x89\x88 %s",
                  fmt_size(a, sizeof(a), fine_quantile(r->size_fine, r->ok_sized, 0.5)));
-        card_text(f, "median-size", "Median page (ok)", v, NULL);
+        card_text(f, "", "median-size", "Median page (ok)", v, NULL);
     }
     if (r->sized > 0)
-        card_text(f, "bytes", "Bytes in all", fmt_size(a, sizeof(a), r->bytes_total), NULL);
+        card_text(f, "", "bytes", "Bytes in all", fmt_size(a, sizeof(a), r->bytes_total), NULL);
     if (r->first_at[0] != '\0') {
-        snprintf(s, sizeof(s), "to %s", r->last_at);
-        card_text(f, "fetched", "Fetched from", r->first_at, s);
+        /* "2026-01-02T03:04:05.678Z" as "2026-01-02 03:04:05", to the second */
+        char first[24], last[24];
+        snprintf(first, sizeof(first), "%.10s %.8s", r->first_at, r->first_at + 11);
+        snprintf(last, sizeof(last), "%.10s %.8s", r->last_at, r->last_at + 11);
+        snprintf(s, sizeof(s), "to %s UTC", last);
+        fprintf(f, "<!-- fetched_at from %s to %s -->\n", r->first_at, r->last_at);
+        card_text(f, "small", "fetched", "Fetched from", first, s);
     }
     fputs("</div>\n", f);
     uint64_t all = t.lines;
@@ -1434,12 +1468,13 @@ static void section_failure_types(FILE *f, const hv_report_t *r)
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n<p class=\"note\">By stage:", f);
+    int sep = 0;
     for (size_t s = 0; s < STAGE__COUNT; s++)
         if (r->stage[s] > 0)
-            fprintf(f, " <span data-stage=\"%s\" data-n=\"%" PRIu64 "\">%s %s</span>",
-                    stage_names[s], r->stage[s], stage_names[s],
+            fprintf(f, "%s <span data-stage=\"%s\" data-n=\"%" PRIu64 "\">%s %s</span>",
+                    sep++ ? " \xC2\xB7" : "", stage_names[s], r->stage[s], stage_names[s],
                     fmt_count(a, sizeof(a), r->stage[s]));
-    fputs(".</p>\n</section>\n", f);
+    fputs("</p>\n</section>\n", f);
 }
 
 static void section_http(FILE *f, const hv_report_t *r)
@@ -1816,9 +1851,11 @@ static void section_top(FILE *f, const top_t *t, const char *id, const char *tit
                 "<td class=\"n\">%" PRIu64 "</td><td class=\"url\">",
                 it->line, it->value, it->line);
         text(f, it->url);
+        more(f, it->url_cut);
         if (it->has_title) {
             fputs("<div class=\"t\">", f);
             text(f, it->title);
+            more(f, it->title_cut);
             fputs("</div>", f);
         }
         if (it->ok) {
@@ -1888,14 +1925,16 @@ static void section_failures(FILE *f, const hv_report_t *r)
         fputs("<td>", f);
         text(f, tlen > 0 ? g->key : "(none)");
         fputs("</td><td class=\"mono\">", f);
-        if (elen > 0)
+        if (elen > 0) {
             hv_report_html_escape(f, err, elen);
-        else
+            more(f, g->error_cut);
+        } else
             fputs("<span class=\"nohost\">(none)</span>", f);
         fputs("</td><td class=\"url\"><ul class=\"samples\">", f);
         for (unsigned k = 0; k < g->nsamples; k++) {
             fputs("<li>", f);
             text(f, g->samples[k]);
+            more(f, (g->sample_cut >> k) & 1u);
             fputs("</li>", f);
         }
         fputs("</ul></td></tr>\n", f);
@@ -1954,6 +1993,7 @@ static void section_unreadable(FILE *f, const hv_report_t *r)
             fprintf(f, ": %s", u->field);
         fputs("</td><td class=\"mono\">", f);
         hv_report_html_escape(f, u->text, u->len);
+        more(f, u->cut);
         fputs("</td></tr>\n", f);
     }
     fputs("</table>\n</section>\n", f);
@@ -1976,8 +2016,10 @@ int hv_report_write_html(const hv_report_t *r, const hv_report_page_t *page, FIL
 {
     page_head(out, r, page);
     section_overview(out, r);
+    fputs("<div class=\"grid\">\n", out);
     section_failure_types(out, r);
     section_http(out, r);
+    fputs("</div>\n", out);
     section_charts(out, r);
     section_hosts(out, r);
     section_top(out, &r->slow, "slowest", "Slowest pages", "elapsed_ms");
