@@ -1721,8 +1721,12 @@ static void host_row(FILE *f, const hv_report_t *r, const char *key, const hstat
             " data-requests=\"%" PRIu64 "\" data-ok=\"%" PRIu64 "\" data-failed=\"%" PRIu64
             "\"><td>",
             st->requests, st->ok, st->failed);
-    if (key == NULL)
-        fputs("other hosts", f);
+    size_t hidden = r->nhosts > r->o.hosts ? r->nhosts - r->o.hosts : 0; /* kept, not shown */
+    if (key == NULL && hidden > 0)
+        fprintf(f, "other hosts (%s%s)", fmt_count(a, sizeof(a), hidden),
+                r->other_hosts.requests > 0 ? " and more" : "");
+    else if (key == NULL)
+        fputs("other hosts (not told apart)", f);
     else if (key[0] == '\0')
         fputs("<span class=\"nohost\">(no host)</span>", f);
     else
@@ -1810,7 +1814,6 @@ static void section_hosts(FILE *f, const hv_report_t *r)
                 type[nt] = (uint16_t)k;
                 type_n[nt++] = per_type[k];
             }
-        fprintf(f, "<!-- %s hosts -->\n", fmt_count(a, sizeof(a), n - shown));
         host_row(f, r, NULL, &sum, fine_quantile(fine, sum.timed, 0.5), type, type_n, nt, other);
     }
     fputs("</table>\n</section>\n", f);

@@ -507,6 +507,7 @@ TEST_IMPL(report_host_bounds)
     /* The other hosts: h3 (not shown) and h4, h5 (not told apart). */
     ASSERT_NOT_NULL(strstr(html, "<tr class=\"sum\" data-other-hosts=\"1\" data-requests=\"4\" "
                                  "data-ok=\"1\" data-failed=\"3\">"));
+    ASSERT_NOT_NULL(strstr(html, "<td>other hosts (1 and more)</td>"));
     ASSERT_NOT_NULL(strstr(html, "HttpStatus 2, ConnectError 1"));
     ASSERT_NOT_NULL(strstr(html, "the 2 records of hosts after them"));
     /* Their median: of 1000, 1000, 3000, 3000 the lower one. */
@@ -514,6 +515,16 @@ TEST_IMPL(report_host_bounds)
     snprintf(want, sizeof(want), "data-median-ms=\"%llu\"",
              (unsigned long long)hv_report_fine_value(hv_report_fine_bucket(1000)));
     ASSERT_NOT_NULL(strstr(strstr(html, "data-other-hosts"), want));
+    free(html);
+    hv_report_free(r);
+
+    /* Every host kept is shown: the other hosts are those not told apart. */
+    o = (hv_report_opts_t){.hosts_max = 1, .hosts = 5};
+    r = hv_report_new(&o);
+    add_rec(r, "h1.test", 1, NULL, 100);
+    add_rec(r, "h2.test", 1, NULL, 100);
+    html = html_of(r);
+    ASSERT_NOT_NULL(strstr(html, "<td>other hosts (not told apart)</td>"));
     free(html);
     hv_report_free(r);
 }
