@@ -162,7 +162,8 @@ FUZZ_CC      ?= clang-14
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_SAN      = fuzzer-no-link,address,undefined
-FUZZ_TARGETS  = http_response url config select charset robots html tls_client proxy_reply h2_frames
+FUZZ_TARGETS  = http_response url config select charset robots html tls_client proxy_reply h2_frames \
+                report_lines
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/%)
 # Seconds one input may run before libFuzzer reports it as a hang.
 FUZZ_TIMEOUT ?= 30

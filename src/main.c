@@ -7,6 +7,7 @@
  *   harvestd --once FILE -o OUT   one URL list, then exit
  *   harvestd enqueue|status|merge ...  the stream commands (commands.h)
  *   harvestd state --state-dir DIR ...  inspect and trim the state store (commands.h)
+ *   harvestd report OUTPUT.jsonl ...    an HTML page summing up an output (commands.h)
  *
  * Exit status: 0 done (--once: every input line has its record; daemon: drained after
  * SIGTERM); 1 internal failure (an output could not be written...); 2 usage or configuration
@@ -248,6 +249,7 @@ static void usage(FILE *out)
             "       harvestd status --redis URL        progress of the stream's batches\n"
             "       harvestd merge --batch NAME -o FILE DIR...  one record per line\n"
             "       harvestd state --state-dir DIR VERB  stats|get|forget|prune the state store\n"
+            "       harvestd report OUTPUT.jsonl [-o PAGE]  an HTML page summing up an output\n"
             "\n");
     hv_opt_print_usage(out, &cli_spec);
     fprintf(out, "\n"
@@ -361,6 +363,8 @@ int main(int argc, char **argv)
         return hv_cmd_merge(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "state") == 0)
         return hv_cmd_state(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "report") == 0)
+        return hv_cmd_report(argc - 1, argv + 1);
 
     memset(&app, 0, sizeof(app));
     app.progress = -1;

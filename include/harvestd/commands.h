@@ -7,6 +7,7 @@
  *   harvestd status  --redis URL [--stream S] [--group G] [--batch NAME] [--json]
  *   harvestd merge   --batch NAME [--entries N] -o FILE DIR_OR_FILE...
  *   harvestd state   --state-dir DIR [--json] stats|get URL|forget URL|prune --older-than D
+ *   harvestd report  [-o FILE] [--top N] [--hosts N] OUTPUT.jsonl
  */
 #ifndef HARVESTD_COMMANDS_H
 #define HARVESTD_COMMANDS_H
@@ -39,6 +40,14 @@ int hv_cmd_merge(int argc, char **argv);
  * 2 usage (also an unparsable URL), 3 the entry asked for (get, forget) is absent.
  */
 int hv_cmd_state(int argc, char **argv);
+
+/**
+ * One HTML page summing up a harvestd output (report.h), written to -o FILE (default: the
+ * input's name with .jsonl replaced by .report.html; '-' standard output) through a temporary
+ * file renamed over it. The input is read to its end before the page is created. Exit status:
+ * 0 written, 1 the page could not be written, 2 usage error or an input that cannot be read.
+ */
+int hv_cmd_report(int argc, char **argv);
 
 /**
  * A manual page (roff) from the template at `template_path`, written to `out`: the template's
