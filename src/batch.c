@@ -156,6 +156,24 @@ static void push_result(hv_batch_t *b, hv_record_t *rec)
         s->hwm_results = b->nresults;
 }
 
+/* The ok records an earlier run wrote are the final records of the lines this run skips: the
+ * figures count them as push_result() counted them then (but for their requests, which a
+ * record does not carry), and the engine's totals do not (this process did not make them). */
+static void count_kept(hv_batch_stats_t *s, const hv_kept_t *k)
+{
+    s->recovered = k->records;
+    s->records += k->records;
+    s->ok += k->records;
+    for (int code = 100; code < 600; code++)
+        s->by_status[code] += k->by_status[code];
+    s->body_bytes += k->body_bytes;
+    s->with_bytes += k->with_bytes;
+    s->not_modified += k->not_modified;
+    s->unchanged += k->unchanged;
+    s->from_cache += k->from_cache;
+    hv_sizes_merge(&s->ok_sizes, &k->ok_sizes);
+}
+
 static void drop_results(hv_batch_t *b)
 {
     hv_record_t *rec;
@@ -489,6 +507,8 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->flow = hv_engine_flow_new(e, &flow_cbs, b, opts->rules, opts->crash_note);
     b->stats.started_ms = uv_now(hv_engine_loop(e));
     b->stats.started_unix_ms = hv_now_unix_ms();
+    if (opts->kept != NULL)
+        count_kept(&b->stats, opts->kept);
     b->source = src;
     *out = b;
     hv_source_start(src, &sink, b);
@@ -545,7 +565,8 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
     ADD(" requests=%" PRIu64 " requests_per_s=%.1f", s->requests,
         elapsed > 0 ? (double)s->requests / elapsed : 0.0);
     ADD(" elapsed_s=%.3f pages_per_s=%.1f hwm_jobs=%u hwm_results=%u", elapsed,
-        elapsed > 0 ? (double)s->records / elapsed : 0.0, s->hwm_jobs, s->hwm_results);
+        elapsed > 0 ? (double)(s->records - s->recovered) / elapsed : 0.0, s->hwm_jobs,
+        s->hwm_results);
     const hv_tophost_t *top[HV_BATCH_TOP_HOSTS];
     unsigned ntop = hv_tophosts_top(&s->failing, top, HV_BATCH_TOP_HOSTS);
     if (ntop > 0) {

@@ -22,6 +22,7 @@
 #include "harvestd/extract.h"
 #include "harvestd/health.h"
 #include "harvestd/record.h"
+#include "harvestd/resume.h"
 #include "harvestd/source.h"
 
 typedef struct hv_batch_s hv_batch_t;
@@ -49,6 +50,9 @@ typedef struct {
      * output under the fsync policy (see hv_writer_cbs_t.on_durable); the token passes to the
      * callee, `ok` is the record's status. In the order the records were written. */
     void (*on_durable)(void *ud, hv_batch_t *b, char *token, int ok);
+    /* Optional (resume): the ok records an earlier run left in the output (resume.h), counted
+     * into the batch's figures from the start, so that they cover the whole output. */
+    const hv_kept_t *kept;
 } hv_batch_opts_t;
 
 /** How many of the hosts with the most failures the summaries show. */
@@ -56,9 +60,13 @@ typedef struct {
 /** How many blocked hosts (block.h) the summaries name, the first found. */
 #define HV_BATCH_BLOCKED_HOSTS 8
 
+/* The figures cover the whole batch: with hv_batch_opts_t.kept, the records an earlier run
+ * left count in records, ok and the figures their lines carry (recovered says how many);
+ * requests, the high-water marks and the rates are this run's. */
 typedef struct {
     uint64_t lines;            /* input lines that produce (or produced) a record */
     uint64_t skipped;          /* lines skipped because they already had an ok record */
+    uint64_t recovered;        /* ok records of an earlier run, counted in the figures below */
     uint64_t records;
     uint64_t ok;
     uint64_t failed;
