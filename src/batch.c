@@ -525,6 +525,46 @@ int hv_batch_input_done(const hv_batch_t *b)
     return b->input_done;
 }
 
+void hv_batch_progress(const hv_batch_t *b, uint64_t now_ms, hv_batch_progress_t *out)
+{
+    const hv_batch_stats_t *s = &b->stats;
+    uint64_t run = s->records - s->recovered;
+    double elapsed = now_ms > s->started_ms ? (double)(now_ms - s->started_ms) / 1000.0 : 0.0;
+    memset(out, 0, sizeof(*out));
+    out->lines_read = s->lines + s->skipped;
+    out->done = run + s->skipped;
+    out->ok = s->ok;
+    out->failed = s->failed;
+    out->pages_per_s = elapsed > 0 ? (double)run / elapsed : 0.0;
+    out->eta_s = -1;
+    if (b->input_done) {
+        out->lines_total = out->lines_read;
+        out->total_exact = 1;
+    } else if (b->source != NULL) {
+        /* Lines are about as long all through a URL list: the lines read so far, scaled by
+         * the share of the bytes they span. */
+        uint64_t consumed, size;
+        hv_source_position(b->source, &consumed, &size);
+        if (consumed > 0 && size >= consumed && out->lines_read > 0)
+            out->lines_total = (uint64_t)((double)out->lines_read * (double)size /
+                                          (double)consumed + 0.5);
+        out->lines_total = out->lines_total > 0 ? HV_MAX(out->lines_total, out->lines_read) : 0;
+    }
+    if (out->lines_total > 0 && out->pages_per_s > 0)
+        out->eta_s = (double)(out->lines_total - HV_MIN(out->done, out->lines_total)) /
+                     out->pages_per_s;
+}
+
+void hv_batch_format_eta(char *out, size_t cap, double seconds)
+{
+    if (seconds < 0 || seconds > 99 * 3600)
+        snprintf(out, cap, "--:--");
+    else if (seconds >= 3600)
+        snprintf(out, cap, "%dh%02dm", (int)seconds / 3600, ((int)seconds / 60) % 60);
+    else
+        snprintf(out, cap, "%dm%02ds", (int)seconds / 60, (int)seconds % 60);
+}
+
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap)
 {
     const hv_batch_stats_t *s = &b->stats;

@@ -33,30 +33,18 @@ struct hv_once_s {
 
 /* ---- the progress line ---- */
 
-static void format_eta(char *out, size_t cap, double seconds)
-{
-    if (seconds < 0 || seconds > 99 * 3600)
-        snprintf(out, cap, "--:--");
-    else if (seconds >= 3600)
-        snprintf(out, cap, "%dh%02dm", (int)seconds / 3600, ((int)seconds / 60) % 60);
-    else
-        snprintf(out, cap, "%dm%02ds", (int)seconds / 60, (int)seconds % 60);
-}
-
 static void on_progress(uv_timer_t *t)
 {
     hv_once_t *o = t->data;
     if (o->batch == NULL)
         return;
-    const hv_batch_stats_t *s = hv_batch_stats(o->batch);
-    double elapsed = (double)(uv_now(hv_engine_loop(o->e)) - s->started_ms) / 1000.0;
-    double rate = elapsed > 0 ? (double)s->records / elapsed : 0;
+    hv_batch_progress_t p;
     char eta[32];
-    int known = hv_batch_input_done(o->batch);
-    format_eta(eta, sizeof(eta), known && rate > 0 ? (double)(s->lines - s->records) / rate : -1);
+    hv_batch_progress(o->batch, uv_now(hv_engine_loop(o->e)), &p);
+    hv_batch_format_eta(eta, sizeof(eta), p.eta_s);
     fprintf(stderr, "\r\033[K%" PRIu64 "/%" PRIu64 "%s  ok %" PRIu64 "  failed %" PRIu64
                     "  %.0f pages/s  ETA %s",
-            s->records, s->lines, known ? "" : "+", s->ok, s->failed, rate, eta);
+            p.done, p.lines_read, p.total_exact ? "" : "+", p.ok, p.failed, p.pages_per_s, eta);
     fflush(stderr);
     o->progress_shown = 1;
 }

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harvestd/common.h"
@@ -35,6 +36,8 @@ typedef struct {
     size_t line_len;
     int line_overlong;
     uint64_t lineno;
+    uint64_t offset; /* bytes read from the file */
+    uint64_t size;   /* a regular file's size at open; 0: not known */
     uv_idle_t kick; /* starts reading (and resumes) from the loop, not from the caller */
 } reader_t;
 
@@ -42,9 +45,10 @@ static void reader_start(hv_source_t *s, const hv_sink_t *sink, void *ud);
 static void reader_resume(hv_source_t *s);
 static void reader_close(hv_source_t *s);
 static const char *reader_name(const hv_source_t *s);
+static void reader_position(const hv_source_t *s, uint64_t *consumed, uint64_t *size);
 
 static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_close,
-                                           reader_name};
+                                           reader_name, reader_position};
 
 /* Deliver one complete line; returns the sink's pause request. */
 static int deliver(reader_t *r, const char *s, size_t len, int overlong)
@@ -184,6 +188,7 @@ static void on_read(uv_fs_t *req)
     }
     if (n == 0)
         r->eof = 1;
+    r->offset += (uint64_t)n;
     r->chunk_len = (size_t)n;
     r->chunk_pos = 0;
     pump(r);
@@ -230,6 +235,16 @@ static const char *reader_name(const hv_source_t *s)
     return ((const reader_t *)s)->path;
 }
 
+/* What is read but not yet delivered (the rest of the chunk, a line carried over) is not
+ * consumed. */
+static void reader_position(const hv_source_t *s, uint64_t *consumed, uint64_t *size)
+{
+    const reader_t *r = (const reader_t *)s;
+    uint64_t pending = (uint64_t)(r->chunk_len - r->chunk_pos) + r->line_len;
+    *consumed = r->offset > pending ? r->offset - pending : 0;
+    *size = r->size;
+}
+
 int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)
 {
     uv_fs_t req;
@@ -249,6 +264,9 @@ int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)
     r->loop = loop;
     r->path = hv_xstrdup(path);
     r->fd = fd;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        r->size = (uint64_t)st.st_size;
     uv_idle_init(loop, &r->kick);
     r->kick.data = r;
     *out = &r->base;

@@ -401,7 +401,7 @@ static const char *src_name(const hv_source_t *base)
     return ((const src_t *)base)->slot->name;
 }
 
-static const hv_source_ops_t src_ops = {src_start, src_resume, src_close, src_name};
+static const hv_source_ops_t src_ops = {src_start, src_resume, src_close, src_name, NULL};
 
 /* ---- batches ---- */
 

@@ -104,6 +104,26 @@ const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
 /** Whether the whole input has been read (so `lines` is the final count). */
 int hv_batch_input_done(const hv_batch_t *b);
 
+/** Where a batch stands (hv_batch_progress()). */
+typedef struct {
+    uint64_t lines_read;  /* input lines read so far (skipped ones too) */
+    uint64_t done;        /* of those, the lines that have their record (skipped ones too) */
+    uint64_t ok;          /* the batch's records by status (hv_batch_stats_t) */
+    uint64_t failed;
+    uint64_t lines_total; /* the input's lines: exact with total_exact, otherwise estimated
+                             from the share of the input's bytes read; 0: unknown (a source
+                             of unknown size, or nothing read yet) */
+    int total_exact;      /* the whole input is read */
+    double pages_per_s;   /* this run's records per second since the batch started */
+    double eta_s;         /* seconds left at that pace, when lines_total is known; < 0: not */
+} hv_batch_progress_t;
+
+/** Fill `out` with the batch's progress at `now_ms` (the loop's clock). */
+void hv_batch_progress(const hv_batch_t *b, uint64_t now_ms, hv_batch_progress_t *out);
+
+/** `seconds` (an ETA) as "4m05s", "2h10m", or "--:--" when negative or beyond 99 hours. */
+void hv_batch_format_eta(char *out, size_t cap, double seconds);
+
 
 /** Format the batch's key=value summary fields into `out`. */
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap);
