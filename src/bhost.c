@@ -505,6 +505,52 @@ hv_batch_t *hv_hosted_batch(const hv_hosted_t *hb)
     return hb->state == H_RUNNING ? hb->batch : NULL;
 }
 
+/* ---- progress ---- */
+
+unsigned hv_bhost_progress(const hv_bhost_t *h, hv_hosted_progress_t *out, unsigned max)
+{
+    uint64_t now = uv_now(h->loop);
+    unsigned n = 0;
+    const hv_hosted_t *hb;
+    TAILQ_FOREACH(hb, &h->hosted, link)
+    {
+        if (hb->state != H_RUNNING)
+            continue;
+        if (n < max) {
+            out[n].name = hb->name;
+            hv_batch_progress(hb->batch, now, &out[n].p);
+        }
+        n++;
+    }
+    return n;
+}
+
+void hv_bhost_log_progress(const hv_bhost_t *h)
+{
+    uint64_t now = uv_now(h->loop);
+    const hv_hosted_t *hb;
+    TAILQ_FOREACH(hb, &h->hosted, link)
+    {
+        if (hb->state != H_RUNNING)
+            continue;
+        hv_batch_progress_t p;
+        char total[64] = "", eta[32] = "";
+        hv_batch_progress(hb->batch, now, &p);
+        if (p.lines_total > 0)
+            snprintf(total, sizeof(total), " %s=%" PRIu64 " percent=%.1f",
+                     p.total_exact ? "lines_total" : "lines_estimate", p.lines_total,
+                     100.0 * (double)HV_MIN(p.done, p.lines_total) / (double)p.lines_total);
+        if (p.eta_s >= 0)
+            snprintf(eta, sizeof(eta), " eta_s=%.0f", p.eta_s);
+        HV_LOG(HV_LOG_NOTICE,
+               "event=batch_progress batch=\"%s\" lines_read=%" PRIu64 " done=%" PRIu64
+               "%s records=%" PRIu64 " ok=%" PRIu64 " failed=%" PRIu64 " resumed=%" PRIu64
+               " pages_per_s=%.1f%s",
+               hb->name, p.lines_read, p.done, total, p.ok + p.failed, p.ok, p.failed,
+               hv_batch_stats(hb->batch)->skipped, p.pages_per_s, eta);
+    }
+}
+
 /* ---- repairing a source's outputs ---- */
 
 typedef struct {
