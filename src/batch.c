@@ -156,6 +156,24 @@ static void push_result(hv_batch_t *b, hv_record_t *rec)
         s->hwm_results = b->nresults;
 }
 
+/* The ok records an earlier run wrote are the final records of the lines this run skips: the
+ * figures count them as push_result() counted them then (but for their requests, which a
+ * record does not carry), and the engine's totals do not (this process did not make them). */
+static void count_kept(hv_batch_stats_t *s, const hv_kept_t *k)
+{
+    s->recovered = k->records;
+    s->records += k->records;
+    s->ok += k->records;
+    for (int code = 100; code < 600; code++)
+        s->by_status[code] += k->by_status[code];
+    s->body_bytes += k->body_bytes;
+    s->with_bytes += k->with_bytes;
+    s->not_modified += k->not_modified;
+    s->unchanged += k->unchanged;
+    s->from_cache += k->from_cache;
+    hv_sizes_merge(&s->ok_sizes, &k->ok_sizes);
+}
+
 static void drop_results(hv_batch_t *b)
 {
     hv_record_t *rec;
@@ -489,6 +507,8 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
     b->flow = hv_engine_flow_new(e, &flow_cbs, b, opts->rules, opts->crash_note);
     b->stats.started_ms = uv_now(hv_engine_loop(e));
     b->stats.started_unix_ms = hv_now_unix_ms();
+    if (opts->kept != NULL)
+        count_kept(&b->stats, opts->kept);
     b->source = src;
     *out = b;
     hv_source_start(src, &sink, b);
@@ -505,16 +525,44 @@ int hv_batch_input_done(const hv_batch_t *b)
     return b->input_done;
 }
 
-uint64_t hv_batch_lines_estimate(const hv_batch_t *b)
+void hv_batch_progress(const hv_batch_t *b, uint64_t now_ms, hv_batch_progress_t *out)
 {
-    uint64_t done, total, seen = b->stats.lines + b->stats.skipped;
-    if (b->input_done)
-        return b->stats.lines;
-    if (b->source == NULL || !hv_source_extent(b->source, &done, &total) || done == 0 || seen == 0)
-        return 0;
-    double whole = (double)seen * (double)total / (double)done;
-    uint64_t est = whole > (double)UINT64_MAX / 2 ? UINT64_MAX / 2 : (uint64_t)whole;
-    return HV_MAX(est - HV_MIN(est, b->stats.skipped), b->stats.lines);
+    const hv_batch_stats_t *s = &b->stats;
+    uint64_t run = s->records - s->recovered;
+    double elapsed = now_ms > s->started_ms ? (double)(now_ms - s->started_ms) / 1000.0 : 0.0;
+    memset(out, 0, sizeof(*out));
+    out->lines_read = s->lines + s->skipped;
+    out->done = run + s->skipped;
+    out->ok = s->ok;
+    out->failed = s->failed;
+    out->pages_per_s = elapsed > 0 ? (double)run / elapsed : 0.0;
+    out->eta_s = -1;
+    if (b->input_done) {
+        out->lines_total = out->lines_read;
+        out->total_exact = 1;
+    } else if (b->source != NULL) {
+        /* Lines are about as long all through a URL list: the lines read so far, scaled by
+         * the share of the bytes they span. */
+        uint64_t consumed, size;
+        hv_source_position(b->source, &consumed, &size);
+        if (consumed > 0 && size >= consumed && out->lines_read > 0)
+            out->lines_total = (uint64_t)((double)out->lines_read * (double)size /
+                                          (double)consumed + 0.5);
+        out->lines_total = out->lines_total > 0 ? HV_MAX(out->lines_total, out->lines_read) : 0;
+    }
+    if (out->lines_total > 0 && out->pages_per_s > 0)
+        out->eta_s = (double)(out->lines_total - HV_MIN(out->done, out->lines_total)) /
+                     out->pages_per_s;
+}
+
+void hv_batch_format_eta(char *out, size_t cap, double seconds)
+{
+    if (seconds < 0 || seconds > 99 * 3600)
+        snprintf(out, cap, "--:--");
+    else if (seconds >= 3600)
+        snprintf(out, cap, "%dh%02dm", (int)seconds / 3600, ((int)seconds / 60) % 60);
+    else
+        snprintf(out, cap, "%dm%02ds", (int)seconds / 60, (int)seconds % 60);
 }
 
 void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size_t cap)
@@ -557,7 +605,8 @@ void hv_batch_format_stats(const hv_batch_t *b, uint64_t now_ms, char *out, size
     ADD(" requests=%" PRIu64 " requests_per_s=%.1f", s->requests,
         elapsed > 0 ? (double)s->requests / elapsed : 0.0);
     ADD(" elapsed_s=%.3f pages_per_s=%.1f hwm_jobs=%u hwm_results=%u", elapsed,
-        elapsed > 0 ? (double)s->records / elapsed : 0.0, s->hwm_jobs, s->hwm_results);
+        elapsed > 0 ? (double)(s->records - s->recovered) / elapsed : 0.0, s->hwm_jobs,
+        s->hwm_results);
     const hv_tophost_t *top[HV_BATCH_TOP_HOSTS];
     unsigned ntop = hv_tophosts_top(&s->failing, top, HV_BATCH_TOP_HOSTS);
     if (ntop > 0) {

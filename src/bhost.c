@@ -283,14 +283,15 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     char *name = hv_utf8_sanitize(hb->name, strlen(hb->name), &name_len);
     cJSON_AddStringToObject(root, "batch", name);
     free(name);
-    add_uint(root, "records", s->records + s->skipped);
-    add_uint(root, "ok", s->ok + s->skipped);
+    /* The figures cover the whole output, the records kept from an earlier run too
+     * (batch.h); the times, requests and rates are this run's. */
+    add_uint(root, "records", s->records);
+    add_uint(root, "ok", s->ok);
     add_uint(root, "failed", s->failed);
     add_uint(root, "resumed", s->skipped);
-    /* Over the whole batch, as records and ok are; null for a batch without lines. */
-    if (s->records + s->skipped > 0)
-        add_fixed(root, "ok_ratio", 3,
-                  (double)(s->ok + s->skipped) / (double)(s->records + s->skipped));
+    /* Null for a batch without lines. */
+    if (s->records > 0)
+        add_fixed(root, "ok_ratio", 3, (double)s->ok / (double)s->records);
     else
         cJSON_AddNullToObject(root, "ok_ratio");
     cJSON *types = cJSON_AddObjectToObject(root, "error_types");
@@ -306,7 +307,7 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     }
     add_uint(root, "body_bytes_total", s->body_bytes);
     add_uint(root, "body_bytes_mean", s->with_bytes ? s->body_bytes / s->with_bytes : 0);
-    /* The ok pages this run downloaded; null when there are none. */
+    /* The ok pages downloaded; null when there are none. */
     if (s->ok_sizes.count > 0) {
         add_uint(root, "ok_body_bytes_mean", s->ok_sizes.sum / s->ok_sizes.count);
         add_fixed(root, "ok_body_bytes_median", 0, hv_sizes_median(&s->ok_sizes));
@@ -326,7 +327,8 @@ static char *summary_text(const hv_hosted_t *hb, int64_t finished_ms)
     cJSON_AddStringToObject(root, "finished_at", ts);
     double elapsed = (double)(finished_ms - s->started_unix_ms) / 1000.0;
     add_fixed(root, "elapsed_s", 3, elapsed);
-    add_fixed(root, "pages_per_s", 1, elapsed > 0 ? (double)s->records / elapsed : 0.0);
+    add_fixed(root, "pages_per_s", 1,
+              elapsed > 0 ? (double)(s->records - s->recovered) / elapsed : 0.0);
     add_uint(root, "requests", s->requests);
     add_fixed(root, "requests_per_s", 1, elapsed > 0 ? (double)s->requests / elapsed : 0.0);
     cJSON *hosts = cJSON_AddArrayToObject(root, "top_failing_hosts");
@@ -448,6 +450,7 @@ static void on_prepared(uv_work_t *w, int status)
         .rules = hb->rules,
         .crash_note = hb->crash_note,
         .on_durable = on_batch_durable,
+        .kept = hb->prep.resumed ? &hb->prep.repair.kept : NULL,
     };
     int rc = hv_batch_new(h->engine, &opts, hb->src, on_batch_done, hb, &hb->batch);
     if (rc != 0) {
@@ -500,6 +503,52 @@ hv_hosted_t *hv_bhost_start(hv_bhost_t *h, const hv_hosted_opts_t *opts, hv_sour
 hv_batch_t *hv_hosted_batch(const hv_hosted_t *hb)
 {
     return hb->state == H_RUNNING ? hb->batch : NULL;
+}
+
+/* ---- progress ---- */
+
+unsigned hv_bhost_progress(const hv_bhost_t *h, hv_hosted_progress_t *out, unsigned max)
+{
+    uint64_t now = uv_now(h->loop);
+    unsigned n = 0;
+    const hv_hosted_t *hb;
+    TAILQ_FOREACH(hb, &h->hosted, link)
+    {
+        if (hb->state != H_RUNNING)
+            continue;
+        if (n < max) {
+            out[n].name = hb->name;
+            hv_batch_progress(hb->batch, now, &out[n].p);
+        }
+        n++;
+    }
+    return n;
+}
+
+void hv_bhost_log_progress(const hv_bhost_t *h)
+{
+    uint64_t now = uv_now(h->loop);
+    const hv_hosted_t *hb;
+    TAILQ_FOREACH(hb, &h->hosted, link)
+    {
+        if (hb->state != H_RUNNING)
+            continue;
+        hv_batch_progress_t p;
+        char total[64] = "", eta[32] = "";
+        hv_batch_progress(hb->batch, now, &p);
+        if (p.lines_total > 0)
+            snprintf(total, sizeof(total), " %s=%" PRIu64 " percent=%.1f",
+                     p.total_exact ? "lines_total" : "lines_estimate", p.lines_total,
+                     100.0 * (double)HV_MIN(p.done, p.lines_total) / (double)p.lines_total);
+        if (p.eta_s >= 0)
+            snprintf(eta, sizeof(eta), " eta_s=%.0f", p.eta_s);
+        HV_LOG(HV_LOG_NOTICE,
+               "event=batch_progress batch=\"%s\" lines_read=%" PRIu64 " done=%" PRIu64
+               "%s records=%" PRIu64 " ok=%" PRIu64 " failed=%" PRIu64 " resumed=%" PRIu64
+               " pages_per_s=%.1f%s",
+               hb->name, p.lines_read, p.done, total, p.ok + p.failed, p.ok, p.failed,
+               hv_batch_stats(hb->batch)->skipped, p.pages_per_s, eta);
+    }
 }
 
 /* ---- repairing a source's outputs ---- */

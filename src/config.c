@@ -197,6 +197,9 @@ static const directive_t directives[] = {
      "spool files processed at once (they share the concurrency limits fairly)"},
     {"rescan_interval", T_DURATION, F(rescan_interval_ms), 100, HOUR_MS, 1000, "5s",
      "the spool is rescanned this often in case a file-system event was missed"},
+    {"progress_interval", T_DURATION, F(progress_interval_ms), 0, 24 * HOUR_MS, 1000, "60s",
+     "the daemon logs each running batch's progress (event=batch_progress) this often; 0: "
+     "never"},
     {"source", T_SOURCES, F(sources), 0, 0, 0, "spool",
      "where the daemon takes work from: spool, redis, or both (spool, redis)"},
     {"redis_url", T_PATH, F(redis_url), 0, 0, 0, "",

@@ -32,8 +32,14 @@
 #include "harvestd/recrawl.h"
 #include "harvestd/spool.h"
 #include "harvestd/stream.h"
+#include "harvestd/utf8.h"
 
-#define STATUS_INTERVAL_MS 5000
+/* STATUS= is sent at most this often (and only when it changed). */
+#define STATUS_INTERVAL_MS 1000
+/* The running batches it names, and the bytes of each name it shows: systemctl status shows
+ * one line of it, so it summarises. */
+#define STATUS_BATCHES 3
+#define STATUS_NAME_MAX 24
 
 typedef enum {
     ST_STARTING,       /* opening what the configuration asks for */
@@ -73,7 +79,10 @@ typedef struct {
     uv_signal_t sighup;
     uv_timer_t status_timer;
     uv_timer_t watchdog_timer;
+    uv_timer_t progress_timer;   /* daemon: batch_progress lines every progress_interval */
     hv_handles_t handles;        /* the above: closed last */
+    char status[1024];           /* the last STATUS= sent, */
+    uint64_t status_ms;          /* and when */
 } hv_loop_t;
 
 static void stop_step(hv_loop_t *l);
@@ -151,29 +160,106 @@ static int daemon_mode(const hv_loop_t *l)
     return l->cfg->input_path == NULL;
 }
 
-static void notify_status(hv_loop_t *l)
+/* A batch name from outside (a file name, a stream's batch) as STATUS= shows it: valid
+ * UTF-8, no control byte (a newline would end the assignment), at most STATUS_NAME_MAX bytes
+ * cut on a character's boundary, "..." marking the cut. */
+static void status_name(char *out, size_t cap, const char *name)
+{
+    size_t len, n = 0;
+    char *clean = hv_utf8_sanitize(name, strlen(name), &len);
+    int cut = len > STATUS_NAME_MAX;
+    if (cut)
+        len = hv_utf8_cut(clean, len, STATUS_NAME_MAX - 3);
+    for (size_t i = 0; i < len && n + 1 < cap; i++) {
+        unsigned char c = (unsigned char)clean[i];
+        out[n++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    out[n] = '\0';
+    if (cut)
+        snprintf(out + n, cap - n, "...");
+    free(clean);
+}
+
+/* " (a.txt 1200/3000 40% ETA 1m10s, b.txt 20/~900 2%, c 7, +2 more)": the running batches,
+ * lines with their record of the input's lines (~: an estimate), none while there are none. */
+static void status_batches(const hv_loop_t *l, char *out, size_t cap)
+{
+    hv_hosted_progress_t v[STATUS_BATCHES];
+    unsigned n = l->host != NULL ? hv_bhost_progress(l->host, v, STATUS_BATCHES) : 0;
+    size_t len = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < n && i < STATUS_BATCHES; i++) {
+        const hv_batch_progress_t *p = &v[i].p;
+        char name[STATUS_NAME_MAX + 8], total[64] = "", eta[32];
+        status_name(name, sizeof(name), v[i].name);
+        if (p->lines_total > 0) {
+            hv_batch_format_eta(eta, sizeof(eta), p->eta_s);
+            snprintf(total, sizeof(total), "/%s%" PRIu64 " %u%%%s%s",
+                     p->total_exact ? "" : "~", p->lines_total,
+                     (unsigned)(100 * HV_MIN(p->done, p->lines_total) / p->lines_total),
+                     p->eta_s >= 0 ? " ETA " : "", p->eta_s >= 0 ? eta : "");
+        }
+        int m = snprintf(out + len, cap - len, "%s%s %" PRIu64 "%s", i == 0 ? " (" : ", ", name,
+                         p->done, total);
+        if (m < 0 || (size_t)m >= cap - len)
+            break;
+        len += (size_t)m;
+    }
+    if (n > STATUS_BATCHES) {
+        int m = snprintf(out + len, cap - len, ", +%u more", n - STATUS_BATCHES);
+        if (m > 0 && (size_t)m < cap - len)
+            len += (size_t)m;
+    }
+    if (n > 0 && len + 1 < cap)
+        snprintf(out + len, cap - len, ")");
+}
+
+/* Compose STATUS=, and send it when it changed: at once with `force` (a change of stage), else
+ * when the last one is STATUS_INTERVAL_MS old (the status timer sends what waited). */
+static void notify_status(hv_loop_t *l, int force)
 {
     if (!daemon_mode(l) || l->spool == NULL)
         return;
     hv_spool_stats_t s;
-    char stream[256] = "";
+    char stream[256] = "", batches[384], text[sizeof(l->status)];
+    unsigned active;
     hv_spool_stats(l->spool, &s);
+    active = s.active;
     if (l->stream != NULL) {
         hv_stream_stats_t st;
         hv_stream_stats(l->stream, &st);
+        active += st.batches;
         snprintf(stream, sizeof(stream), "; redis %s, %u entries held, %" PRIu64 " acknowledged",
                  st.up ? "up" : "down", st.held, st.acked);
     }
-    sd_notifyf(0,
-               "STATUS=%s: %u active, %" PRIu64 " done, %" PRIu64 " rejected, %" PRIu64
-               " records written%s",
-               l->stage == ST_RUNNING ? "running" : "draining", s.active, s.completed,
-               s.rejected, s.records, stream);
+    uint64_t records = l->records.ok;
+    for (int t = 0; t < HV_ET__COUNT; t++)
+        records += l->records.failed[t];
+    status_batches(l, batches, sizeof(batches));
+    snprintf(text, sizeof(text),
+             "%s: %u active%s, %" PRIu64 " done, %" PRIu64 " rejected, %" PRIu64
+             " records written%s",
+             l->stage == ST_RUNNING ? "running" : "draining", active, batches, s.completed,
+             s.rejected, records, stream);
+    uint64_t now = uv_now(&l->loop);
+    if (strcmp(text, l->status) == 0 ||
+        (!force && l->status_ms != 0 && now - l->status_ms < STATUS_INTERVAL_MS))
+        return;
+    memcpy(l->status, text, sizeof(l->status));
+    l->status_ms = now;
+    sd_notifyf(0, "STATUS=%s", text);
 }
 
 static void on_status_timer(uv_timer_t *t)
 {
-    notify_status(t->data);
+    notify_status(t->data, 0);
+}
+
+static void on_progress_timer(uv_timer_t *t)
+{
+    hv_loop_t *l = t->data;
+    if (l->host != NULL)
+        hv_bhost_log_progress(l->host);
 }
 
 static void on_watchdog(uv_timer_t *t)
@@ -202,7 +288,7 @@ static void stop(hv_loop_t *l, int force)
     }
     if (l->engine != NULL && (daemon_mode(l) || l->once != NULL))
         hv_engine_stop(l->engine, force);
-    notify_status(l);
+    notify_status(l, 1);
     stop_step(l);
 }
 
@@ -266,6 +352,7 @@ static void stop_step(hv_loop_t *l)
             return;
         uv_timer_stop(&l->status_timer);
         uv_timer_stop(&l->watchdog_timer);
+        uv_timer_stop(&l->progress_timer);
         l->stage = ST_CLOSE_STREAM;
         /* fall through */
 
@@ -286,6 +373,7 @@ static void stop_step(hv_loop_t *l)
             hv_spool_close(l->spool, on_closed, l);
             return;
         }
+        l->view.host = NULL;
         hv_bhost_free(l->host);
         l->host = NULL;
         l->stage = ST_CLOSE_ENGINE;
@@ -367,6 +455,9 @@ static void on_source_ready(void *ud)
     if (--l->unready > 0 || l->stage != ST_RUNNING)
         return;
     uv_timer_start(&l->status_timer, on_status_timer, STATUS_INTERVAL_MS, STATUS_INTERVAL_MS);
+    if (cfg->progress_interval_ms > 0)
+        uv_timer_start(&l->progress_timer, on_progress_timer, cfg->progress_interval_ms,
+                       cfg->progress_interval_ms);
     uint64_t usec = 0;
     if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
         uint64_t ms = usec / 2000; /* ping twice per period */
@@ -383,13 +474,13 @@ static void on_source_ready(void *ud)
            cfg->max_active_batches, cfg->allow_private_addresses ? "off" : "on",
            cfg->allow_addresses.count);
     sd_notify(0, "READY=1");
-    notify_status(l);
+    notify_status(l, 1);
 }
 
 static void on_source_progress(void *ud)
 {
     hv_loop_t *l = ud;
-    notify_status(l);
+    notify_status(l, 0);
     stop_step(l);
 }
 
@@ -450,6 +541,7 @@ static int start_daemon(hv_loop_t *l)
     hv_engine_use_recrawl(l->engine, l->recrawl);
     l->view.engine = l->engine;
     l->host = hv_bhost_new(l->engine);
+    l->view.host = l->host;
     if (hv_spool_open(&l->loop, cfg, l->host, &spool_cbs, l, &l->spool, err, sizeof(err)) != 0)
         goto failed;
     l->view.spool = l->spool;
@@ -559,9 +651,11 @@ int hv_loop_run(const hv_config_t *cfg, hv_tls_ctx_t *tls, const hv_loop_opts_t 
     hv_handles_init(&l.handles, NULL);
     uv_timer_init(&l.loop, &l.status_timer);
     uv_timer_init(&l.loop, &l.watchdog_timer);
-    l.status_timer.data = l.watchdog_timer.data = &l;
+    uv_timer_init(&l.loop, &l.progress_timer);
+    l.status_timer.data = l.watchdog_timer.data = l.progress_timer.data = &l;
     hv_handles_own(&l.handles, (uv_handle_t *)&l.status_timer);
     hv_handles_own(&l.handles, (uv_handle_t *)&l.watchdog_timer);
+    hv_handles_own(&l.handles, (uv_handle_t *)&l.progress_timer);
     int rc = check_system(&l);
     if (rc == HV_EXIT_OK)
         rc = start_metrics(&l);

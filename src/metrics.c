@@ -23,6 +23,7 @@
 #include "harvestd/common.h"
 #include "harvestd/handles.h"
 #include "harvestd/procstat.h"
+#include "harvestd/utf8.h"
 
 #define MAX_REQUEST 8192
 #define MAX_CLIENTS 64
@@ -417,6 +418,125 @@ static void render_recrawl(hv_buf_t *out, const hv_recrawl_stats_t *st)
           (double)st->map_bytes);
 }
 
+/* ---- the running batches ---- */
+
+/* A label value's room: a name of HV_METRICS_LABEL_MAX bytes, some escaped, and a " #N". */
+#define LABEL_CAP (HV_METRICS_LABEL_MAX * 2 + 16)
+
+/*
+ * A batch name comes from outside (a file name, a stream's batch): as a label value it is
+ * valid UTF-8, cut to HV_METRICS_LABEL_MAX bytes on a character's boundary (and to what its
+ * escapes leave room for), "..." marking the cut, with \\, \" and \n escaped as the text
+ * format wants and other control bytes written as the text \xHH (as in the log).
+ */
+static void label_value(char *out, size_t cap, const char *name)
+{
+    size_t len, n = 0;
+    char *clean = hv_utf8_sanitize(name, strlen(name), &len);
+    int cut = len > HV_METRICS_LABEL_MAX;
+    if (cut)
+        len = hv_utf8_cut(clean, len, HV_METRICS_LABEL_MAX - 3);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)clean[i];
+        char esc[8];
+        if (c == '\\' || c == '"')
+            snprintf(esc, sizeof(esc), "\\%c", c);
+        else if (c == '\n')
+            snprintf(esc, sizeof(esc), "\\n");
+        else if (c < 0x20 || c == 0x7f)
+            snprintf(esc, sizeof(esc), "\\\\x%02X", c);
+        else
+            snprintf(esc, sizeof(esc), "%c", c);
+        size_t m = strlen(esc);
+        /* A character's bytes stay together; room is kept for "..." and the NUL. */
+        size_t end = i + 1;
+        while (end < len && ((unsigned char)clean[end] & 0xc0) == 0x80)
+            end++;
+        if (n + m + (end - i - 1) + 4 > cap) {
+            cut = 1;
+            break;
+        }
+        memcpy(out + n, esc, m);
+        n += m;
+        memcpy(out + n, clean + i + 1, end - i - 1);
+        n += end - i - 1;
+        i = end - 1;
+    }
+    out[n] = '\0';
+    if (cut)
+        snprintf(out + n, cap - n, "...");
+    free(clean);
+}
+
+static int label_taken(char labels[][LABEL_CAP], unsigned i)
+{
+    for (unsigned j = 0; j < i; j++)
+        if (strcmp(labels[i], labels[j]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Gauges per running batch, labelled by its name; a batch's series go when it ends. Names
+ * that read the same once cut (or a spool file and a stream batch of one name) get " #2",
+ * " #3"... so that no two series share a label set. */
+static void render_batches(hv_buf_t *out, const hv_bhost_t *host)
+{
+    hv_hosted_progress_t v[HV_METRICS_BATCHES_MAX];
+    char labels[HV_METRICS_BATCHES_MAX][LABEL_CAP];
+    unsigned running = hv_bhost_progress(host, v, HV_METRICS_BATCHES_MAX);
+    unsigned n = HV_MIN(running, (unsigned)HV_METRICS_BATCHES_MAX);
+    for (unsigned i = 0; i < n; i++) {
+        char base[LABEL_CAP - 8];
+        label_value(base, sizeof(base), v[i].name);
+        snprintf(labels[i], LABEL_CAP, "%s", base);
+        for (unsigned k = 2; label_taken(labels, i); k++)
+            snprintf(labels[i], LABEL_CAP, "%s #%u", base, k);
+    }
+    char help[128];
+    snprintf(help, sizeof(help),
+             "Running batches beyond the first %d, left out of the harvestd_batch_* series.",
+             HV_METRICS_BATCHES_MAX);
+    gauge(out, "harvestd_batches_unlabelled", help, running - n);
+    gauge_head(out, "harvestd_batch_lines_read",
+               "Input lines each running batch has read (lines skipped on resume too).");
+    for (unsigned i = 0; i < n; i++)
+        appendf(out, "harvestd_batch_lines_read{batch=\"%s\"} %" PRIu64 "\n", labels[i],
+                v[i].p.lines_read);
+    /* Not "_total": that suffix is for counters. */
+    gauge_head(out, "harvestd_batch_input_lines",
+               "Input lines of each running batch, once its input is read whole.");
+    for (unsigned i = 0; i < n; i++)
+        if (v[i].p.total_exact)
+            appendf(out, "harvestd_batch_input_lines{batch=\"%s\"} %" PRIu64 "\n", labels[i],
+                    v[i].p.lines_total);
+    gauge_head(out, "harvestd_batch_lines_done",
+               "Input lines of each running batch that have their record (resumed ones too).");
+    for (unsigned i = 0; i < n; i++)
+        appendf(out, "harvestd_batch_lines_done{batch=\"%s\"} %" PRIu64 "\n", labels[i],
+                v[i].p.done);
+    gauge_head(out, "harvestd_batch_records",
+               "Records of each running batch, by status (those kept from before a resume "
+               "too).");
+    for (unsigned i = 0; i < n; i++) {
+        appendf(out, "harvestd_batch_records{batch=\"%s\",status=\"ok\"} %" PRIu64 "\n",
+                labels[i], v[i].p.ok);
+        appendf(out, "harvestd_batch_records{batch=\"%s\",status=\"failed\"} %" PRIu64 "\n",
+                labels[i], v[i].p.failed);
+    }
+    gauge_head(out, "harvestd_batch_pages_per_second",
+               "Records per second of each running batch since it started.");
+    for (unsigned i = 0; i < n; i++)
+        appendf(out, "harvestd_batch_pages_per_second{batch=\"%s\"} %.6g\n", labels[i],
+                v[i].p.pages_per_s);
+    gauge_head(out, "harvestd_batch_eta_seconds",
+               "Seconds each running batch still needs at its pace, from its total or an "
+               "estimate of it (absent while neither is known).");
+    for (unsigned i = 0; i < n; i++)
+        if (v[i].p.eta_s >= 0)
+            appendf(out, "harvestd_batch_eta_seconds{batch=\"%s\"} %.0f\n", labels[i],
+                    v[i].p.eta_s);
+}
+
 /* ---- server ---- */
 
 typedef struct client_s {
@@ -494,6 +614,8 @@ void hv_metrics_render(hv_buf_t *out, const hv_metrics_view_t *view,
         hv_recrawl_stats(view->recrawl, &s);
         render_recrawl(out, &s);
     }
+    if (view->host != NULL)
+        render_batches(out, view->host);
 }
 
 static void maybe_done(struct hv_metrics_server_s *m)

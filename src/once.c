@@ -35,35 +35,22 @@ struct hv_once_s {
 
 /* ---- the progress line ---- */
 
-static void format_eta(char *out, size_t cap, double seconds)
-{
-    if (seconds < 0 || seconds > 99 * 3600)
-        snprintf(out, cap, "--:--");
-    else if (seconds >= 3600)
-        snprintf(out, cap, "%dh%02dm", (int)seconds / 3600, ((int)seconds / 60) % 60);
-    else
-        snprintf(out, cap, "%dm%02ds", (int)seconds / 60, (int)seconds % 60);
-}
-
 static void on_progress(uv_timer_t *t)
 {
     hv_once_t *o = t->data;
     if (o->batch == NULL)
         return;
-    const hv_batch_stats_t *s = hv_batch_stats(o->batch);
-    double elapsed = (double)(uv_now(hv_engine_loop(o->e)) - s->started_ms) / 1000.0;
-    double rate = elapsed > 0 ? (double)s->records / elapsed : 0;
+    hv_batch_progress_t p;
     char eta[32];
-    int known = hv_batch_input_done(o->batch);
-    uint64_t total = hv_batch_lines_estimate(o->batch);
-    format_eta(eta, sizeof(eta),
-               total >= s->records && rate > 0 ? (double)(total - s->records) / rate : -1);
-    if (total == 0)
-        total = s->lines;
+    hv_batch_progress(o->batch, uv_now(hv_engine_loop(o->e)), &p);
+    hv_batch_format_eta(eta, sizeof(eta), p.eta_s);
+    /* The total: exact once the input is read; before, estimated from the share of the file
+     * read ("~"), or, from a pipe, the lines read so far ("+"). */
     fprintf(stderr, "\r\033[K%" PRIu64 "/%s%" PRIu64 "%s  ok %" PRIu64 "  failed %" PRIu64
                     "  %.0f pages/s  ETA %s",
-            s->records, known || total == s->lines ? "" : "~", total,
-            known || total != s->lines ? "" : "+", s->ok, s->failed, rate, eta);
+            p.done, p.total_exact || p.lines_total == 0 ? "" : "~",
+            p.lines_total > 0 ? p.lines_total : p.lines_read,
+            p.total_exact || p.lines_total > 0 ? "" : "+", p.ok, p.failed, p.pages_per_s, eta);
     fflush(stderr);
     o->progress_shown = 1;
 }

@@ -21,8 +21,6 @@ typedef struct {
     uv_loop_t *loop;
     char *path;
     uv_file fd;
-    uint64_t size;  /* a regular file's size; 0: not known */
-    uint64_t taken; /* bytes read from the file so far */
     hv_sink_t sink;
     void *ud;
     uv_fs_t read_req;
@@ -38,6 +36,8 @@ typedef struct {
     size_t line_len;
     int line_overlong;
     uint64_t lineno;
+    uint64_t offset; /* bytes read from the file */
+    uint64_t size;   /* a regular file's size at open; 0: not known */
     uv_idle_t kick; /* starts reading (and resumes) from the loop, not from the caller */
 } reader_t;
 
@@ -65,10 +65,10 @@ int hv_reader_rules_name(int fd, char *name, size_t cap)
     return 1;
 }
 
-static int reader_extent(const hv_source_t *s, uint64_t *done, uint64_t *total);
+static void reader_position(const hv_source_t *s, uint64_t *consumed, uint64_t *size);
 
 static const hv_source_ops_t reader_ops = {reader_start, reader_resume, reader_close,
-                                           reader_name, reader_extent};
+                                           reader_name, reader_position};
 
 /* Deliver one complete line; returns the sink's pause request. */
 static int deliver(reader_t *r, const char *s, size_t len, int overlong)
@@ -214,7 +214,7 @@ static void on_read(uv_fs_t *req)
     }
     if (n == 0)
         r->eof = 1;
-    r->taken += (uint64_t)n;
+    r->offset += (uint64_t)n;
     r->chunk_len = (size_t)n;
     r->chunk_pos = 0;
     pump(r);
@@ -261,14 +261,14 @@ static const char *reader_name(const hv_source_t *s)
     return ((const reader_t *)s)->path;
 }
 
-static int reader_extent(const hv_source_t *s, uint64_t *done, uint64_t *total)
+/* What is read but not yet delivered (the rest of the chunk, a line carried over) is not
+ * consumed. */
+static void reader_position(const hv_source_t *s, uint64_t *consumed, uint64_t *size)
 {
     const reader_t *r = (const reader_t *)s;
-    if (r->size == 0)
-        return 0;
-    *done = r->taken - (r->chunk_len - r->chunk_pos);
-    *total = HV_MAX(r->size, r->taken); /* it may have grown */
-    return 1;
+    uint64_t pending = (uint64_t)(r->chunk_len - r->chunk_pos) + r->line_len;
+    *consumed = r->offset > pending ? r->offset - pending : 0;
+    *size = r->size;
 }
 
 int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)

@@ -97,6 +97,28 @@ void hv_okset_free(hv_okset_t *s)
     free(s);
 }
 
+/* The figures of one kept ok record, as batch.c counts a record it writes. */
+static void count_kept(hv_kept_t *k, const cJSON *obj)
+{
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "http_status");
+    const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(obj, "bytes");
+    int not_modified = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "not_modified"));
+    int from_cache = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "from_cache"));
+    k->records++;
+    if (cJSON_IsNumber(code) && code->valuedouble >= 100 && code->valuedouble < 600)
+        k->by_status[(int)code->valuedouble]++;
+    if (cJSON_IsNumber(bytes) && bytes->valuedouble >= 0 && bytes->valuedouble < 9.0e15) {
+        uint64_t n = (uint64_t)bytes->valuedouble;
+        k->body_bytes += n;
+        k->with_bytes++;
+        if (!not_modified && !from_cache)
+            hv_sizes_add(&k->ok_sizes, n);
+    }
+    k->not_modified += not_modified != 0;
+    k->unchanged += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "unchanged")) != 0;
+    k->from_cache += from_cache != 0;
+}
+
 /* Parse one line; 1 if it is exactly one JSON object (and record its ok URL), else 0: an
  * object followed by anything, even a blank, is not a line we wrote. */
 static int take_line(const char *line, size_t len, hv_okset_t *set, hv_okset_t *crashed,
@@ -114,6 +136,7 @@ static int take_line(const char *line, size_t len, hv_okset_t *set, hv_okset_t *
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(obj, "error_type");
     if (cJSON_IsString(url) && cJSON_IsString(status) && strcmp(status->valuestring, "ok") == 0) {
         out->ok++;
+        count_kept(&out->kept, obj);
         if (set != NULL)
             hv_okset_add(set, url->valuestring, strlen(url->valuestring));
     } else if (cJSON_IsString(url) && cJSON_IsString(type) &&

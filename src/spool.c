@@ -297,7 +297,8 @@ static void on_batch_end(void *ud, hv_hosted_t *hb, const hv_hosted_end_t *end)
 
     if (end->status == 0 && !sb->complete) {
         sp->stats.completed++;
-        sp->stats.records += hv_batch_stats(end->batch)->records;
+        const hv_batch_stats_t *bs = hv_batch_stats(end->batch);
+        sp->stats.records += bs->records - bs->recovered; /* written by this process */
         HV_LOG(HV_LOG_NOTICE, "event=batch_done batch=\"%s\" %s", sb->name, line);
     } else if (end->status == HV_ECANCELLED) {
         if (end->batch != NULL)

@@ -22,6 +22,7 @@
 #include "harvestd/extract.h"
 #include "harvestd/health.h"
 #include "harvestd/record.h"
+#include "harvestd/resume.h"
 #include "harvestd/source.h"
 
 typedef struct hv_batch_s hv_batch_t;
@@ -49,6 +50,9 @@ typedef struct {
      * output under the fsync policy (see hv_writer_cbs_t.on_durable); the token passes to the
      * callee, `ok` is the record's status. In the order the records were written. */
     void (*on_durable)(void *ud, hv_batch_t *b, char *token, int ok);
+    /* Optional (resume): the ok records an earlier run left in the output (resume.h), counted
+     * into the batch's figures from the start, so that they cover the whole output. */
+    const hv_kept_t *kept;
 } hv_batch_opts_t;
 
 /** How many of the hosts with the most failures the summaries show. */
@@ -56,9 +60,13 @@ typedef struct {
 /** How many blocked hosts (block.h) the summaries name, the first found. */
 #define HV_BATCH_BLOCKED_HOSTS 8
 
+/* The figures cover the whole batch: with hv_batch_opts_t.kept, the records an earlier run
+ * left count in records, ok and the figures their lines carry (recovered says how many);
+ * requests, the high-water marks and the rates are this run's. */
 typedef struct {
     uint64_t lines;            /* input lines that produce (or produced) a record */
     uint64_t skipped;          /* lines skipped because they already had an ok record */
+    uint64_t recovered;        /* ok records of an earlier run, counted in the figures below */
     uint64_t records;
     uint64_t ok;
     uint64_t failed;
@@ -95,9 +103,26 @@ int hv_batch_new(hv_engine_t *e, const hv_batch_opts_t *opts, hv_source_t *src,
 const hv_batch_stats_t *hv_batch_stats(const hv_batch_t *b);
 /** Whether the whole input has been read (so `lines` is the final count). */
 int hv_batch_input_done(const hv_batch_t *b);
-/** The input's line count: `lines` once the input is read; before, an estimate from the share
- * of the input read so far (a file of known size); 0 when there is none yet. */
-uint64_t hv_batch_lines_estimate(const hv_batch_t *b);
+
+/** Where a batch stands (hv_batch_progress()). */
+typedef struct {
+    uint64_t lines_read;  /* input lines read so far (skipped ones too) */
+    uint64_t done;        /* of those, the lines that have their record (skipped ones too) */
+    uint64_t ok;          /* the batch's records by status (hv_batch_stats_t) */
+    uint64_t failed;
+    uint64_t lines_total; /* the input's lines: exact with total_exact, otherwise estimated
+                             from the share of the input's bytes read; 0: unknown (a source
+                             of unknown size, or nothing read yet) */
+    int total_exact;      /* the whole input is read */
+    double pages_per_s;   /* this run's records per second since the batch started */
+    double eta_s;         /* seconds left at that pace, when lines_total is known; < 0: not */
+} hv_batch_progress_t;
+
+/** Fill `out` with the batch's progress at `now_ms` (the loop's clock). */
+void hv_batch_progress(const hv_batch_t *b, uint64_t now_ms, hv_batch_progress_t *out);
+
+/** `seconds` (an ETA) as "4m05s", "2h10m", or "--:--" when negative or beyond 99 hours. */
+void hv_batch_format_eta(char *out, size_t cap, double seconds);
 
 
 /** Format the batch's key=value summary fields into `out`. */

@@ -111,6 +111,22 @@ hv_hosted_t *hv_bhost_start(hv_bhost_t *h, const hv_hosted_opts_t *opts, hv_sour
 /** The running batch; NULL while preparing or completing. */
 hv_batch_t *hv_hosted_batch(const hv_hosted_t *hb);
 
+/** A running batch's progress (hv_bhost_progress()). */
+typedef struct {
+    const char *name;      /* the batch's name, until it ends */
+    hv_batch_progress_t p;
+} hv_hosted_progress_t;
+
+/**
+ * The progress of the batches running now (not those being prepared or completed), in the
+ * order they were hosted: the first `max` into `out`. Returns how many run, which may be more
+ * than `max`.
+ */
+unsigned hv_bhost_progress(const hv_bhost_t *h, hv_hosted_progress_t *out, unsigned max);
+
+/** Log an event=batch_progress line (notice) for each running batch. */
+void hv_bhost_log_progress(const hv_bhost_t *h);
+
 /** Batches being prepared do not start (they end HV_ECANCELLED at step PREPARE); running
  *  ones are stopped through the engine (hv_engine_stop()); completions go on. */
 void hv_bhost_stop(hv_bhost_t *h);

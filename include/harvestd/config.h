@@ -151,6 +151,7 @@ typedef struct {
     char spool_dir[1024];
     unsigned max_active_batches;
     uint64_t rescan_interval_ms;
+    uint64_t progress_interval_ms; /* a batch_progress log line per running batch; 0: none */
 
     /* the daemon's sources; the Redis stream (stream.h) */
     unsigned sources;            /* HV_SOURCE_* bits */

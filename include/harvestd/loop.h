@@ -15,8 +15,10 @@
  * then the metrics endpoint, then the loop's own handles.
  *
  * Signals: INT and TERM drain (a second one stops at once), HUP is logged and ignored. The
- * daemon sends READY=1 once started, STATUS= every 5 s and at each change, STOPPING=1 when
- * the stop begins, and WATCHDOG=1 twice per watchdog period when systemd asks for it.
+ * daemon sends READY=1 once started, STATUS= when it changed (at most once a second: the
+ * running batches' progress, hv_bhost_progress(), moves all the time), STOPPING=1 when the
+ * stop begins, and WATCHDOG=1 twice per watchdog period when systemd asks for it; it logs
+ * each running batch's progress every progress_interval (hv_bhost_log_progress()).
  */
 #ifndef HARVESTD_LOOP_H
 #define HARVESTD_LOOP_H

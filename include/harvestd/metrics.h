@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "harvestd/bhost.h"
 #include "harvestd/buf.h"
 #include "harvestd/engine.h"
 #include "harvestd/recrawl.h"
@@ -30,7 +31,14 @@ typedef struct {
     hv_spool_t *spool;
     hv_stream_t *stream;
     hv_recrawl_t *recrawl;
+    hv_bhost_t *host;     /* the running batches' progress (harvestd_batch_*) */
 } hv_metrics_view_t;
+
+/** Running batches shown with a `batch` label (the first hosted); the others are counted in
+ *  harvestd_batches_unlabelled. */
+#define HV_METRICS_BATCHES_MAX 16
+/** Bytes of a batch name kept in its label (cut on a character's boundary, "..." added). */
+#define HV_METRICS_LABEL_MAX 64
 
 typedef struct hv_metrics_server_s hv_metrics_server_t;
 

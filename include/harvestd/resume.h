@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "harvestd/buf.h"
+#include "harvestd/health.h"
 
 typedef struct hv_okset_s hv_okset_t;
 
@@ -26,18 +27,33 @@ void hv_okset_add(hv_okset_t *s, const char *url, size_t len);
 int hv_okset_take(hv_okset_t *s, const char *url, size_t len);
 void hv_okset_free(hv_okset_t *s);
 
+/** The figures of the ok records a repair kept: a resumed batch counts them as its own
+ *  (they are the records of the lines it skips), so that its summary covers the whole output.
+ *  Only what a record carries: `requests` is not written, so it stays this run's. */
+typedef struct {
+    uint64_t records;        /* the ok records kept (hv_repair_t.ok) */
+    uint64_t by_status[600]; /* by http_status (100..599) */
+    uint64_t body_bytes;     /* sum of `bytes` over those that have it */
+    uint64_t with_bytes;
+    uint64_t not_modified;
+    uint64_t unchanged;
+    uint64_t from_cache;
+    hv_sizes_t ok_sizes;     /* `bytes` of the pages downloaded (not 304s, not from_cache) */
+} hv_kept_t;
+
 typedef struct {
     uint64_t records;        /* complete records kept */
     uint64_t ok;             /* of which ok (added to the set) */
     uint64_t crashed;        /* of which ParserCrashed */
     uint64_t truncated;      /* bytes cut off the end (a torn last line) */
     uint64_t bad_lines;      /* invalid lines before the last one (kept, reported) */
+    hv_kept_t kept;          /* what the `ok` records hold */
 } hv_repair_t;
 
 /**
- * Repair the JSONL output at `path` in place, add its ok records to `ok` and the URLs of its
- * ParserCrashed records to `crashed` (either may be NULL): such a page has its final record,
- * and fetching it again would only repeat the crash. A missing file is not an error (nothing
+ * Repair the JSONL output at `path` in place, add its ok records to `ok` (and their figures to
+ * out->kept) and the URLs of its ParserCrashed records to `crashed` (either may be NULL): such
+ * a page has its final record, and fetching it again would only repeat the crash. A missing file is not an error (nothing
  * to resume). Returns 0, or a UV_E* error with a message in `err`. Blocking file I/O (the
  * file is read whole, and a cut is fsynced): the daemon calls it on the threadpool (bhost.h).
  */

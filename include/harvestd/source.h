@@ -41,9 +41,9 @@ typedef struct {
     /** Stop delivering; the source frees itself (possibly later, after pending I/O). */
     void (*close)(hv_source_t *s);
     const char *(*name)(const hv_source_t *s);
-    /** Optional (NULL: unknown). How far through its input the source is: bytes handed out
-     * as lines so far and the input's size; returns 0 when the size is not known (a pipe). */
-    int (*extent)(const hv_source_t *s, uint64_t *done, uint64_t *total);
+    /** Optional (NULL: unknown): how many bytes of the input the lines delivered so far
+     *  span, of `*size` in all (0: a size not known in advance, such as a pipe's). */
+    void (*position)(const hv_source_t *s, uint64_t *consumed, uint64_t *size);
 } hv_source_ops_t;
 
 struct hv_source_s {
@@ -60,15 +60,17 @@ static inline void hv_source_resume(hv_source_t *s)
     s->ops->resume(s);
 }
 
-/** See hv_source_ops_t.extent. */
-static inline int hv_source_extent(const hv_source_t *s, uint64_t *done, uint64_t *total)
-{
-    return s->ops->extent != NULL ? s->ops->extent(s, done, total) : 0;
-}
-
 static inline void hv_source_close(hv_source_t *s)
 {
     s->ops->close(s);
+}
+
+/** The source's position (see hv_source_ops_t.position); 0 and 0 when it cannot tell. */
+static inline void hv_source_position(const hv_source_t *s, uint64_t *consumed, uint64_t *size)
+{
+    *consumed = *size = 0;
+    if (s->ops->position != NULL)
+        s->ops->position(s, consumed, size);
 }
 
 #endif

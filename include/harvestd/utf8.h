@@ -22,4 +22,10 @@ int hv_utf8_valid(const char *s, size_t len);
  */
 char *hv_utf8_sanitize(const char *s, size_t len, size_t *out_len);
 
+/**
+ * The length of the longest prefix of the valid UTF-8 string [s, s+len) that is at most `max`
+ * bytes long and ends on a character's boundary (`len` itself when len <= max).
+ */
+size_t hv_utf8_cut(const char *s, size_t len, size_t max);
+
 #endif

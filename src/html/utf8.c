@@ -145,3 +145,12 @@ char *hv_utf8_sanitize(const char *s, size_t len, size_t *out_len)
         *out_len = n;
     return out;
 }
+
+size_t hv_utf8_cut(const char *s, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+        max--; /* s[max] continues the character before it */
+    return max;
+}

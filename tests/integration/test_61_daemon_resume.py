@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from harness import (SLOWDOWN, SPOOL_SUBDIRS, assert_failed, assert_ok, check_summary,
+from harness import (SLOWDOWN, SPOOL_SUBDIRS, assert_failed, assert_ok, check_median,
+                     check_summary, count_by, ok_page_sizes,
                      parse_records, preload_env, read_trace, title_of,
                      url_lines, wait_complete)
 
@@ -430,3 +431,58 @@ def test_61_11_completion_order(start_daemon, spool, fresh_origin, tmp_path):
     stale = first("unlink", spool.path("out", "summed.txt.crashes"))
     moved = first("renameat2", spool.path("active", "summed.txt"), spool.path("done", "summed.txt"))
     assert stale < moved, "summed.txt moved to done/ before its stale note went:\n" + order
+
+
+def test_61_12_resumed_summary_covers_the_whole_output(start_daemon, spool, fresh_origin):
+    """SIGKILL mid-batch, restart: every figure of the summary and of the batch_done line
+    covers the whole output, the ok records the first run wrote included (read back from the
+    output), not only this run's. The output's final records are the last one of each
+    requested URL (README, "Recovery")."""
+    o = fresh_origin
+    ok_lines = [o.url("/page?title=p%d&size=%d" % (i, 1000 + 150 * i)) for i in range(20)]
+    failing = [o.url("/status/404?n=%d" % i) for i in range(4)] + ["invalid line %d" % i for i in range(2)]
+    held = [o.url("/hold?key=resume12&title=h%d" % i) for i in range(6)]
+    directives = dict(concurrency=8, per_host=8, flush_ms="20ms", read_timeout="30s",
+                      total_timeout="60s")
+    d = start_daemon(**directives)
+    spool.drop("sum.txt", held + ok_lines + failing)
+    d.poll_until(lambda: len(spool.output_lines("sum.txt")) == 26 and
+                 len(o.find_request("key=resume12")) == 6, 10,
+                 "every record but the held pages' in the output")
+    d.kill()
+    assert not spool.has_summary("sum.txt")
+    o.release("resume12")
+    d = start_daemon(**directives)
+    wait_complete(d, spool, ["sum.txt"], timeout=10)
+
+    records = spool.records("sum.txt")
+    assert len(records) == 26 + 6 + 6  # the failed lines were tried again and appended
+    final = list({r["requested_url"]: r for r in records}.values())
+    assert len(final) == 32
+    ok = [r for r in final if r["status"] == "ok"]
+    failed = [r for r in final if r["status"] == "failed"]
+    s = spool.summary("sum.txt")
+    print(json.dumps(s, indent=1))
+    assert (s["records"], s["ok"], s["failed"], s["resumed"]) == (32, 26, 6, 20), s
+    assert s["ok_ratio"] == round(26 / 32, 3), s
+    assert s["error_types"] == count_by(failed, "error_type") == {"HttpStatus": 4, "InvalidUrl": 2}, s
+    statuses = count_by([r for r in final if "http_status" in r], "http_status")
+    assert s["http_statuses"] == {str(k): v for k, v in statuses.items()} == {"200": 26, "404": 4}, s
+    with_bytes = [r["bytes"] for r in final if "bytes" in r]
+    assert s["body_bytes_total"] == sum(with_bytes), s
+    assert s["body_bytes_mean"] == sum(with_bytes) // len(with_bytes), s
+    sizes = ok_page_sizes(final)
+    assert len(sizes) == 26
+    assert s["ok_body_bytes_mean"] == sum(sizes) // len(sizes), s
+    check_median(s["ok_body_bytes_median"], sizes)
+    # This run's: 12 records (6 held pages, the 6 failed lines again) and their requests.
+    assert s["requests"] >= 10, s
+
+    done = d.events("batch_done")
+    assert len(done) == 1, done
+    e = done[0]
+    assert (e["records"], e["ok"], e["failed"], e["resumed"]) == ("32", "26", "6", "20"), e
+    assert e["http_statuses"] == "200:26,404:4", e
+    assert e["error_type.HttpStatus"] == "4" and e["error_type.InvalidUrl"] == "2", e
+    assert e["ok_ratio"] == "%.3f" % (26 / 32), e
+    assert d.stop() == 0

@@ -146,7 +146,8 @@ static const char *lines_name(const hv_source_t *s)
     return "memory";
 }
 
-static const hv_source_ops_t lines_ops = {lines_start, lines_resume, lines_close, lines_name, NULL};
+static const hv_source_ops_t lines_ops = {lines_start, lines_resume, lines_close, lines_name,
+                                          NULL};
 
 hv_source_t *fx_lines_source(uv_loop_t *loop, const char *const *lines, size_t n, int *closed)
 {

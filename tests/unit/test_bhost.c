@@ -28,7 +28,7 @@ typedef struct {
     int status;
     hv_bhost_step_t step;
     char detail[1300];
-    uint64_t records, ok, failed, skipped;
+    uint64_t records, ok, failed, skipped, recovered;
 } fx_t;
 
 /* What the workers did, in order (the hook runs on them). */
@@ -94,6 +94,7 @@ static void on_end(void *ud, hv_hosted_t *hb, const hv_hosted_end_t *end)
         f->ok = s->ok;
         f->failed = s->failed;
         f->skipped = s->skipped;
+        f->recovered = s->recovered;
     }
 }
 
@@ -189,13 +190,14 @@ TEST_IMPL(bhost_completes_in_order_off_the_loop)
 TEST_IMPL(bhost_resume_repairs_skips_and_fails_crashed_lines)
 {
     fx_t f;
-    char output[600], note[600];
+    char output[600], note[600], summary[600];
     static const char *const lines[] = {"http://ok.test/a", "http://crash.test/b", "not a url"};
     fx_init(&f);
     path_in(output, sizeof(output), f.out, "r.txt.jsonl");
     path_in(note, sizeof(note), f.out, "r.txt.crashes");
-    static const char before[] =
-        "{\"requested_url\":\"http://ok.test/a\",\"status\":\"ok\"}\n{\"requested_url\":\"torn";
+    path_in(summary, sizeof(summary), f.out, "r.txt.summary.json");
+    static const char before[] = "{\"requested_url\":\"http://ok.test/a\",\"status\":\"ok\","
+                                 "\"http_status\":200,\"bytes\":10}\n{\"requested_url\":\"torn";
     hv_test_write_file(output, before, sizeof(before) - 1);
     hv_test_write_file(note, "http://crash.test/b\n", 20);
     hv_hosted_opts_t opts = {
@@ -203,6 +205,7 @@ TEST_IMPL(bhost_resume_repairs_skips_and_fails_crashed_lines)
         .name = "r.txt",
         .output_path = output,
         .crash_note = note,
+        .summary_path = summary,
     };
     hv_bhost_start(f.d.host, &opts, fx_lines_source(&f.d.loop, lines, 3, NULL), &cbs, &f);
     uv_run(&f.d.loop, UV_RUN_DEFAULT);
@@ -212,12 +215,24 @@ TEST_IMPL(bhost_resume_repairs_skips_and_fails_crashed_lines)
     ASSERT_EQ(1, f.prep.repair.records);
     ASSERT_EQ(1, f.prep.repair.ok);
     ASSERT_EQ(strlen("{\"requested_url\":\"torn"), f.prep.repair.truncated);
-    ASSERT_EQ(1, f.skipped);  /* the ok line */
-    ASSERT_EQ(2, f.records);  /* ParserCrashed, InvalidUrl: nothing fetched */
-    ASSERT_STR_EQ("repair read_note unlink_note", steps);
+    ASSERT_EQ(1, f.skipped);   /* the ok line */
+    ASSERT_EQ(1, f.recovered); /* its record, counted in the batch's figures */
+    ASSERT_EQ(3, f.records);   /* and ParserCrashed, InvalidUrl: nothing fetched */
+    ASSERT_EQ(1, f.ok);
+    ASSERT_EQ(2, f.failed);
+    ASSERT_STR_EQ("repair read_note unlink_note summary", steps);
     ASSERT(!exists(note));
-    char *text = hv_test_read_file(output, NULL);
-    ASSERT(strncmp(text, before, strlen("{\"requested_url\":\"http://ok.test/a\",\"status\":\"ok\"}\n")) == 0);
+    /* The summary covers the whole output: the kept record's status and bytes too. */
+    char *text = hv_test_read_file(summary, NULL);
+    ASSERT_NOT_NULL(strstr(text, "\"records\":\t3,"));
+    ASSERT_NOT_NULL(strstr(text, "\"ok\":\t1,"));
+    ASSERT_NOT_NULL(strstr(text, "\"resumed\":\t1,"));
+    ASSERT_NOT_NULL(strstr(text, "\"http_statuses\":\t{\n\t\t\"200\":\t1\n\t}"));
+    ASSERT_NOT_NULL(strstr(text, "\"body_bytes_total\":\t10,"));
+    ASSERT_NOT_NULL(strstr(text, "\"ok_body_bytes_mean\":\t10,"));
+    free(text);
+    text = hv_test_read_file(output, NULL);
+    ASSERT(strncmp(text, before, strlen(before) - strlen("{\"requested_url\":\"torn")) == 0);
     ASSERT_NOT_NULL(strstr(text, "\"error_type\":\"ParserCrashed\""));
     ASSERT_NULL(strstr(text, "torn"));
     free(text);

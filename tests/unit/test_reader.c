@@ -7,6 +7,7 @@
  * there.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "harvestd/buf.h"
@@ -513,5 +514,35 @@ TEST_IMPL(reader_read_error_ends_the_input)
     ASSERT_EQ(1, k->ended);
     ASSERT_EQ(UV_EIO, k->end_status);
     ASSERT_EQ(0, k->nlines);
+    sink_free(k);
+}
+
+/* The position tells how far the lines delivered reach (what a batch estimates its total
+ * from): paused on a line, the bytes up to its end; at the end, the whole file. */
+TEST_IMPL(reader_position_spans_the_lines_delivered)
+{
+    size_t len;
+    const int n = 10000; /* several chunks */
+    char *data = numbered_lines(n, &len);
+    sink_t *k = sink_new(data, len);
+    uint64_t consumed, size;
+    hv_source_position(k->src, &consumed, &size);
+    ASSERT_EQ(0, consumed);
+    ASSERT_EQ(len, size);
+    k->pause_at = 7000;
+    sink_start(k);
+    uv_run(&k->loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(7000, k->nlines);
+    hv_source_position(k->src, &consumed, &size);
+    char *end = strstr(data, "http://h.test/7000\n");
+    ASSERT_NOT_NULL(end);
+    ASSERT_EQ((uint64_t)(end - data) + strlen("http://h.test/7000\n"), consumed);
+    ASSERT_EQ(len, size);
+    sink_resume(k);
+    uv_run(&k->loop, UV_RUN_DEFAULT);
+    ASSERT_EQ(1, k->ended);
+    hv_source_position(k->src, &consumed, &size);
+    ASSERT_EQ(len, consumed);
+    free(data);
     sink_free(k);
 }

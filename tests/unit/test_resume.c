@@ -96,3 +96,38 @@ TEST_IMPL(resume_counts_a_parser_crashed_record_as_final)
     hv_okset_free(set);
     hv_okset_free(crashed);
 }
+
+/* A resumed batch counts the ok records it keeps as its own: the repair gathers what each
+ * carries, as the batch counted it when it wrote the record; failed records are fetched
+ * again, so they are not kept. */
+TEST_IMPL(resume_gathers_the_figures_of_the_ok_records)
+{
+    hv_okset_t *set = hv_okset_new();
+    hv_repair_t r;
+    static const char data[] =
+        "{\"requested_url\":\"http://a.test/\",\"status\":\"ok\",\"http_status\":200,\"bytes\":100}\n"
+        "{\"requested_url\":\"http://b.test/\",\"status\":\"failed\",\"http_status\":404,"
+        "\"bytes\":7,\"error_type\":\"HttpStatus\"}\n"
+        "{\"requested_url\":\"http://c.test/\",\"status\":\"ok\",\"http_status\":304,\"bytes\":50,"
+        "\"not_modified\":true}\n"
+        "{\"requested_url\":\"http://d.test/\",\"status\":\"ok\",\"http_status\":200,\"bytes\":300,"
+        "\"unchanged\":true}\n"
+        "{\"requested_url\":\"http://e.test/\",\"status\":\"ok\",\"bytes\":20,\"from_cache\":true}\n";
+    char *text = repair(data, set, &r);
+    ASSERT_EQ(5, r.records);
+    ASSERT_EQ(4, r.ok);
+    ASSERT_EQ(4, r.kept.records);
+    ASSERT_EQ(2, r.kept.by_status[200]);
+    ASSERT_EQ(1, r.kept.by_status[304]);
+    ASSERT_EQ(0, r.kept.by_status[404]);
+    ASSERT_EQ(470, r.kept.body_bytes);
+    ASSERT_EQ(4, r.kept.with_bytes);
+    ASSERT_EQ(1, r.kept.not_modified);
+    ASSERT_EQ(1, r.kept.unchanged);
+    ASSERT_EQ(1, r.kept.from_cache);
+    /* The pages downloaded: not the 304, not the answer from the store. */
+    ASSERT_EQ(2, r.kept.ok_sizes.count);
+    ASSERT_EQ(400, r.kept.ok_sizes.sum);
+    free(text);
+    hv_okset_free(set);
+}

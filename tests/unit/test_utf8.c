@@ -155,3 +155,16 @@ TEST_IMPL(utf8_sanitize_long_mixed_input)
     ASSERT_EQ(128 * 4, ascii);
     free(s);
 }
+
+TEST_IMPL(utf8_cut_ends_on_a_character_boundary)
+{
+    static const char s[] = "ab\xc3\xa9\xe2\x82\xac!"; /* a b e-acute euro ! : 8 bytes */
+    ASSERT_EQ(8, hv_utf8_cut(s, 8, 8));
+    ASSERT_EQ(8, hv_utf8_cut(s, 8, 20));
+    ASSERT_EQ(7, hv_utf8_cut(s, 8, 7));
+    ASSERT_EQ(4, hv_utf8_cut(s, 8, 6)); /* not inside the euro sign */
+    ASSERT_EQ(4, hv_utf8_cut(s, 8, 5));
+    ASSERT_EQ(4, hv_utf8_cut(s, 8, 4));
+    ASSERT_EQ(2, hv_utf8_cut(s, 8, 3)); /* not inside the e-acute */
+    ASSERT_EQ(0, hv_utf8_cut(s, 8, 0));
+}
