@@ -12,6 +12,7 @@
 #ifndef HARVESTD_COMMANDS_H
 #define HARVESTD_COMMANDS_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "harvestd/options.h"
@@ -22,6 +23,25 @@ extern const hv_opt_spec_t hv_cmd_enqueue_spec;
 extern const hv_opt_spec_t hv_cmd_status_spec;
 extern const hv_opt_spec_t hv_cmd_merge_spec;
 extern const hv_opt_spec_t hv_cmd_state_spec;
+
+/** The signals that remove a command's temporary output when they end the process. */
+#define HV_CMD_TMP_SIGNALS 3
+
+/** A command's output while it is written: PATH.tmp.PID beside its final name, removed when
+ *  SIGINT, SIGTERM or SIGHUP ends the command meanwhile (then the process ends as the signal
+ *  would have ended it). The command writes `fd`, gives the file its name, then closes. */
+typedef struct {
+    char *path; /* the temporary file's */
+    int fd;     /* open for writing; the command may close it itself and set -1 */
+    struct sigaction old[HV_CMD_TMP_SIGNALS];
+} hv_cmd_tmp_t;
+
+/** Create the temporary file for the output `path` (O_EXCL) and arm the signals: 0, or an
+ *  error with a message in `err` (nothing is left to close then). */
+int hv_cmd_tmp_open(hv_cmd_tmp_t *t, const char *path, char *err, size_t errcap);
+/** Close `fd` if still open, remove the file unless it was `published` (renamed to its name),
+ *  restore the signals' previous handlers. */
+void hv_cmd_tmp_close(hv_cmd_tmp_t *t, int published);
 
 /** Add a URL file's lines to a stream: 0, 1 on a Redis failure, 2 on a usage error. */
 int hv_cmd_enqueue(int argc, char **argv);

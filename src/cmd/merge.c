@@ -138,21 +138,6 @@ static int usage_error(const char *msg)
     return EXIT_USAGE;
 }
 
-/* The temporary output while it is being written: a signal that ends the merge removes it
- * (unlink() is async-signal-safe), then ends the process as the signal would have. */
-static const char *volatile pending_tmp;
-
-static void on_fatal_signal(int sig)
-{
-    const char *tmp = pending_tmp;
-    if (tmp != NULL)
-        unlink(tmp);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP};
-
 /* Give the finished temporary file its name, never over an existing file: renameat2() with
  * RENAME_NOREPLACE where the file system has it, else link() and unlink(). */
 static int publish(const char *tmp, const char *path)
@@ -173,48 +158,29 @@ static int write_output(hv_merge_t *m, const char *path, char *err, size_t errca
 {
     if (strcmp(path, "-") == 0)
         return hv_merge_write(m, STDOUT_FILENO, "standard output", err, errcap);
-    size_t n = strlen(path) + 32;
-    char *tmp = hv_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = hv_errf(err, errcap, -errno, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
+    hv_cmd_tmp_t t;
+    int rc = hv_cmd_tmp_open(&t, path, err, errcap);
+    if (rc != 0)
         return rc;
-    }
-    struct sigaction sa, old[HV_ARRAY_SIZE(fatal_signals)];
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    pending_tmp = tmp;
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
-        sigaction(fatal_signals[i], &sa, &old[i]);
-    if ((rc = hv_merge_write(m, fd, tmp, err, errcap)) != 0)
+    if ((rc = hv_merge_write(m, t.fd, t.path, err, errcap)) != 0)
         goto out;
-    if (fsync(fd) != 0) {
-        rc = hv_errf(err, errcap, -errno, "cannot write %s: fsync: %s", tmp, strerror(errno));
+    if (fsync(t.fd) != 0) {
+        rc = hv_errf(err, errcap, -errno, "cannot write %s: fsync: %s", t.path, strerror(errno));
         goto out;
     }
-    int c = close(fd);
-    fd = -1;
+    int c = close(t.fd);
+    t.fd = -1;
     if (c != 0) {
-        rc = hv_errf(err, errcap, -errno, "cannot write %s: %s", tmp, strerror(errno));
+        rc = hv_errf(err, errcap, -errno, "cannot write %s: %s", t.path, strerror(errno));
         goto out;
     }
-    if ((rc = publish(tmp, path)) != 0) {
+    if ((rc = publish(t.path, path)) != 0) {
         hv_errf(err, errcap, rc, "cannot create %s: %s", path, strerror(-rc));
         goto out;
     }
     (void)hv_fsync_parent(path); /* the new name durable too, as far as the directory allows */
 out:
-    if (fd >= 0)
-        close(fd);
-    if (rc != 0)
-        unlink(tmp);
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
-        sigaction(fatal_signals[i], &old[i], NULL);
-    pending_tmp = NULL;
-    free(tmp);
+    hv_cmd_tmp_close(&t, rc == 0);
     return rc;
 }
 

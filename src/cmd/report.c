@@ -181,21 +181,6 @@ static int read_all(int fd, hv_report_t *r)
     return rc;
 }
 
-/* The temporary page while it is being written: a signal that ends the command removes it
- * (unlink() is async-signal-safe), then ends the process as the signal would have. */
-static const char *volatile pending_tmp;
-
-static void on_fatal_signal(int sig)
-{
-    const char *tmp = pending_tmp;
-    if (tmp != NULL)
-        unlink(tmp);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static const int fatal_signals[] = {SIGINT, SIGTERM, SIGHUP};
-
 /* The page into `f` and closed: 0, or a message in `err`. */
 static int write_page(const hv_report_t *r, const hv_report_page_t *page, FILE *f, int sync,
                       const char *name, char *err, size_t errcap)
@@ -217,42 +202,26 @@ static int write_page(const hv_report_t *r, const hv_report_page_t *page, FILE *
 static int write_file(const hv_report_t *r, const hv_report_page_t *page, const char *path,
                       char *err, size_t errcap)
 {
-    size_t n = strlen(path) + 32;
-    char *tmp = hv_xmalloc(n);
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-    int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = hv_errf(err, errcap, -errno, "cannot create %s: %s", tmp, strerror(errno));
-        free(tmp);
+    hv_cmd_tmp_t t;
+    int rc = hv_cmd_tmp_open(&t, path, err, errcap);
+    if (rc != 0)
         return rc;
-    }
-    struct sigaction sa, old[HV_ARRAY_SIZE(fatal_signals)];
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_fatal_signal;
-    sigemptyset(&sa.sa_mask);
-    pending_tmp = tmp;
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
-        sigaction(fatal_signals[i], &sa, &old[i]);
-    FILE *f = fdopen(fd, "w");
+    FILE *f = fdopen(t.fd, "w");
     if (f == NULL) {
-        rc = hv_errf(err, errcap, -errno, "cannot write %s: %s", tmp, strerror(errno));
-        close(fd);
+        rc = hv_errf(err, errcap, -errno, "cannot write %s: %s", t.path, strerror(errno));
         goto out;
     }
-    if ((rc = write_page(r, page, f, 1, tmp, err, errcap)) != 0)
+    t.fd = -1; /* the stream's now: write_page closes it */
+    if ((rc = write_page(r, page, f, 1, t.path, err, errcap)) != 0)
         goto out;
-    if (rename(tmp, path) != 0) {
-        rc = hv_errf(err, errcap, -errno, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rename(t.path, path) != 0) {
+        rc = hv_errf(err, errcap, -errno, "cannot rename %s to %s: %s", t.path, path,
+                     strerror(errno));
         goto out;
     }
     (void)hv_fsync_parent(path);
 out:
-    if (rc != 0)
-        unlink(tmp);
-    for (size_t i = 0; i < HV_ARRAY_SIZE(fatal_signals); i++)
-        sigaction(fatal_signals[i], &old[i], NULL);
-    pending_tmp = NULL;
-    free(tmp);
+    hv_cmd_tmp_close(&t, rc == 0);
     return rc;
 }
 
