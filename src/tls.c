@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <time.h>
 #include <uthash.h>
 #include <uv.h>
 
@@ -416,11 +417,16 @@ static int san_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size
 
 #define VCACHE_MAX 512
 
+/* A validity period in seconds since the epoch (UTC), both ends included. */
+typedef struct {
+    int64_t from, to;
+} window_t;
+
 typedef struct vcert_s {
     unsigned char key[32];      /* SHA-256 of the DER (and, for a leaf, of the host name) */
     int is_leaf;
     mbedtls_x509_crt *crt;      /* an intermediate's own copy, as a trust anchor */
-    mbedtls_x509_time from, to; /* the verified path's common validity */
+    window_t valid;             /* the verified path's common validity */
     unsigned refs;              /* threads verifying against it now */
     int dropped;                /* out of the cache: freed when refs reach 0 */
     TAILQ_ENTRY(vcert_s) lru;
@@ -436,29 +442,29 @@ static void vcert_free(vcert_t *v)
     free(v);
 }
 
-static int time_before(const mbedtls_x509_time *a, const mbedtls_x509_time *b)
+static int64_t epoch_of(const mbedtls_x509_time *t)
 {
-    const int x[] = {a->year, a->mon, a->day, a->hour, a->min, a->sec};
-    const int y[] = {b->year, b->mon, b->day, b->hour, b->min, b->sec};
-    for (int i = 0; i < 6; i++)
-        if (x[i] != y[i])
-            return x[i] < y[i];
-    return 0;
+    struct tm tm = {.tm_year = t->year - 1900, .tm_mon = t->mon - 1, .tm_mday = t->day,
+                    .tm_hour = t->hour, .tm_min = t->min, .tm_sec = t->sec};
+    return (int64_t)timegm(&tm);
 }
 
-/* Narrow the window [*from, *to] to [from2, to2]. */
-static void narrow(mbedtls_x509_time *from, mbedtls_x509_time *to, const mbedtls_x509_time *from2,
-                   const mbedtls_x509_time *to2)
+static window_t window_of(const mbedtls_x509_crt *c)
 {
-    if (time_before(from, from2))
-        *from = *from2;
-    if (time_before(to2, to))
-        *to = *to2;
+    return (window_t){epoch_of(&c->valid_from), epoch_of(&c->valid_to)};
+}
+
+/* Narrow `w` to what `other` also covers. */
+static void narrow(window_t *w, window_t other)
+{
+    w->from = HV_MAX(w->from, other.from);
+    w->to = HV_MIN(w->to, other.to);
 }
 
 static int vcert_current(const vcert_t *v)
 {
-    return !mbedtls_x509_time_is_future(&v->from) && !mbedtls_x509_time_is_past(&v->to);
+    int64_t now = (int64_t)time(NULL);
+    return v->valid.from <= now && now <= v->valid.to;
 }
 
 static void leaf_key(const mbedtls_x509_crt *crt, const char *host, unsigned char out[32])
@@ -597,20 +603,19 @@ static int in_store(const hv_tls_ctx_t *ctx, const mbedtls_x509_crt *crt)
 static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const unsigned char key[32],
                           const vcert_t *anchor)
 {
-    mbedtls_x509_time from = path->path[0]->valid_from, to = path->path[0]->valid_to;
+    window_t valid = window_of(path->path[0]);
     for (int d = 1; d <= path->depth_max; d++) {
         const mbedtls_x509_crt *c = path->path[d];
         if (c == NULL)
             return; /* (a path with a hole: remember nothing) */
-        narrow(&from, &to, &c->valid_from, &c->valid_to);
+        narrow(&valid, window_of(c));
     }
     if (anchor != NULL)
-        narrow(&from, &to, &anchor->from, &anchor->to);
+        narrow(&valid, anchor->valid);
     vcert_t *leaf = hv_xcalloc(1, sizeof(*leaf));
     memcpy(leaf->key, key, sizeof(leaf->key));
     leaf->is_leaf = 1;
-    leaf->from = from;
-    leaf->to = to;
+    leaf->valid = valid;
     vcache_add(ctx, leaf);
     for (int d = 1; d <= path->depth_max; d++) {
         const mbedtls_x509_crt *c = path->path[d];
@@ -625,10 +630,9 @@ static void remember_path(hv_tls_ctx_t *ctx, const path_t *path, const unsigned 
             break;
         }
         /* Its own dates, and those of what it was verified through above it. */
-        v->from = c->valid_from;
-        v->to = c->valid_to;
+        v->valid = window_of(c);
         for (int up = d + 1; up <= path->depth_max && path->path[up] != NULL; up++)
-            narrow(&v->from, &v->to, &path->path[up]->valid_from, &path->path[up]->valid_to);
+            narrow(&v->valid, window_of(path->path[up]));
         vcache_add(ctx, v);
     }
 }
