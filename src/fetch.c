@@ -514,6 +514,16 @@ static int proxy_room(hv_fetch_t *f, hv_req_t *r)
     return 0;
 }
 
+/* Arm `t` to fire at loop time `at` (at once if it has passed); UINT64_MAX stops it. */
+static void timer_at(uv_timer_t *t, uv_timer_cb cb, uint64_t at)
+{
+    uint64_t now = uv_now(t->loop);
+    if (at == UINT64_MAX)
+        uv_timer_stop(t);
+    else
+        uv_timer_start(t, cb, at > now ? at - now : 0, 0);
+}
+
 /* Arm the waiting list's timer for its first deadline. */
 static void wait_timer_arm(hv_fetch_t *f)
 {
@@ -521,12 +531,7 @@ static void wait_timer_arm(hv_fetch_t *f)
     uint64_t first = UINT64_MAX;
     TAILQ_FOREACH(r, &f->waiting, wait_link)
         first = HV_MIN(first, r->job->deadline_ms);
-    if (first == UINT64_MAX) {
-        uv_timer_stop(&f->wait_timer);
-        return;
-    }
-    uint64_t now = uv_now(f->loop);
-    uv_timer_start(&f->wait_timer, on_wait_timer, first > now ? first - now : 0, 0);
+    timer_at(&f->wait_timer, on_wait_timer, first);
 }
 
 static void queue_req(hv_req_t *r)
@@ -1457,12 +1462,7 @@ static void pend_timer_arm(hv_fetch_t *f)
     TAILQ_FOREACH(hc, &f->h2cs, all)
         TAILQ_FOREACH(r, &hc->pending, pend_link)
             first = HV_MIN(first, r->job->deadline_ms);
-    if (first == UINT64_MAX) {
-        uv_timer_stop(&f->pend_timer);
-        return;
-    }
-    uint64_t now = uv_now(f->loop);
-    uv_timer_start(&f->pend_timer, on_pend_timer, first > now ? first - now : 0, 0);
+    timer_at(&f->pend_timer, on_pend_timer, first);
 }
 
 static void on_pend_timer(uv_timer_t *t)

@@ -287,17 +287,16 @@ int hv_reader_open(uv_loop_t *loop, const char *path, hv_source_t **out)
     }
     /* A directory opens O_RDONLY but fails at the first read, after the output was created:
      * refuse it here, where the caller still treats it as a bad argument. */
-    uint64_t size = 0;
-    if (uv_fs_fstat(NULL, &req, fd, NULL) == 0 && S_ISREG(req.statbuf.st_mode))
-        size = req.statbuf.st_size;
-    if (req.result == 0 && S_ISDIR(req.statbuf.st_mode)) {
-        uv_fs_req_cleanup(&req);
+    int known = uv_fs_fstat(NULL, &req, fd, NULL) == 0;
+    int is_dir = known && S_ISDIR(req.statbuf.st_mode);
+    uint64_t size = known && S_ISREG(req.statbuf.st_mode) ? req.statbuf.st_size : 0;
+    uv_fs_req_cleanup(&req);
+    if (is_dir) {
         if (fd != STDIN_FILENO)
             uv_fs_close(NULL, &req, fd, NULL);
         uv_fs_req_cleanup(&req);
         return UV_EISDIR;
     }
-    uv_fs_req_cleanup(&req);
     reader_t *r = hv_xcalloc(1, sizeof(*r));
     r->base.ops = &reader_ops;
     r->loop = loop;

@@ -56,13 +56,17 @@ enum {
     "                    connect, 10s per reply; a bare number is in seconds)"
 #define USAGE_HELP "--help              this text"
 
+/* The rows both commands open with: where the stream is and how to reach it. */
+#define CONNECTION_ROWS                                                                            \
+    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS, .usage = USAGE_REDIS},                  \
+    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE,                   \
+     .usage = USAGE_PASSWORD_FILE},                                                                \
+    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE, .usage = USAGE_CA_FILE},            \
+    {.name = "insecure", .id = O_INSECURE, .usage = USAGE_INSECURE},                               \
+    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM, .usage = USAGE_STREAM}
+
 static const hv_opt_t enqueue_opts[] = {
-    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS, .usage = USAGE_REDIS},
-    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE,
-     .usage = USAGE_PASSWORD_FILE},
-    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE, .usage = USAGE_CA_FILE},
-    {.name = "insecure", .id = O_INSECURE, .usage = USAGE_INSECURE},
-    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM, .usage = USAGE_STREAM},
+    CONNECTION_ROWS,
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH,
      .usage = "--batch NAME        the batch (default: FILE's base name; needed for '-')"},
     {.name = "rules", .kind = HV_OPT_VALUE, .id = O_RULES,
@@ -76,12 +80,7 @@ static const hv_opt_t enqueue_opts[] = {
 };
 
 static const hv_opt_t status_opts[] = {
-    {.name = "redis", .kind = HV_OPT_VALUE, .id = O_REDIS, .usage = USAGE_REDIS},
-    {.name = "redis-password-file", .kind = HV_OPT_VALUE, .id = O_PASSWORD_FILE,
-     .usage = USAGE_PASSWORD_FILE},
-    {.name = "ca-file", .kind = HV_OPT_VALUE, .id = O_CA_FILE, .usage = USAGE_CA_FILE},
-    {.name = "insecure", .id = O_INSECURE, .usage = USAGE_INSECURE},
-    {.name = "stream", .kind = HV_OPT_VALUE, .id = O_STREAM, .usage = USAGE_STREAM},
+    CONNECTION_ROWS,
     {.name = "group", .kind = HV_OPT_VALUE, .id = O_GROUP,
      .usage = "--group NAME        the consumer group (default " HV_STREAM_GROUP_DEFAULT ")"},
     {.name = "batch", .kind = HV_OPT_VALUE, .id = O_BATCH,
